@@ -1,0 +1,35 @@
+"""GET /capabilities, GET /jobs, GET /jobs/{job_id}, POST /jobs/{job_id}/cancel, and unknown routes."""
+
+from __future__ import annotations
+
+from jobstream.http.api import RouteResult, http_handler
+from jobstream.http.request import Request
+from jobstream.service import jobs
+from jobstream.service.runtime import Runtime
+
+
+def capabilities(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, jobs.capabilities(rt)
+
+
+def list_jobs(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, jobs.list_jobs(rt, tenant, request.query, request.base_url)
+
+
+def get_job(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, jobs.get_job(rt, tenant, request.path_parameter("job_id"), request.base_url)
+
+
+def cancel(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    # The cancel body is ignored, whatever it holds.
+    return 200, jobs.cancel(rt, tenant, request.path_parameter("job_id"), request.base_url)
+
+
+handler = http_handler(
+    {
+        "GET /capabilities": capabilities,
+        "GET /jobs": list_jobs,
+        "GET /jobs/{job_id}": get_job,
+        "POST /jobs/{job_id}/cancel": cancel,
+    }
+)

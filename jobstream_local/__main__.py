@@ -1,0 +1,45 @@
+"""`python -m jobstream_local`: the whole system on http://127.0.0.1:${JOBSTREAM_PORT:-3000}."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+from jobstream.config.settings import ConfigurationError
+from jobstream_local.stack import start
+
+
+def main() -> int:
+    port_text = os.environ.get("JOBSTREAM_PORT", "3000")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        print(f"JOBSTREAM_PORT must be a port number, got {port_text!r}", file=sys.stderr)
+        return 2
+    try:
+        stack = start(port=int(port_text))
+    except ConfigurationError as error:
+        print(f"jobstream: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"jobstream: cannot listen on port {port_text}: {error.strerror}", file=sys.stderr)
+        return 2
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    token = os.environ["JOBSTREAM_API_TOKENS"].split(",", 1)[0].partition("=")[2]
+    print(f"jobstream ready at {stack.base_url} (try: curl -H 'Authorization: Bearer {token}' "
+          f"{stack.base_url}/capabilities)", flush=True)
+    stopping.wait()
+    print("jobstream stopping", flush=True)
+    stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""A local HTTP API: turns HTTP requests into API Gateway v2 events for the real handlers."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import re
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import ModuleType
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from jobstream_local.template import HttpRoute
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class BoundRoute:
+    route: HttpRoute
+    pattern: re.Pattern[str] | None
+    handler: Handler
+
+
+def _pattern(path: str) -> re.Pattern[str]:
+    # API Gateway path variables match one segment each.
+    parts = re.split(r"(\{[A-Za-z0-9_]+\})", path)
+    regex = "".join(
+        f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part) for part in parts
+    )
+    return re.compile(f"^{regex}$")
+
+
+def load_handler(route: HttpRoute) -> Handler:
+    module_name, _, attribute = route.handler.rpartition(".")
+    unique = f"jobstream_function_{route.function}"
+    module: ModuleType | None = sys.modules.get(unique)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(unique, route.code_dir / f"{module_name}.py")
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {route.handler} from {route.code_dir}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[unique] = module
+        spec.loader.exec_module(module)
+    handler: Handler = getattr(module, attribute)
+    return handler
+
+
+class LambdaContext:
+    """The parts of the Lambda context object that handlers and Powertools read."""
+
+    def __init__(self, function_name: str) -> None:
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = 512
+        self.aws_request_id = str(uuid.uuid4())
+        self.invoked_function_arn = (
+            f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
+        )
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "local"
+        self._deadline = time.monotonic() + 30
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+class LocalHttpApi:
+    def __init__(self, routes: list[HttpRoute]) -> None:
+        self.routes = [
+            BoundRoute(
+                route,
+                None if route.path == "$default" else _pattern(route.path),
+                load_handler(route),
+            )
+            for route in routes
+        ]
+
+    def match(self, method: str, path: str) -> tuple[BoundRoute, dict[str, str]] | None:
+        fallback = None
+        for bound in self.routes:
+            if bound.pattern is None:
+                fallback = bound
+                continue
+            found = bound.pattern.match(path)
+            if found and bound.route.method in (method, "ANY"):
+                return bound, found.groupdict()
+        return (fallback, {}) if fallback else None
+
+    def event(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        body: bytes,
+        route: BoundRoute,
+        parameters: dict[str, str],
+    ) -> dict[str, Any]:
+        split = urlsplit(target)
+        is_text = _is_text(body)
+        return {
+            "version": "2.0",
+            "routeKey": route.route.route_key,
+            "rawPath": split.path,
+            "rawQueryString": split.query,
+            "headers": headers,
+            "pathParameters": {name: unquote(value) for name, value in parameters.items()} or None,
+            "requestContext": {
+                "accountId": "123456789012",
+                "apiId": "local",
+                "domainName": headers.get("host", "127.0.0.1"),
+                "http": {
+                    "method": method,
+                    "path": split.path,
+                    "protocol": "HTTP/1.1",
+                    "sourceIp": "127.0.0.1",
+                    "userAgent": headers.get("user-agent", ""),
+                },
+                "requestId": str(uuid.uuid4()),
+                "routeKey": route.route.route_key,
+                "stage": "$default",
+                "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime()),
+                "timeEpoch": int(time.time() * 1000),
+            },
+            "body": (body.decode("utf-8") if is_text else base64.b64encode(body).decode())
+            if body
+            else None,
+            "isBase64Encoded": bool(body) and not is_text,
+        }
+
+    def invoke(self, method: str, target: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+        matched = self.match(method, urlsplit(target).path)
+        if matched is None:
+            return {"statusCode": 404, "body": json.dumps({"message": "Not Found"})}
+        bound, parameters = matched
+        event = self.event(method, target, headers, body, bound, parameters)
+        return bound.handler(event, LambdaContext(bound.route.function))
+
+
+def _is_text(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# Larger bodies are refused before they reach a handler; API Gateway's own payload cap is 10 MB.
+MAX_REQUEST_BYTES = 10 * 1024 * 1024
+
+
+def make_server(api: LocalHttpApi, host: str, port: int) -> ThreadingHTTPServer:
+    class RequestHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            if length > MAX_REQUEST_BYTES:
+                self.send_error(413)
+                return
+            body = self.rfile.read(length) if length else b""
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            headers.setdefault("x-forwarded-proto", "http")
+            response = api.invoke(self.command, self.path, headers, body)
+            payload = response.get("body") or ""
+            data = (
+                base64.b64decode(payload)
+                if response.get("isBase64Encoded")
+                else str(payload).encode("utf-8")
+            )
+            self.send_response(int(response.get("statusCode", 200)))
+            for name, value in (response.get("headers") or {}).items():
+                self.send_header(name, str(value))
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _serve  # noqa: N815
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            sys.stderr.write(f"{self.command} {self.path} -> {args[1] if len(args) > 1 else ''}\n")
+
+    server = ThreadingHTTPServer((host, port), RequestHandler)
+    server.daemon_threads = True
+    return server

@@ -1,0 +1,1 @@
+"""jobstream: a Workflow Protocol v1 job producer on AWS serverless."""

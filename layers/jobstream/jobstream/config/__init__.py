@@ -1,0 +1,1 @@
+"""Configuration: one settings model read from the environment, and the targets file."""

@@ -1,0 +1,127 @@
+"""The one settings model. Same variable names on AWS (template parameters) and locally."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from jobstream.config.targets import TargetsFile
+
+DEFAULT_TARGETS_FILE: Final = Path(__file__).with_name("targets.default.json")
+# The reference producer's floor for liveness budgets; below it a budget is a configuration error.
+MIN_BUDGET_MS: Final = 60_000
+
+PositiveMs = Annotated[int, Field(ge=1)]
+BudgetMs = Annotated[int, Field(ge=MIN_BUDGET_MS)]
+
+
+class ConfigurationError(Exception):
+    """Configuration that must stop start-up; the message says what to fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    token: str
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table_name: Annotated[str, Field(min_length=1)]
+    api_tokens: Annotated[tuple[Tenant, ...], Field(min_length=1)]
+    targets_path: Path
+    queued_timeout_ms: BudgetMs = 1_800_000
+    stall_timeout_ms: BudgetMs = 900_000
+    heartbeat_interval_ms: PositiveMs = 30_000
+    lease_ms: PositiveMs = 180_000
+    default_deadline_ms: Annotated[int, Field(ge=1000)] = 1_800_000
+
+    @field_validator("api_tokens", mode="before")
+    @classmethod
+    def _parse_tokens(cls, value: object) -> object:
+        return parse_api_tokens(value) if isinstance(value, str) else value
+
+
+# Settings field -> environment variable.
+ENVIRONMENT: Final[dict[str, str]] = {
+    "table_name": "JOBSTREAM_TABLE",
+    "api_tokens": "JOBSTREAM_API_TOKENS",
+    "targets_path": "JOBSTREAM_TARGETS",
+    "queued_timeout_ms": "JOBSTREAM_QUEUED_TIMEOUT_MS",
+    "stall_timeout_ms": "JOBSTREAM_STALL_TIMEOUT_MS",
+    "heartbeat_interval_ms": "JOBSTREAM_HEARTBEAT_INTERVAL_MS",
+    "lease_ms": "JOBSTREAM_LEASE_MS",
+    "default_deadline_ms": "JOBSTREAM_DEFAULT_DEADLINE_MS",
+}
+
+
+def parse_api_tokens(value: str) -> tuple[Tenant, ...]:
+    """`tenant=token,tenant=token`; a token may belong to one tenant only."""
+    tenants: list[Tenant] = []
+    for pair in value.split(","):
+        if not pair.strip():
+            continue
+        name, sep, token = pair.partition("=")
+        name, token = name.strip(), token.strip()
+        if not sep or not name or not token:
+            raise ValueError("each entry must be tenant=token with both parts non-empty")
+        tenants.append(Tenant(name=name, token=token))
+    if len({tenant.token for tenant in tenants}) != len(tenants):
+        raise ValueError("a token is listed more than once")
+    return tuple(tenants)
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and check the settings; any invalid value raises ConfigurationError naming it."""
+    env = os.environ if environ is None else environ
+    raw: dict[str, object] = {}
+    for field_name, variable in ENVIRONMENT.items():
+        value = env.get(variable)
+        if value is not None and value.strip() != "":
+            raw[field_name] = value.strip()
+    raw.setdefault("targets_path", str(DEFAULT_TARGETS_FILE))
+    try:
+        settings = Settings.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigurationError(_describe(error)) from None
+    load_targets(settings.targets_path)
+    return settings
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        field_name = str(item["loc"][0]) if item["loc"] else "settings"
+        variable = ENVIRONMENT.get(field_name, field_name)
+        message = item["msg"]
+        if item["type"] == "missing":
+            message = "is required"
+        problems.append(f"{variable} {message}")
+    return "invalid configuration: " + "; ".join(problems)
+
+
+_targets_cache: dict[Path, tuple[float, TargetsFile]] = {}
+
+
+def load_targets(path: Path) -> TargetsFile:
+    """The targets file, re-read when it changes on disk (configuration is live)."""
+    try:
+        mtime = path.stat().st_mtime
+    except OSError as error:
+        raise ConfigurationError(f"JOBSTREAM_TARGETS: cannot read {path.name}: {error.strerror}") from None
+    cached = _targets_cache.get(path)
+    if cached is not None and cached[0] == mtime:
+        return cached[1]
+    try:
+        targets = TargetsFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, ValidationError) as error:
+        raise ConfigurationError(f"JOBSTREAM_TARGETS: {path.name} is invalid: {error}") from None
+    _targets_cache[path] = (mtime, targets)
+    return targets

@@ -1,0 +1,41 @@
+"""The targets file: which candidate searches this deployment can run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+WorkType = Literal["illustration", "novel"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TargetQuery(_Strict):
+    tags: Annotated[list[Annotated[StrictStr, Field(min_length=1)]], Field(min_length=1)]
+    expand: StrictBool = False
+
+
+class Target(_Strict):
+    id: Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^\S(.*\S)?$")]
+    enabled: StrictBool = True
+    work_type: WorkType
+    source: Literal["catalog", "pixiv"]
+    query: TargetQuery
+    limit: Annotated[StrictInt, Field(ge=1, le=100)] = 1
+    scan_limit: Annotated[StrictInt, Field(ge=1, le=100)] = 30
+    # The target's execution ceiling; a Task's deadline_ms can shorten it, never extend it.
+    timeout_ms: Annotated[StrictInt, Field(ge=1000)] | None = None
+
+
+class TargetsFile(_Strict):
+    """Enabled entries sharing an id make that id ambiguous (409), as in the reference."""
+
+    account: Annotated[StrictStr, Field(min_length=1)] = "default"
+    targets: list[Target]
+
+    @property
+    def enabled(self) -> list[Target]:
+        return [target for target in self.targets if target.enabled]

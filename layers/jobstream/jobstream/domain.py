@@ -1,0 +1,60 @@
+"""The durable state of a job as the store holds it. Plain data: no I/O, no protocol words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+TERMINAL_STATUSES: Final = frozenset({"succeeded", "failed", "cancelled", "expired"})
+ACTIVE_STATUSES: Final = frozenset({"queued", "running"})
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    job_id: str
+    tenant: str
+    job_type: str
+    idempotency_key: str
+    params: dict[str, Any]
+    params_canonical: str
+    target_id: str
+    work_type: str
+    status: str
+    created_at: int
+    updated_at: int
+    deadline_at: int | None = None
+    correlation_id: str | None = None
+    labels: dict[str, str] | None = None
+    callback_url: str | None = None
+    reason: str | None = None
+    reason_message: str | None = None
+    started_at: int | None = None
+    heartbeat_at: int | None = None
+    lease_owner: str | None = None
+    lease_expires_at: int | None = None
+    attempt: int = 0
+    progress_stage: str | None = None
+    progress_message: str | None = None
+    result: dict[str, Any] | None = None
+    # The event stream's bookkeeping, kept on the job so counts never read the events.
+    event_count: int = 0
+    last_event_at: int = 0
+    recorded_kinds: frozenset[str] = field(default_factory=frozenset)
+    ack_sequence: int = 0
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def lease_active(self, now: int) -> bool:
+        return bool(self.lease_owner) and (self.lease_expires_at or 0) > now
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One recorded event of a job's stream; `sequence` is its 1-based position."""
+
+    job_id: str
+    sequence: int
+    kind: str
+    at: int

@@ -1,0 +1,63 @@
+"""The HTTP handler shell: parse, authenticate, dispatch by route, answer; errors as envelopes."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jobstream.http.auth import authenticate
+from jobstream.http.request import Request, parse_event
+from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
+from jobstream.service.runtime import Runtime, runtime
+
+logger = logging.getLogger("jobstream.http")
+
+Response = dict[str, Any]
+RouteResult = tuple[int, Any]
+Route = Callable[[Runtime, str, Request], RouteResult]
+
+JSON_HEADERS = {"content-type": "application/json; charset=utf-8", "cache-control": "no-store"}
+
+
+def json_response(status: int, body: Any) -> Response:
+    return {
+        "statusCode": status,
+        "headers": dict(JSON_HEADERS),
+        "body": json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        "isBase64Encoded": False,
+    }
+
+
+def error_response(error: ProtocolError) -> Response:
+    return json_response(error.status, error.body())
+
+
+def http_handler(routes: Mapping[str, Route]) -> Callable[[Mapping[str, Any], Any], Response]:
+    """A Lambda handler serving `routes` (keyed by API Gateway route key, e.g. 'GET /jobs')."""
+
+    def handler(event: Mapping[str, Any], context: Any) -> Response:
+        try:
+            request = parse_event(event)
+            rt = runtime()
+            tenant = authenticate(request.headers, rt.settings.api_tokens)
+            route = routes.get(request.route_key)
+            if route is None:
+                raise _unknown_route(request)
+            status, body = route(rt, tenant, request)
+            return json_response(status, body)
+        except ProtocolError as error:
+            return error_response(error)
+        except Exception:
+            # Never leak internals: log them, answer the catalogue's internal error.
+            logger.exception("unhandled error", extra={"route": event.get("routeKey")})
+            return error_response(ProtocolError(ErrorCode.INTERNAL_ERROR, "internal error", status=500))
+
+    return handler
+
+
+def _unknown_route(request: Request) -> ProtocolError:
+    return invalid_params(
+        "no such route", status=404, detail={"reason": "unknown_route", "method": request.method}
+    )

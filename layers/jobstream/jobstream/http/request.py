@@ -1,0 +1,91 @@
+"""Parsing an API Gateway v2 event into what the routes need; bad requests become protocol errors."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import parse_qs, unquote
+
+from jobstream.protocol.errors import invalid_params
+
+MAX_BODY_BYTES: Final = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    route_key: str
+    headers: Mapping[str, str]
+    query: Mapping[str, list[str]]
+    path_parameters: Mapping[str, str]
+    raw_body: bytes
+    base_url: str | None
+
+    def path_parameter(self, name: str) -> str:
+        # Consumers percent-encode ids with nothing safe; API Gateway may pass them encoded.
+        return unquote(self.path_parameters.get(name, ""))
+
+    def json_body(self, *, empty: Any = None) -> Any:
+        """The body as JSON; `empty` stands in for no body at all."""
+        if len(self.raw_body) > MAX_BODY_BYTES:
+            raise invalid_params(
+                f"request body must be at most {MAX_BODY_BYTES} bytes",
+                status=413,
+                detail={"limit_bytes": MAX_BODY_BYTES},
+            )
+        content_type = self.headers.get("content-type", "")
+        media_type = content_type.split(";", 1)[0].strip().lower()
+        if not self.raw_body.strip():
+            return {} if empty is None else empty
+        if media_type and media_type != "application/json" and not media_type.endswith("+json"):
+            raise invalid_params(
+                "request body must be application/json",
+                status=415,
+                detail={"content_type": content_type},
+            )
+        try:
+            return json.loads(self.raw_body, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            raise invalid_params("request body must be valid JSON") from None
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON.
+    raise ValueError(name)
+
+
+def parse_event(event: Mapping[str, Any]) -> Request:
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    context = event.get("requestContext") or {}
+    http = context.get("http") or {}
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        try:
+            raw_body = base64.b64decode(body)
+        except (binascii.Error, ValueError):
+            raise invalid_params("request body is not valid base64") from None
+    else:
+        raw_body = body.encode("utf-8", "surrogatepass")
+    return Request(
+        method=str(http.get("method", "GET")).upper(),
+        route_key=str(event.get("routeKey", "")),
+        headers=headers,
+        query=parse_qs(str(event.get("rawQueryString") or ""), keep_blank_values=True),
+        path_parameters=dict(event.get("pathParameters") or {}),
+        raw_body=raw_body,
+        base_url=_base_url(headers, context),
+    )
+
+
+def _base_url(headers: Mapping[str, str], context: Mapping[str, Any]) -> str | None:
+    host = headers.get("host") or context.get("domainName")
+    if not host:
+        return None
+    scheme = headers.get("x-forwarded-proto", "https").split(",", 1)[0].strip() or "https"
+    stage = context.get("stage")
+    prefix = f"/{stage}" if stage and stage != "$default" else ""
+    return f"{scheme}://{host}{prefix}"

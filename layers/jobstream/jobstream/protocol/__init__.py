@@ -1,0 +1,1 @@
+"""The protocol facade: pure (no I/O), the only place protocol words are produced."""

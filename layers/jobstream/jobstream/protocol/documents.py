@@ -1,0 +1,218 @@
+"""Builders of every document jobstream produces. Pure: state and a clock value in, dicts out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from jobstream.config.targets import TargetsFile
+from jobstream.domain import JobRecord, StoredEvent
+from jobstream.protocol.errors import (
+    EXPIRY_REASONS,
+    REASON_MESSAGES,
+    RETRYABLE,
+    code_for_reason,
+    parse_reason,
+)
+from jobstream.protocol.events import TERMINAL_KINDS, EventType, event_id, protocol_type
+from jobstream.protocol.task import JOB_TYPE_CANDIDATE_SEARCH, PROTOCOL_VERSION
+
+PAGE_SIZE: Final = 200
+FEATURES: Final = (
+    "events",
+    "progress",
+    "cancel",
+    "idempotency",
+    "exclude",
+    "tag_expansion",
+    "target_selector",
+)
+_STAGE_BY_STATUS: Final = {
+    "queued": "queued",
+    "running": "searching",
+    "succeeded": "done",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "expired": "expired",
+}
+
+
+def events_url(job_id: str, base_url: str | None) -> str:
+    """Absolute when the request's origin is known, else relative (job ids are URL-safe)."""
+    path = f"/jobs/{job_id}/events"
+    return f"{base_url.rstrip('/')}{path}" if base_url else path
+
+
+def job_error(record: JobRecord) -> dict[str, Any]:
+    """The Error of a failed, cancelled or expired job."""
+    code = code_for_reason(record.reason)
+    reason = parse_reason(record.reason)
+    message = record.reason_message or (
+        REASON_MESSAGES[reason] if reason is not None else "internal error"
+    )
+    error: dict[str, Any] = {"code": code.value, "message": message, "retryable": RETRYABLE[code]}
+    if record.reason:
+        error["detail"] = {"internal_code": record.reason}
+    return error
+
+
+def terminal_status_for(reason: str | None, *, cancelled: bool = False) -> str:
+    """The protocol status a job ends in for an internal reason."""
+    if cancelled:
+        return "cancelled"
+    known = parse_reason(reason)
+    return "expired" if known in EXPIRY_REASONS else "failed"
+
+
+def job_document(record: JobRecord, now: int, base_url: str | None = None) -> dict[str, Any]:
+    """The Job projection, keys in the reference order."""
+    # The executor's own stage shows only while it runs; every other status names its stage.
+    stage = record.progress_stage if record.status == "running" else None
+    progress: dict[str, Any] = {"stage": stage or _STAGE_BY_STATUS[record.status]}
+    if record.progress_message:
+        progress["message"] = record.progress_message
+    progress["at"] = record.updated_at
+    document: dict[str, Any] = {
+        "protocol_version": PROTOCOL_VERSION,
+        "job_id": record.job_id,
+        "job_type": record.job_type,
+        "status": record.status,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "started_at": record.started_at,
+        "heartbeat_at": record.heartbeat_at,
+        "deadline_at": record.deadline_at,
+        "lease_active": record.lease_active(now),
+        "lease_expires_at": record.lease_expires_at,
+        "attempt": record.attempt,
+        "progress": progress,
+        "idempotency_key": record.idempotency_key,
+    }
+    if record.correlation_id:
+        document["correlation_id"] = record.correlation_id
+    if record.labels:
+        document["labels"] = dict(record.labels)
+    document["events_url"] = events_url(record.job_id, base_url)
+    if record.status == "succeeded":
+        document["result"] = record.result if record.result is not None else {
+            "candidates": [],
+            "scanned": 0,
+        }
+    elif record.is_terminal:
+        document["error"] = job_error(record)
+    return document
+
+
+def event_document(
+    record: JobRecord, event: StoredEvent, now: int, base_url: str | None = None
+) -> dict[str, Any] | None:
+    """One Event as the page and the callback show it; None for internal-only kinds."""
+    event_type = protocol_type(event.kind)
+    if event_type is None:
+        return None
+    document: dict[str, Any] = {
+        "protocol_version": PROTOCOL_VERSION,
+        "event_id": event_id(event.at, event.sequence),
+        "job_id": record.job_id,
+        "type": event_type.value,
+        "at": event.at,
+    }
+    if record.correlation_id:
+        document["correlation_id"] = record.correlation_id
+    if record.labels:
+        document["labels"] = dict(record.labels)
+    payload: dict[str, Any] = {"detail": {"internal_kind": event.kind}}
+    if event.kind in TERMINAL_KINDS:
+        job = job_document(record, now, base_url)
+        payload["job"] = job
+        if event_type is EventType.SUCCEEDED:
+            payload["result"] = job.get("result")
+        else:
+            payload["error"] = job.get("error")
+    document["payload"] = payload
+    return document
+
+
+def event_page(
+    record: JobRecord,
+    events: Sequence[StoredEvent],
+    *,
+    has_more: bool,
+    now: int,
+    base_url: str | None = None,
+) -> dict[str, Any]:
+    """An EventPage; `next_after` only when another page exists."""
+    documents = [
+        document
+        for event in events
+        if (document := event_document(record, event, now, base_url)) is not None
+    ]
+    page: dict[str, Any] = {"job_id": record.job_id, "events": documents}
+    if has_more and documents:
+        page["next_after"] = documents[-1]["event_id"]
+    page["unacked"] = unacked_count(record)
+    page["server_time"] = now
+    return page
+
+
+def unacked_count(record: JobRecord) -> int:
+    return max(0, record.event_count - record.ack_sequence)
+
+
+def ack_result(record: JobRecord, now: int) -> dict[str, Any]:
+    unacked = unacked_count(record)
+    return {
+        "job_id": record.job_id,
+        "acked": record.event_count - unacked,
+        "unacked": unacked,
+        "server_time": now,
+    }
+
+
+def job_page(
+    records: Sequence[JobRecord], *, next_cursor: str | None, now: int, base_url: str | None = None
+) -> dict[str, Any]:
+    page: dict[str, Any] = {"jobs": [job_document(record, now, base_url) for record in records]}
+    if next_cursor:
+        page["next_cursor"] = next_cursor
+    page["server_time"] = now
+    return page
+
+
+def submission(record: JobRecord, now: int, base_url: str | None = None) -> dict[str, Any]:
+    """The `POST /jobs` body: exactly one key, `job`."""
+    return {"job": job_document(record, now, base_url)}
+
+
+def default_deadline_ms(targets: TargetsFile, fallback_ms: int) -> int:
+    """The largest execution ceiling among enabled targets, else the configured default."""
+    ceilings = [target.timeout_ms or fallback_ms for target in targets.enabled]
+    return max(ceilings, default=fallback_ms)
+
+
+def capabilities(
+    *,
+    targets: TargetsFile,
+    queued_timeout_ms: int,
+    stall_timeout_ms: int,
+    heartbeat_interval_ms: int,
+    default_deadline_fallback_ms: int,
+    now: int,
+) -> dict[str, Any]:
+    """The capabilities document, built from live configuration on every call."""
+    return {
+        "protocol_versions": [PROTOCOL_VERSION],
+        "job_types": [
+            {
+                "name": JOB_TYPE_CANDIDATE_SEARCH,
+                "params_schema": "#/$defs/CandidateSearchParams",
+                "result_schema": "#/$defs/Result_CandidateSearch",
+                "features": list(FEATURES),
+                "queued_timeout_ms": queued_timeout_ms,
+                "stall_timeout_ms": stall_timeout_ms,
+                "heartbeat_interval_ms": heartbeat_interval_ms,
+                "default_deadline_ms": default_deadline_ms(targets, default_deadline_fallback_ms),
+            }
+        ],
+        "server_time": now,
+    }

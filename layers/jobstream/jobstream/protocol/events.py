@@ -1,0 +1,109 @@
+"""Event kinds: the internal kinds we store, their ONE mapping to protocol types, and event ids."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Final
+
+
+class EventKind(StrEnum):
+    """Internal event kinds (stored). Only the lifecycle kinds are ever projected."""
+
+    REQUESTED = "job.requested"
+    EXECUTION_STARTED = "job.execution_started"
+    PROGRESSED = "job.progressed"
+    OUTCOME_SUCCEEDED = "job.outcome_succeeded"
+    OUTCOME_FAILED = "job.outcome_failed"
+    OUTCOME_EXPIRED = "job.outcome_expired"
+    OUTCOME_CANCELLED = "job.outcome_cancelled"
+    # Internal-only kinds: never shown, never ackable, never counted.
+    EXECUTION_SUMMARY = "execution.summary"
+    DELIVERY_DUPLICATE = "delivery.duplicate"
+    MEDIA_FALLBACK = "media.fallback"
+    OUTBOX_CLAIMED = "outbox.claimed"
+    OUTBOX_DEFERRED = "outbox.deferred"
+    OUTBOX_DELIVERED = "outbox.delivered"
+    OUTBOX_RETRY_SCHEDULED = "outbox.retry_scheduled"
+    OUTBOX_DEAD = "outbox.dead"
+    OUTBOX_CANCELLED = "outbox.cancelled"
+    OUTBOX_REPLAY_REQUESTED = "outbox.replay_requested"
+
+
+class EventType(StrEnum):
+    ACCEPTED = "job.accepted"
+    STARTED = "job.started"
+    PROGRESS = "job.progress"
+    SUCCEEDED = "job.succeeded"
+    FAILED = "job.failed"
+    EXPIRED = "job.expired"
+    CANCELLED = "job.cancelled"
+
+
+# THE translation from internal kinds to protocol types; None = internal-only.
+KIND_TO_TYPE: Final[dict[EventKind, EventType | None]] = {
+    EventKind.REQUESTED: EventType.ACCEPTED,
+    EventKind.EXECUTION_STARTED: EventType.STARTED,
+    EventKind.PROGRESSED: EventType.PROGRESS,
+    EventKind.OUTCOME_SUCCEEDED: EventType.SUCCEEDED,
+    EventKind.OUTCOME_FAILED: EventType.FAILED,
+    EventKind.OUTCOME_EXPIRED: EventType.EXPIRED,
+    EventKind.OUTCOME_CANCELLED: EventType.CANCELLED,
+    EventKind.EXECUTION_SUMMARY: None,
+    EventKind.DELIVERY_DUPLICATE: None,
+    EventKind.MEDIA_FALLBACK: None,
+    EventKind.OUTBOX_CLAIMED: None,
+    EventKind.OUTBOX_DEFERRED: None,
+    EventKind.OUTBOX_DELIVERED: None,
+    EventKind.OUTBOX_RETRY_SCHEDULED: None,
+    EventKind.OUTBOX_DEAD: None,
+    EventKind.OUTBOX_CANCELLED: None,
+    EventKind.OUTBOX_REPLAY_REQUESTED: None,
+}
+
+TERMINAL_KINDS: Final = frozenset(
+    {
+        EventKind.OUTCOME_SUCCEEDED,
+        EventKind.OUTCOME_FAILED,
+        EventKind.OUTCOME_EXPIRED,
+        EventKind.OUTCOME_CANCELLED,
+    }
+)
+
+# Each of these is recorded at most once per job; progress may repeat.
+ONCE_PER_JOB_KINDS: Final = frozenset(
+    {EventKind.REQUESTED, EventKind.EXECUTION_STARTED} | TERMINAL_KINDS
+)
+
+# The terminal kind each terminal job status implies.
+TERMINAL_KIND_BY_STATUS: Final[dict[str, EventKind]] = {
+    "succeeded": EventKind.OUTCOME_SUCCEEDED,
+    "failed": EventKind.OUTCOME_FAILED,
+    "expired": EventKind.OUTCOME_EXPIRED,
+    "cancelled": EventKind.OUTCOME_CANCELLED,
+}
+
+
+def protocol_type(kind: str) -> EventType | None:
+    """The protocol type of a stored kind; None for internal-only and unknown kinds (dropped)."""
+    try:
+        return KIND_TO_TYPE[EventKind(kind)]
+    except ValueError:
+        return None
+
+
+_EVENT_ID = re.compile(r"^evt-(\d{1,20})-(\d{1,12})$")
+
+
+def event_id(at: int, sequence: int) -> str:
+    """`evt-<at>-<sequence>`: the sequence is the event's position in its job's stream (from 1)."""
+    return f"evt-{at}-{sequence}"
+
+
+def parse_event_id(value: str) -> int | None:
+    """The sequence an event id names, or None when the id is not one of ours."""
+    match = _EVENT_ID.fullmatch(value)
+    if match is None:
+        return None
+    sequence = int(match.group(2))
+    return sequence if sequence >= 1 else None

@@ -1,0 +1,90 @@
+"""Query and body parsing of the read routes, in the reference order and words. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from jobstream.protocol.errors import invalid_params
+from jobstream.protocol.js import is_blank
+
+Query = Mapping[str, Sequence[str]]
+
+DEFAULT_LIST_LIMIT: Final = 100
+MAX_LIST_LIMIT: Final = 500
+JOB_STATUSES: Final = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
+_TRUE: Final = frozenset({"1", "true"})
+_FALSE: Final = frozenset({"", "0", "false"})
+
+
+def _single(query: Query, name: str) -> str | None:
+    """The value of a query parameter given once; '' stands for a repeated parameter's failure."""
+    values = query.get(name)
+    if values is None:
+        return None
+    return values[0] if len(values) == 1 else ""
+
+
+def parse_events_query(query: Query) -> tuple[str | None, bool]:
+    """`after` and `unacked` of `GET /jobs/{id}/events`."""
+    after = _single(query, "after")
+    if after is not None and after == "":
+        raise invalid_params("after must be a non-empty event_id", detail={"field": "after"})
+    unacked_values = query.get("unacked")
+    unacked = False
+    if unacked_values is not None:
+        value = unacked_values[0] if len(unacked_values) == 1 else None
+        if value in _TRUE:
+            unacked = True
+        elif value not in _FALSE:
+            raise invalid_params("unacked must be 1 or 0", detail={"field": "unacked"})
+    return after, unacked
+
+
+def parse_ack_body(body: Any) -> str:
+    """`ack_through` of `POST /jobs/{id}/events/ack`."""
+    if not isinstance(body, dict):
+        raise invalid_params("request body must be a JSON object")
+    ack_through = body.get("ack_through")
+    if not isinstance(ack_through, str) or ack_through == "":
+        raise invalid_params("ack_through is required", detail={"field": "ack_through"})
+    return ack_through
+
+
+@dataclass(frozen=True, slots=True)
+class JobListQuery:
+    idempotency_key: str | None
+    correlation_id: str | None
+    status: str | None
+    limit: int
+    cursor: str | None
+
+
+def parse_list_query(query: Query) -> JobListQuery:
+    """Filters of `GET /jobs`: idempotency_key, correlation_id, status, limit, cursor."""
+    key = _single(query, "idempotency_key")
+    if key is not None and is_blank(key):
+        raise invalid_params("idempotency_key is required")
+    correlation_id = _single(query, "correlation_id")
+    if correlation_id is not None and correlation_id == "":
+        raise invalid_params(
+            "correlation_id must be a non-empty string", detail={"field": "correlation_id"}
+        )
+    status = _single(query, "status")
+    if status is not None and status not in JOB_STATUSES:
+        raise invalid_params(
+            f"status must be one of {', '.join(JOB_STATUSES)}", detail={"field": "status"}
+        )
+    limit_text = _single(query, "limit")
+    limit = DEFAULT_LIST_LIMIT
+    if limit_text is not None:
+        if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= MAX_LIST_LIMIT:
+            raise invalid_params(
+                f"limit must be an integer from 1 to {MAX_LIST_LIMIT}", detail={"field": "limit"}
+            )
+        limit = int(limit_text)
+    cursor = _single(query, "cursor")
+    if cursor is not None and cursor == "":
+        raise invalid_params("cursor must be a cursor this API returned", detail={"field": "cursor"})
+    return JobListQuery(key, correlation_id, status, limit, cursor)

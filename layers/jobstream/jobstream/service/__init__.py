@@ -1,0 +1,1 @@
+"""Business operations: admission, reads, the event stream, cancellation."""

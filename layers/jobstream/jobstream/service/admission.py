@@ -1,0 +1,88 @@
+"""`POST /jobs`: validate, apply the target rules, then admit once per idempotency key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobstream.config.targets import Target
+from jobstream.domain import JobRecord
+from jobstream.protocol import documents
+from jobstream.protocol.errors import ErrorCode, ProtocolError
+from jobstream.protocol.events import EventKind
+from jobstream.protocol.targeting import admit_target
+from jobstream.protocol.task import AdmissionRequest, parse_task
+from jobstream.service.identity import derive_job_id
+from jobstream.service.runtime import Runtime
+from jobstream.service.stream import after_append, callback_intent, next_event, reconcile
+
+NEW = 202
+REPLAYED = 200
+
+
+def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[int, dict[str, Any]]:
+    """Admit a Task: 202 with a new job, or 200 with the job its key already names."""
+    request = parse_task(body)
+    target = admit_target(request.search, rt.targets())
+    job_id = derive_job_id(tenant, request.idempotency_key)
+    existing = rt.store.get_job(job_id)
+    if existing is None:
+        record = _new_record(rt, tenant, job_id, request, target)
+        accepted = next_event(record, EventKind.REQUESTED, record.created_at)
+        intent = callback_intent(record, accepted, record.created_at, base_url)
+        admitted = after_append(record, accepted)
+        if rt.store.create_job(admitted, accepted, intent):
+            return NEW, documents.submission(admitted, rt.clock(), base_url)
+        # Another request admitted the same key first: answer as its replay.
+        existing = rt.store.get_job(job_id)
+        if existing is None:
+            raise RuntimeError(f"job {job_id} vanished during admission")
+    _check_replay(existing, request, target)
+    record = reconcile(rt, existing, base_url)
+    return REPLAYED, documents.submission(record, rt.clock(), base_url)
+
+
+def _new_record(
+    rt: Runtime, tenant: str, job_id: str, request: AdmissionRequest, target: Target
+) -> JobRecord:
+    now = rt.clock()
+    ceiling = target.timeout_ms or rt.settings.default_deadline_ms
+    budget = min(request.deadline_ms, ceiling) if request.deadline_ms is not None else ceiling
+    return JobRecord(
+        job_id=job_id,
+        tenant=tenant,
+        job_type=request.job_type,
+        idempotency_key=request.idempotency_key,
+        params=request.search.params,
+        params_canonical=request.search.canonical,
+        target_id=target.id,
+        work_type=target.work_type,
+        status="queued",
+        created_at=now,
+        updated_at=now,
+        deadline_at=now + budget,
+        correlation_id=request.correlation_id,
+        labels=request.labels,
+        callback_url=request.callback_url,
+    )
+
+
+def _check_replay(existing: JobRecord, request: AdmissionRequest, target: Target) -> None:
+    detail = {"reason": "idempotency_conflict", "job_id": existing.job_id}
+    if existing.idempotency_key != request.idempotency_key:
+        raise ProtocolError(
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            f"idempotency key '{request.idempotency_key}' collides with an existing job",
+            detail=detail,
+        )
+    if existing.target_id != target.id:
+        raise ProtocolError(
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            "idempotency key already belongs to a job for another target",
+            detail=detail,
+        )
+    if existing.params_canonical != request.search.canonical:
+        raise ProtocolError(
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            "idempotency key was first used with different params",
+            detail=detail,
+        )

@@ -1,0 +1,108 @@
+"""Job reads (capabilities, get, list) and cancellation."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Final
+
+from jobstream.domain import ACTIVE_STATUSES, JobRecord
+from jobstream.protocol import documents
+from jobstream.protocol.errors import Reason, invalid_params
+from jobstream.protocol.events import EventKind
+from jobstream.protocol.queries import Query, parse_list_query
+from jobstream.service.identity import derive_job_id
+from jobstream.service.ownership import load_owned_job
+from jobstream.service.runtime import Runtime
+from jobstream.service.stream import reconcile, record_transition
+from jobstream.store.jobs import InvalidCursor, JobQuery, StaleJob, StateChange, decode_cursor, encode_cursor
+
+# Cancel retries when a concurrent writer (worker, sweep, another cancel) moves the job first.
+MAX_CANCEL_ATTEMPTS: Final = 8
+
+
+def capabilities(rt: Runtime) -> dict[str, Any]:
+    settings = rt.settings
+    return documents.capabilities(
+        targets=rt.targets(),
+        queued_timeout_ms=settings.queued_timeout_ms,
+        stall_timeout_ms=settings.stall_timeout_ms,
+        heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        default_deadline_fallback_ms=settings.default_deadline_ms,
+        now=rt.clock(),
+    )
+
+
+def get_job(rt: Runtime, tenant: str, job_id: str, base_url: str | None) -> dict[str, Any]:
+    return documents.job_document(load_owned_job(rt, tenant, job_id), rt.clock(), base_url)
+
+
+def list_jobs(rt: Runtime, tenant: str, query: Query, base_url: str | None) -> dict[str, Any]:
+    filters = parse_list_query(query)
+    now = rt.clock()
+    if filters.idempotency_key is not None:
+        record = rt.store.get_job(derive_job_id(tenant, filters.idempotency_key))
+        matches = record is not None and _matches(record, tenant, filters.idempotency_key, filters)
+        return documents.job_page([record] if matches and record else [], next_cursor=None, now=now, base_url=base_url)
+    start_key = None
+    if filters.cursor is not None:
+        start_key = decode_cursor(filters.cursor)
+        if start_key is None:
+            raise invalid_params("cursor must be a cursor this API returned", detail={"field": "cursor"})
+    try:
+        records, next_key = rt.store.list_jobs(
+            JobQuery(
+                tenant=tenant,
+                correlation_id=filters.correlation_id,
+                status=filters.status,
+                limit=filters.limit,
+                start_key=start_key,
+            )
+        )
+    except InvalidCursor:
+        raise invalid_params(
+            "cursor must be a cursor this API returned", detail={"field": "cursor"}
+        ) from None
+    next_cursor = encode_cursor(next_key) if next_key else None
+    return documents.job_page(records, next_cursor=next_cursor, now=now, base_url=base_url)
+
+
+def _matches(record: JobRecord, tenant: str, key: str, filters: Any) -> bool:
+    return (
+        record.tenant == tenant
+        and record.idempotency_key == key
+        and (filters.correlation_id is None or record.correlation_id == filters.correlation_id)
+        and (filters.status is None or record.status == filters.status)
+    )
+
+
+def cancel(rt: Runtime, tenant: str, job_id: str, base_url: str | None) -> dict[str, Any]:
+    """Cancel a queued or running job; a terminal job is returned unchanged (idempotent)."""
+    record = reconcile(rt, load_owned_job(rt, tenant, job_id, cancel_route=True), base_url)
+    for _ in range(MAX_CANCEL_ATTEMPTS):
+        if record.status not in ACTIVE_STATUSES:
+            break
+        now = max(rt.clock(), record.updated_at)
+        cancelled = replace(
+            record,
+            status="cancelled",
+            reason=Reason.CANCELLED_BY_CONSUMER.value,
+            reason_message=None,
+            updated_at=now,
+            lease_owner=None,
+            lease_expires_at=None,
+        )
+        change = StateChange(
+            values={"status": "cancelled", "reason": cancelled.reason, "updated_at": now},
+            remove=("lease_owner", "lease_expires_at", "reason_message"),
+            require_status=ACTIVE_STATUSES,
+        )
+        try:
+            record = record_transition(
+                rt, record, EventKind.OUTCOME_CANCELLED, cancelled, change, base_url
+            )
+        except StaleJob:
+            fresh = rt.store.get_job(record.job_id)
+            if fresh is None:
+                break
+            record = reconcile(rt, fresh, base_url)
+    return documents.job_document(record, rt.clock(), base_url)

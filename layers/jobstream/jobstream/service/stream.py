@@ -1,0 +1,146 @@
+"""The event stream: recording lifecycle events, reconcile on read, pages and acks."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any, Final
+
+from jobstream.domain import JobRecord, StoredEvent
+from jobstream.protocol import documents
+from jobstream.protocol.events import (
+    TERMINAL_KIND_BY_STATUS,
+    EventKind,
+    event_id,
+    parse_event_id,
+)
+from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
+from jobstream.service.ownership import load_owned_job
+from jobstream.service.runtime import Runtime
+from jobstream.store.jobs import CallbackIntent, StaleJob, StateChange
+
+# Each loss of a race re-reads the job; a job has at most a handful of lifecycle events.
+MAX_RECORD_ATTEMPTS: Final = 8
+
+
+def implied_events(record: JobRecord) -> list[tuple[EventKind, int]]:
+    """The lifecycle events the job's state implies, in stream order, with their times."""
+    implied = [(EventKind.REQUESTED, record.created_at)]
+    if record.started_at is not None:
+        implied.append((EventKind.EXECUTION_STARTED, record.started_at))
+    terminal = TERMINAL_KIND_BY_STATUS.get(record.status)
+    if terminal is not None:
+        implied.append((terminal, record.updated_at))
+    return implied
+
+
+def next_event(record: JobRecord, kind: EventKind, at: int) -> StoredEvent:
+    """The job's next event; `at` never goes below an earlier event's, so order = time order."""
+    return StoredEvent(
+        job_id=record.job_id,
+        sequence=record.event_count + 1,
+        kind=kind.value,
+        at=max(at, record.last_event_at),
+    )
+
+
+def callback_intent(
+    record: JobRecord, event: StoredEvent, now: int, base_url: str | None
+) -> CallbackIntent | None:
+    """The callback to send for `event`, when the job declared a callback URL."""
+    if not record.callback_url:
+        return None
+    document = documents.event_document(record, event, now, base_url)
+    if document is None:
+        return None
+    return CallbackIntent(
+        url=record.callback_url,
+        event_id=event_id(event.at, event.sequence),
+        event_json=json.dumps(document, ensure_ascii=False, separators=(",", ":")),
+    )
+
+
+def after_append(record: JobRecord, event: StoredEvent) -> JobRecord:
+    """The job as the store holds it once `event` has been appended."""
+    return replace(
+        record,
+        event_count=event.sequence,
+        last_event_at=event.at,
+        recorded_kinds=record.recorded_kinds | {event.kind},
+    )
+
+
+def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> JobRecord:
+    """Record what the job's state implies and its stream lacks (the repair path).
+
+    Safe under concurrency: the loser of a race re-reads and finds the event recorded.
+    """
+    for _ in range(MAX_RECORD_ATTEMPTS):
+        missing = [
+            (kind, at) for kind, at in implied_events(record) if kind not in record.recorded_kinds
+        ]
+        if not missing:
+            return record
+        kind, at = missing[0]
+        event = next_event(record, kind, at)
+        try:
+            rt.store.append_event(
+                record, event, intent=callback_intent(record, event, rt.clock(), base_url)
+            )
+            record = after_append(record, event)
+        except StaleJob:
+            fresh = rt.store.get_job(record.job_id)
+            if fresh is None:
+                return record
+            record = fresh
+    return record
+
+
+def events_page(
+    rt: Runtime, tenant: str, job_id: str, query: Query, base_url: str | None
+) -> dict[str, Any]:
+    after, unacked_only = parse_events_query(query)
+    record = reconcile(rt, load_owned_job(rt, tenant, job_id), base_url)
+    if unacked_only:
+        start = record.ack_sequence
+    else:
+        sequence = parse_event_id(after) if after is not None else None
+        # An id that names no event of this job replays from the start (consumers dedupe).
+        start = sequence if sequence is not None and sequence <= record.event_count else 0
+    events, has_more = rt.store.events_after(record.job_id, start, documents.PAGE_SIZE)
+    return documents.event_page(record, events, has_more=has_more, now=rt.clock(), base_url=base_url)
+
+
+def acknowledge(
+    rt: Runtime, tenant: str, job_id: str, body: Any, base_url: str | None
+) -> dict[str, Any]:
+    ack_through = parse_ack_body(body)
+    record = reconcile(rt, load_owned_job(rt, tenant, job_id), base_url)
+    sequence = parse_event_id(ack_through)
+    if sequence is not None and record.ack_sequence < sequence <= record.event_count:
+        moved = rt.store.advance_ack(record.job_id, sequence)
+        # None: a concurrent ack went further first; report the durable state.
+        record = moved if moved is not None else (rt.store.get_job(record.job_id) or record)
+    return documents.ack_result(record, rt.clock())
+
+
+def record_transition(
+    rt: Runtime,
+    record: JobRecord,
+    kind: EventKind,
+    updated: JobRecord,
+    change: StateChange,
+    base_url: str | None = None,
+) -> JobRecord:
+    """Apply a state change and record the event it implies in ONE transaction.
+
+    Raises StaleJob when the job moved on; the caller re-reads and decides again.
+    """
+    event = next_event(updated, kind, updated.updated_at)
+    rt.store.append_event(
+        record,
+        event,
+        change=change,
+        intent=callback_intent(updated, event, rt.clock(), base_url),
+    )
+    return after_append(updated, event)

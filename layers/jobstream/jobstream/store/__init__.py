@@ -1,0 +1,1 @@
+"""DynamoDB access: the only user of the table."""

@@ -1,0 +1,404 @@
+"""Jobs, their event streams and callback intents in the one table."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+
+from jobstream.domain import JobRecord, StoredEvent
+from jobstream.protocol.events import ONCE_PER_JOB_KINDS
+from jobstream.store import keys
+from jobstream.store.client import dynamodb_client, error_code
+from jobstream.store.codec import from_attribute, from_item, to_attribute, to_item
+
+MAX_CALLBACK_ATTEMPTS: Final = 8
+_RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
+_LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
+
+
+class InvalidCursor(ValueError):
+    """A listing cursor that this listing did not issue."""
+
+
+class StaleJob(Exception):
+    """A conditional write lost: the job changed since it was read. Re-read and decide again."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackIntent:
+    """A callback to send for one event; recorded in the event's own transaction."""
+
+    url: str
+    event_id: str
+    event_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """Job attributes to change together with an event; `require_status` guards the move."""
+
+    values: Mapping[str, Any]
+    remove: tuple[str, ...] = ()
+    require_status: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobQuery:
+    tenant: str
+    correlation_id: str | None = None
+    status: str | None = None
+    limit: int = 100
+    start_key: dict[str, Any] | None = None
+
+
+def record_to_item(record: JobRecord) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        keys.PK: keys.job_pk(record.job_id),
+        keys.SK: keys.JOB_SK,
+        "gsi1pk": keys.tenant_pk(record.tenant),
+        "gsi1sk": keys.created_sk(record.created_at, record.job_id),
+    }
+    if record.correlation_id:
+        values["gsi2pk"] = keys.correlation_pk(record.tenant, record.correlation_id)
+        values["gsi2sk"] = values["gsi1sk"]
+    for name in _RECORD_FIELDS:
+        value = getattr(record, name)
+        # Absent attributes read back as the record's defaults; empty sets cannot be stored.
+        if value is None or (isinstance(value, frozenset | dict) and not value and name != "params"):
+            continue
+        values[name] = value
+    return to_item(values)
+
+
+def item_to_record(item: Mapping[str, Any]) -> JobRecord:
+    values = from_item(item)
+    return JobRecord(**{name: values[name] for name in _RECORD_FIELDS if name in values})
+
+
+class JobStore:
+    def __init__(self, table_name: str, client_factory: Callable[[], Any] = dynamodb_client) -> None:
+        self.table_name = table_name
+        self._client_factory = client_factory
+
+    @property
+    def client(self) -> Any:
+        return self._client_factory()
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        response = self.client.get_item(
+            TableName=self.table_name,
+            Key=_job_key(job_id),
+            ConsistentRead=True,
+            ReturnConsumedCapacity="TOTAL",
+        )
+        item = response.get("Item")
+        return item_to_record(item) if item else None
+
+    def events_after(
+        self, job_id: str, after_sequence: int, limit: int
+    ) -> tuple[list[StoredEvent], bool]:
+        """Up to `limit` events strictly after a position, and whether more follow.
+
+        A key-range query: its cost depends on the page, never on how many events precede it.
+        """
+        response = self.client.query(
+            TableName=self.table_name,
+            KeyConditionExpression="#pk = :pk AND #sk BETWEEN :low AND :high",
+            ExpressionAttributeNames={"#pk": keys.PK, "#sk": keys.SK},
+            ExpressionAttributeValues={
+                ":pk": to_attribute(keys.job_pk(job_id)),
+                ":low": to_attribute(keys.event_sk(after_sequence + 1)),
+                ":high": to_attribute(keys.event_sk(_LAST_SEQUENCE)),
+            },
+            Limit=limit + 1,
+            ConsistentRead=True,
+            ReturnConsumedCapacity="TOTAL",
+        )
+        events = [_item_to_event(job_id, item) for item in response.get("Items", [])]
+        return events[:limit], len(events) > limit
+
+    def list_jobs(self, query: JobQuery) -> tuple[list[JobRecord], dict[str, Any] | None]:
+        """One page of a tenant's jobs, newest first; the second value is where the next starts."""
+        if query.correlation_id:
+            index, pk_name = keys.CORRELATION_INDEX, "gsi2pk"
+            partition = keys.correlation_pk(query.tenant, query.correlation_id)
+        else:
+            index, pk_name = keys.TENANT_INDEX, "gsi1pk"
+            partition = keys.tenant_pk(query.tenant)
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": index,
+            "KeyConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {"#p": pk_name},
+            "ExpressionAttributeValues": {":p": to_attribute(partition)},
+            "ScanIndexForward": False,
+            "Limit": query.limit,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if query.status:
+            request["FilterExpression"] = "#status = :status"
+            request["ExpressionAttributeNames"]["#status"] = "status"
+            request["ExpressionAttributeValues"][":status"] = to_attribute(query.status)
+        if query.start_key:
+            sort_name = "gsi2sk" if query.correlation_id else "gsi1sk"
+            if set(query.start_key) != {keys.PK, keys.SK, sort_name}:
+                raise InvalidCursor("cursor does not belong to this listing")
+            request["ExclusiveStartKey"] = to_item({**query.start_key, pk_name: partition})
+        records: list[JobRecord] = []
+        while True:
+            response = self.client.query(**request)
+            records.extend(item_to_record(item) for item in response.get("Items", []))
+            last_key = response.get("LastEvaluatedKey")
+            # A filtered page may come back short; keep reading until it is full or exhausted.
+            if not last_key or len(records) >= query.limit:
+                break
+            request["ExclusiveStartKey"] = last_key
+            request["Limit"] = query.limit - len(records)
+        cursor = {name: from_attribute(value) for name, value in last_key.items()} if last_key else None
+        if cursor is not None:
+            cursor.pop(pk_name, None)
+        return records, cursor
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def create_job(
+        self, record: JobRecord, accepted: StoredEvent, intent: CallbackIntent | None
+    ) -> bool:
+        """Admission: the job, its first event and its callback intent in one transaction.
+
+        False when a job with this id already exists (nothing was written).
+        """
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": record_to_item(record),
+                    # One idempotency key, one job: never overwrite an admitted job.
+                    "ConditionExpression": "attribute_not_exists(#pk)",
+                    "ExpressionAttributeNames": {"#pk": keys.PK},
+                }
+            },
+            self._put_event(accepted),
+        ]
+        if intent is not None:
+            items.append(self._put_intent(record, accepted, intent))
+        try:
+            self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
+
+    def append_event(
+        self,
+        record: JobRecord,
+        event: StoredEvent,
+        *,
+        change: StateChange | None = None,
+        intent: CallbackIntent | None = None,
+    ) -> None:
+        """Record `event` as the job's next event, with an optional state change, atomically.
+
+        Raises StaleJob when the job moved on since `record` was read (another writer won).
+        """
+        if event.sequence != record.event_count + 1:
+            raise ValueError("an event must take the next sequence of its job")
+        names: dict[str, str] = {"#count": "event_count", "#last": "last_event_at"}
+        values: dict[str, Any] = {
+            ":expected": record.event_count,
+            ":next": event.sequence,
+            ":at": event.at,
+        }
+        assignments = ["#count = :next", "#last = :at"]
+        # The sequence check makes concurrent appenders serialise: exactly one wins each slot.
+        conditions = ["#count = :expected"]
+        add_clause = ""
+        if event.kind in ONCE_PER_JOB_KINDS:
+            names["#kinds"] = "recorded_kinds"
+            values[":kind"] = event.kind
+            values[":kinds"] = frozenset({event.kind})
+            # At most once per lifecycle kind, whoever races us.
+            conditions.append("NOT contains(#kinds, :kind)")
+            add_clause = " ADD #kinds :kinds"
+        remove_clause = ""
+        if change is not None:
+            for index, (name, value) in enumerate(change.values.items()):
+                names[f"#c{index}"] = name
+                values[f":c{index}"] = value
+                assignments.append(f"#c{index} = :c{index}")
+            if change.remove:
+                for index, name in enumerate(change.remove):
+                    names[f"#r{index}"] = name
+                remove_clause = " REMOVE " + ", ".join(f"#r{i}" for i in range(len(change.remove)))
+            if change.require_status is not None:
+                names["#status"] = "status"
+                placeholders = []
+                for index, status in enumerate(sorted(change.require_status)):
+                    values[f":s{index}"] = status
+                    placeholders.append(f":s{index}")
+                # A state move is valid only from the states it leaves.
+                conditions.append(f"#status IN ({', '.join(placeholders)})")
+        update = {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": _job_key(record.job_id),
+                "UpdateExpression": "SET " + ", ".join(assignments) + remove_clause + add_clause,
+                "ConditionExpression": " AND ".join(conditions),
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": to_item(values),
+            }
+        }
+        items = [update, self._put_event(event)]
+        if intent is not None:
+            items.append(self._put_intent(record, event, intent))
+        try:
+            self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
+        except ClientError as error:
+            if _condition_failed(error):
+                raise StaleJob(record.job_id) from None
+            raise
+
+    def advance_ack(self, job_id: str, sequence: int) -> JobRecord | None:
+        """Move the ack cursor forward to `sequence`; None when that would not move it forward."""
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key=_job_key(job_id),
+                UpdateExpression="SET ack_sequence = :seq",
+                # Monotonic cursor over events that exist: older, equal or unknown is a no-op.
+                ConditionExpression=(
+                    "attribute_exists(#pk) AND (attribute_not_exists(ack_sequence) "
+                    "OR ack_sequence < :seq) AND event_count >= :seq"
+                ),
+                ExpressionAttributeNames={"#pk": keys.PK},
+                ExpressionAttributeValues={":seq": to_attribute(sequence)},
+                ReturnValues="ALL_NEW",
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return None
+            raise
+        return item_to_record(response["Attributes"])
+
+    # -- items -------------------------------------------------------------------------------
+
+    def _put_event(self, event: StoredEvent) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": to_item(
+                    {
+                        keys.PK: keys.job_pk(event.job_id),
+                        keys.SK: keys.event_sk(event.sequence),
+                        "kind": event.kind,
+                        "at": event.at,
+                    }
+                ),
+                # An event position is written once; ids stay stable.
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": keys.PK},
+            }
+        }
+
+    def _put_intent(
+        self, record: JobRecord, event: StoredEvent, intent: CallbackIntent
+    ) -> dict[str, Any]:
+        item_id = f"{record.job_id}#{event.sequence}"
+        return {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": to_item(
+                    {
+                        keys.PK: keys.job_pk(record.job_id),
+                        keys.SK: keys.intent_sk(event.sequence),
+                        "job_id": record.job_id,
+                        "tenant": record.tenant,
+                        "sequence": event.sequence,
+                        "event_id": intent.event_id,
+                        "callback_url": intent.url,
+                        "idempotency_key": f"job-event:{record.job_id}:{intent.event_id}",
+                        "event": intent.event_json,
+                        "state": "pending",
+                        "attempts": 0,
+                        "max_attempts": MAX_CALLBACK_ATTEMPTS,
+                        "created_at": event.at,
+                        # Sparse index entry: present until the intent is handed to the queue.
+                        "sweep_pk": keys.CALLBACK_HANDOFF,
+                        "sweep_sk": keys.sweep_sk(event.at, item_id),
+                    }
+                ),
+                # One intent per event, ever.
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": keys.PK},
+            }
+        }
+
+    def callback_intents(self, job_id: str) -> list[dict[str, Any]]:
+        """Every callback intent recorded for a job, in event order."""
+        response = self.client.query(
+            TableName=self.table_name,
+            KeyConditionExpression="#pk = :pk AND begins_with(#sk, :prefix)",
+            ExpressionAttributeNames={"#pk": keys.PK, "#sk": keys.SK},
+            ExpressionAttributeValues={
+                ":pk": to_attribute(keys.job_pk(job_id)),
+                ":prefix": to_attribute(keys.INTENT_PREFIX),
+            },
+            ConsistentRead=True,
+        )
+        return [from_item(item) for item in response.get("Items", [])]
+
+
+def _job_key(job_id: str) -> dict[str, Any]:
+    return to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK})
+
+
+def _item_to_event(job_id: str, item: Mapping[str, Any]) -> StoredEvent:
+    values = from_item(item)
+    return StoredEvent(
+        job_id=job_id,
+        sequence=keys.sequence_of(values[keys.SK]),
+        kind=values["kind"],
+        at=values["at"],
+    )
+
+
+def _condition_failed(error: ClientError) -> bool:
+    code = error_code(error)
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code != "TransactionCanceledException":
+        return False
+    reasons: Sequence[Mapping[str, Any]] = error.response.get("CancellationReasons", [])  # type: ignore[assignment]
+    return any(reason.get("Code") == "ConditionalCheckFailed" for reason in reasons)
+
+
+def encode_cursor(start_key: Mapping[str, Any]) -> str:
+    raw = json.dumps(start_key, separators=(",", ":"), sort_keys=True).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+_CURSOR_KEYS: Final = frozenset({keys.PK, keys.SK, "gsi1sk", "gsi2sk"})
+
+
+def decode_cursor(cursor: str) -> dict[str, Any] | None:
+    """The start key a cursor carries, or None when it is not one we issued."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value = json.loads(raw)
+    except (ValueError, binascii.Error):
+        return None
+    if not isinstance(value, dict) or not value or not set(value) <= _CURSOR_KEYS:
+        return None
+    if not all(isinstance(item, str) and item for item in value.values()):
+        return None
+    return value
