@@ -11,6 +11,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from jobstream_local.gateway import LocalHttpApi, make_server
+from jobstream_local.moto_atomic import make_dynamodb_atomic
 from jobstream_local.resources import create_tables
 from jobstream_local.template import Template
 
@@ -52,6 +53,7 @@ def start(
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     for name, value in LOCAL_DEFAULTS.items():
         env.setdefault(name, value)
+    make_dynamodb_atomic()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto.start()
     moto_host, moto_port = moto.get_host_and_port()

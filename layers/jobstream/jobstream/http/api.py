@@ -7,10 +7,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobstream.config.settings import ConfigurationError
 from jobstream.http.auth import authenticate
 from jobstream.http.request import Request, parse_event
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
-from jobstream.service.runtime import Runtime, runtime
+from jobstream.service import runtime as runtime_module
+from jobstream.service.runtime import Runtime
 
 logger = logging.getLogger("jobstream.http")
 
@@ -40,7 +42,7 @@ def http_handler(routes: Mapping[str, Route]) -> Callable[[Mapping[str, Any], An
     def handler(event: Mapping[str, Any], context: Any) -> Response:
         try:
             request = parse_event(event)
-            rt = runtime()
+            rt = runtime_module.runtime()
             tenant = authenticate(request.headers, rt.settings.api_tokens)
             route = routes.get(request.route_key)
             if route is None:
@@ -49,12 +51,25 @@ def http_handler(routes: Mapping[str, Route]) -> Callable[[Mapping[str, Any], An
             return json_response(status, body)
         except ProtocolError as error:
             return error_response(error)
+        except ConfigurationError as error:
+            # Misconfigured deployment: every job route says so rather than pretending.
+            logger.error("job API disabled: %s", error)  # noqa: TRY400 - the message is the point
+            return error_response(_api_disabled())
         except Exception:
             # Never leak internals: log them, answer the catalogue's internal error.
             logger.exception("unhandled error", extra={"route": event.get("routeKey")})
             return error_response(ProtocolError(ErrorCode.INTERNAL_ERROR, "internal error", status=500))
 
     return handler
+
+
+def _api_disabled() -> ProtocolError:
+    return ProtocolError(
+        ErrorCode.INTERNAL_ERROR,
+        "job API is unavailable",
+        status=503,
+        detail={"reason": "job_api_disabled"},
+    )
 
 
 def _unknown_route(request: Request) -> ProtocolError:

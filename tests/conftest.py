@@ -1,0 +1,108 @@
+"""Shared fixtures: one moto session for the whole run, a fresh table per test, real handlers."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+# Set before any client exists; botocore 1.44 needs the last one for moto in-process.
+os.environ.update(
+    {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+    }
+)
+os.environ.pop("AWS_ENDPOINT_URL", None)
+os.environ.pop("AWS_PROFILE", None)
+
+from moto import mock_aws  # noqa: E402
+
+from jobstream.config.settings import Settings, parse_api_tokens  # noqa: E402
+from jobstream.service import runtime as runtime_module  # noqa: E402
+from jobstream.service.runtime import Runtime  # noqa: E402
+from jobstream.store.client import dynamodb_client  # noqa: E402
+from jobstream.store.jobs import JobStore  # noqa: E402
+from jobstream_local.moto_atomic import make_dynamodb_atomic  # noqa: E402
+from jobstream_local.resources import create_tables  # noqa: E402
+from jobstream_local.template import Template  # noqa: E402
+from tests.support.harness import Api, Clock  # noqa: E402
+
+TOKENS = "acme=acme-token,globex=globex-token"
+
+# The reference test harness: one illustration target with a 20-minute execution ceiling.
+REFERENCE_TARGETS: dict[str, Any] = {
+    "account": "default",
+    "targets": [
+        {
+            "id": "bot1-illust-botefuku",
+            "enabled": True,
+            "work_type": "illustration",
+            "source": "catalog",
+            "query": {"tags": ["botefuku"]},
+            "timeout_ms": 1_200_000,
+        }
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def aws() -> Iterator[None]:
+    make_dynamodb_atomic()
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def table_name(aws: None) -> str:
+    name = f"jobs-{uuid.uuid4().hex[:12]}"
+    client = boto3.client("dynamodb")
+    create_tables(Template.load(), client, name_for=lambda _logical_id: name)
+    return name
+
+
+@pytest.fixture
+def targets_path(tmp_path: Path) -> Path:
+    path = tmp_path / "targets.json"
+    path.write_text(json.dumps(REFERENCE_TARGETS), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def rt(
+    table_name: str, targets_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> Runtime:
+    dynamodb_client.cache_clear()
+    settings = Settings(
+        table_name=table_name,
+        api_tokens=parse_api_tokens(TOKENS),
+        targets_path=targets_path,
+    )
+    runtime = Runtime(settings=settings, store=JobStore(table_name), clock=clock)
+    # The real handlers build their runtime from the environment; hand them this one.
+    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
+    return runtime
+
+
+@pytest.fixture
+def api(rt: Runtime) -> Api:
+    return Api(token="acme-token")
+
+
+@pytest.fixture
+def other_tenant(rt: Runtime) -> Api:
+    return Api(token="globex-token")

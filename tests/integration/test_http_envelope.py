@@ -1,0 +1,120 @@
+"""Design §1 improvements 1-3 and 11: every failure is a protocol Error; tenants are isolated."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.harness import Api, canonical_task
+from tests.support.validation import validate, validate_error
+
+
+@pytest.mark.parametrize(
+    ("method", "target"),
+    [
+        ("GET", "/capabilities"),
+        ("GET", "/jobs"),
+        ("POST", "/jobs"),
+        ("GET", "/jobs/x"),
+        ("POST", "/jobs/x/cancel"),
+        ("GET", "/jobs/x/events"),
+        ("POST", "/jobs/x/events/ack"),
+    ],
+)
+@pytest.mark.parametrize(
+    "authorization", [None, "Bearer wrong", "bearer acme-token", "Basic acme-token", "Bearer "]
+)
+def test_401_is_an_auth_error_envelope(
+    api: Api, method: str, target: str, authorization: str | None
+) -> None:
+    headers = {"authorization": authorization} if authorization is not None else {}
+    response = Api(token=None).call(method, target, {"x": 1}, headers=headers)
+    assert response.status == 401
+    validate_error(response.body)
+    assert response.body["error"]["code"] == "auth_error"
+    assert response.body["error"]["retryable"] is False
+
+
+def test_bearer_token_is_trimmed(api: Api) -> None:
+    response = Api(token=None).get("/capabilities", headers={"authorization": "Bearer  acme-token "})
+    assert response.status == 200
+
+
+def test_unknown_route_is_an_envelope(api: Api) -> None:
+    for method, target in (("GET", "/nope"), ("DELETE", "/jobs"), ("PUT", "/jobs/x/events")):
+        response = api.call(method, target)
+        assert response.status == 404
+        validate_error(response.body)
+        assert response.body["error"]["detail"]["reason"] == "unknown_route"
+
+
+def test_malformed_json_is_400(api: Api) -> None:
+    response = api.post("/jobs", raw=b'{"protocol_version": ', headers={"content-type": "application/json"})
+    assert response.status == 400
+    validate_error(response.body)
+    assert response.body["error"]["message"] == "request body must be valid JSON"
+    assert api.get("/jobs").body["jobs"] == []
+
+
+def test_nan_is_not_json(api: Api) -> None:
+    response = api.post("/jobs", raw=b'{"deadline_ms": NaN}', headers={"content-type": "application/json"})
+    assert response.status == 400
+    validate_error(response.body)
+
+
+def test_wrong_content_type_is_415(api: Api) -> None:
+    import json
+
+    response = api.post(
+        "/jobs", raw=json.dumps(canonical_task()).encode(), headers={"content-type": "text/plain"}
+    )
+    assert response.status == 415
+    validate_error(response.body)
+    assert api.get("/jobs").body["jobs"] == []
+
+
+def test_missing_content_type_with_json_is_accepted(api: Api) -> None:
+    import json
+
+    response = api.post("/jobs", raw=json.dumps(canonical_task()).encode())
+    assert response.status == 202
+
+
+def test_oversized_body_is_413(api: Api) -> None:
+    task = canonical_task(labels={"big": "x" * (256 * 1024)})
+    response = api.post("/jobs", task)
+    assert response.status == 413
+    validate_error(response.body)
+    assert response.body["error"]["code"] == "invalid_params"
+    assert api.get("/jobs").body["jobs"] == []
+
+
+def test_empty_body_is_an_empty_object(api: Api) -> None:
+    response = api.post("/jobs", raw=b"")
+    assert response.status == 400
+    assert response.body["error"]["message"] == "protocol_version is required"
+
+
+def test_error_responses_are_json(api: Api) -> None:
+    response = api.get("/jobs/nope")
+    assert response.headers["content-type"].startswith("application/json")
+
+
+def test_tenants_are_isolated(api: Api, other_tenant: Api) -> None:
+    job = api.post("/jobs", canonical_task()).body["job"]
+    job_id = job["job_id"]
+    for response in (
+        other_tenant.get(f"/jobs/{job_id}"),
+        other_tenant.get(f"/jobs/{job_id}/events"),
+        other_tenant.post(f"/jobs/{job_id}/events/ack", {"ack_through": "evt-1-1"}),
+        other_tenant.post(f"/jobs/{job_id}/cancel"),
+    ):
+        assert response.status == 404
+        validate_error(response.body)
+    assert other_tenant.get("/jobs").body["jobs"] == []
+    assert other_tenant.get(f"/jobs?idempotency_key={job['idempotency_key']}").body["jobs"] == []
+    assert api.get(f"/jobs/{job_id}").body["status"] == "queued"
+    # The same key in another tenant is another job.
+    theirs = other_tenant.post("/jobs", canonical_task())
+    assert theirs.status == 202
+    assert theirs.body["job"]["job_id"] != job_id
+    validate(theirs.body["job"], "Job")

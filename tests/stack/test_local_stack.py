@@ -1,0 +1,173 @@
+"""Black-box: start `python -m jobstream_local` and speak HTTP to it, as a consumer would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.validation import validate, validate_error
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+TOKEN = "local-dev-token"
+pytestmark = pytest.mark.stack
+
+
+def _environment(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "JOBSTREAM_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPOSITORY / "layers" / "jobstream"), str(REPOSITORY)])
+    env["JOBSTREAM_PORT"] = "0"
+    env.update(extra)
+    return env
+
+
+def _start(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(  # noqa: S603 - our own module
+        [sys.executable, "-m", "jobstream_local"],
+        cwd=REPOSITORY,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        if "ready" in line:
+            url = next(word for word in line.split() if word.startswith("http://"))
+            return process, url
+    process.kill()
+    _, stderr = process.communicate(timeout=10)
+    raise AssertionError(f"local stack did not become ready: {stderr}")
+
+
+@dataclass
+class Client:
+    base_url: str
+    token: str | None = TOKEN
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base_url + path, data=data, method=method)  # noqa: S310
+        if self.token is not None:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Client]:
+    process, url = _start(_environment())
+    try:
+        yield Client(url)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=20)
+
+
+def _task(key: str) -> dict[str, Any]:
+    return {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": key,
+        "correlation_id": "stack-test",
+        "params": {"target_id": "demo-illustration"},
+    }
+
+
+def test_the_whole_pull_protocol_over_http(stack: Client) -> None:
+    status, capabilities = stack.call("GET", "/capabilities")
+    assert status == 200
+    validate(capabilities, "Capabilities")
+
+    status, submitted = stack.call("POST", "/jobs", _task("stack-key-1"))
+    assert status == 202
+    validate(submitted, "JobSubmission")
+    job = submitted["job"]
+    assert job["events_url"].startswith(stack.base_url)
+
+    status, replay = stack.call("POST", "/jobs", _task("stack-key-1"))
+    assert status == 200
+    assert replay["job"]["job_id"] == job["job_id"]
+
+    status, page = stack.call("GET", "/jobs?idempotency_key=stack-key-1")
+    assert status == 200
+    validate(page, "JobPage")
+    assert [item["job_id"] for item in page["jobs"]] == [job["job_id"]]
+
+    status, fetched = stack.call("GET", f"/jobs/{job['job_id']}")
+    assert (status, fetched) == (200, job)
+
+    status, events = stack.call("GET", f"/jobs/{job['job_id']}/events?unacked=1")
+    assert status == 200
+    validate(events, "EventPage")
+    assert [event["type"] for event in events["events"]] == ["job.accepted"]
+
+    status, cancelled = stack.call("POST", f"/jobs/{job['job_id']}/cancel")
+    assert status == 200
+    assert cancelled["status"] == "cancelled"
+
+    status, events = stack.call("GET", f"/jobs/{job['job_id']}/events")
+    assert [event["type"] for event in events["events"]] == ["job.accepted", "job.cancelled"]
+    last = events["events"][-1]["event_id"]
+    status, acked = stack.call("POST", f"/jobs/{job['job_id']}/events/ack", {"ack_through": last})
+    assert status == 200
+    validate(acked, "AckResult")
+    assert (acked["acked"], acked["unacked"]) == (2, 0)
+
+
+def test_errors_over_http_are_envelopes(stack: Client) -> None:
+    for client, method, path, body, expected in (
+        (Client(stack.base_url, token=None), "GET", "/capabilities", None, 401),
+        (stack, "GET", "/jobs/unknown", None, 404),
+        (stack, "GET", "/no/such/route", None, 404),
+        (stack, "POST", "/jobs", {"protocol_version": "2"}, 400),
+    ):
+        status, response = client.call(method, path, body)
+        assert status == expected
+        validate_error(response)
+
+
+def test_invalid_configuration_stops_start_up() -> None:
+    env = _environment(JOBSTREAM_QUEUED_TIMEOUT_MS="soon")
+    result = subprocess.run(  # noqa: S603 - our own module
+        [sys.executable, "-m", "jobstream_local"],
+        cwd=REPOSITORY,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "JOBSTREAM_QUEUED_TIMEOUT_MS" in result.stderr
+    assert "ready" not in result.stdout
+
+
+def test_ctrl_c_stops_cleanly() -> None:
+    process, url = _start(_environment())
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert "stopping" in stdout
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url + "/capabilities", timeout=2)  # noqa: S310

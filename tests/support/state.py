@@ -1,0 +1,64 @@
+"""Moving a job's durable state the way an executor or a sweep would (no worker exists yet).
+
+These write the job row only, never events: the event stream must follow by reconcile.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobstream.service.runtime import Runtime
+from jobstream.store import keys
+from jobstream.store.codec import to_attribute, to_item
+
+
+def set_job_attributes(rt: Runtime, job_id: str, **values: Any) -> None:
+    names = {f"#a{i}": name for i, name in enumerate(values)}
+    attribute_values = {f":a{i}": to_attribute(value) for i, value in enumerate(values.values())}
+    rt.store.client.update_item(
+        TableName=rt.settings.table_name,
+        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK}),
+        UpdateExpression="SET " + ", ".join(f"{n} = {v}" for n, v in zip(names, attribute_values, strict=True)),
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=attribute_values,
+    )
+
+
+def mark_running(rt: Runtime, job_id: str, *, at: int, lease_until: int) -> None:
+    set_job_attributes(
+        rt,
+        job_id,
+        status="running",
+        started_at=at,
+        heartbeat_at=at,
+        updated_at=at,
+        lease_owner="worker-1",
+        lease_expires_at=lease_until,
+        attempt=1,
+        progress_stage="searching",
+    )
+
+
+def mark_succeeded(rt: Runtime, job_id: str, *, at: int, result: dict[str, Any] | None = None) -> None:
+    set_job_attributes(
+        rt,
+        job_id,
+        status="succeeded",
+        updated_at=at,
+        result=result
+        or {
+            "candidates": [
+                {
+                    "candidate_id": "149713092",
+                    "platform": "pixiv",
+                    "work_id": "149713092",
+                    "work_type": "illustration",
+                }
+            ],
+            "scanned": 5,
+        },
+    )
+
+
+def mark_failed(rt: Runtime, job_id: str, *, at: int, reason: str, status: str = "failed") -> None:
+    set_job_attributes(rt, job_id, status=status, updated_at=at, reason=reason)
