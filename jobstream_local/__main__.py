@@ -27,14 +27,17 @@ def main() -> int:
         return 2
     stopping = threading.Event()
 
-    def stop(signum: int, frame: FrameType | None) -> None:
+    def stop(_signum: int, _frame: FrameType | None) -> None:
         stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     token = os.environ["JOBSTREAM_API_TOKENS"].split(",", 1)[0].partition("=")[2]
-    print(f"jobstream ready at {stack.base_url} (try: curl -H 'Authorization: Bearer {token}' "
-          f"{stack.base_url}/capabilities)", flush=True)
+    print(
+        f"jobstream ready at {stack.base_url} (try: curl -H 'Authorization: Bearer {token}' "
+        f"{stack.base_url}/capabilities)",
+        flush=True,
+    )
     stopping.wait()
     print("jobstream stopping", flush=True)
     stack.stop()

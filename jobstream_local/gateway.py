@@ -95,6 +95,7 @@ class LocalHttpApi:
 
     def event(
         self,
+        *,
         method: str,
         target: str,
         headers: dict[str, str],
@@ -134,12 +135,21 @@ class LocalHttpApi:
             "isBase64Encoded": bool(body) and not is_text,
         }
 
-    def invoke(self, method: str, target: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    def invoke(
+        self, method: str, target: str, headers: dict[str, str], body: bytes
+    ) -> dict[str, Any]:
         matched = self.match(method, urlsplit(target).path)
         if matched is None:
             return {"statusCode": 404, "body": json.dumps({"message": "Not Found"})}
         bound, parameters = matched
-        event = self.event(method, target, headers, body, bound, parameters)
+        event = self.event(
+            method=method,
+            target=target,
+            headers=headers,
+            body=body,
+            route=bound,
+            parameters=parameters,
+        )
         return bound.handler(event, LambdaContext(bound.route.function))
 
 
@@ -183,7 +193,7 @@ def make_server(api: LocalHttpApi, host: str, port: int) -> ThreadingHTTPServer:
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _serve  # noqa: N815
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002, ARG002 - stdlib signature
             sys.stderr.write(f"{self.command} {self.path} -> {args[1] if len(args) > 1 else ''}\n")
 
     server = ThreadingHTTPServer((host, port), RequestHandler)

@@ -19,7 +19,7 @@ from jobstream_local.template import Template
 LOCAL_DEFAULTS = {
     "JOBSTREAM_API_TOKENS": "local=local-dev-token",
     "AWS_ACCESS_KEY_ID": "local",
-    "AWS_SECRET_ACCESS_KEY": "local",  # noqa: S105 - moto accepts any credentials
+    "AWS_SECRET_ACCESS_KEY": "local",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 

@@ -85,7 +85,7 @@ class Template:
         return routes
 
     def function_environment(self, overrides: dict[str, str]) -> dict[str, str]:
-        """Globals environment with !Ref resolved: parameters by default, resources by local name."""
+        """Globals environment, !Ref resolved: parameters to defaults, resources to local names."""
         variables = self.document["Globals"]["Function"]["Environment"]["Variables"]
         environment = {}
         for name, value in variables.items():

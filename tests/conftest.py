@@ -25,17 +25,17 @@ os.environ.update(
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.pop("AWS_PROFILE", None)
 
-from moto import mock_aws  # noqa: E402
+from moto import mock_aws
 
-from jobstream.config.settings import Settings, parse_api_tokens  # noqa: E402
-from jobstream.service import runtime as runtime_module  # noqa: E402
-from jobstream.service.runtime import Runtime  # noqa: E402
-from jobstream.store.client import dynamodb_client  # noqa: E402
-from jobstream.store.jobs import JobStore  # noqa: E402
-from jobstream_local.moto_atomic import make_dynamodb_atomic  # noqa: E402
-from jobstream_local.resources import create_tables  # noqa: E402
-from jobstream_local.template import Template  # noqa: E402
-from tests.support.harness import Api, Clock  # noqa: E402
+from jobstream.config.settings import Settings, parse_api_tokens
+from jobstream.service import runtime as runtime_module
+from jobstream.service.runtime import Runtime
+from jobstream.store.client import dynamodb_client
+from jobstream.store.jobs import JobStore
+from jobstream_local.moto_atomic import make_dynamodb_atomic
+from jobstream_local.resources import create_tables
+from jobstream_local.template import Template
+from tests.support.harness import Api, Clock
 
 TOKENS = "acme=acme-token,globex=globex-token"
 

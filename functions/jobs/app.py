@@ -1,4 +1,4 @@
-"""GET /capabilities, GET /jobs, GET /jobs/{job_id}, POST /jobs/{job_id}/cancel, and unknown routes."""
+"""Job reads and cancel: capabilities, list, get, cancel; and unknown routes."""
 
 from __future__ import annotations
 

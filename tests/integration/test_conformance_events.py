@@ -217,12 +217,16 @@ def test_42_no_callback_no_intent(api: Api, rt: Runtime, clock: Clock) -> None:
     assert rt.store.callback_intents(job_id) == []
 
 
-def test_43_callback_intents_are_recorded_once_per_event(api: Api, rt: Runtime, clock: Clock) -> None:
+def test_43_callback_intents_are_recorded_once_per_event(
+    api: Api, rt: Runtime, clock: Clock
+) -> None:
     job_id = submit(api)
     (accepted_intent,) = rt.store.callback_intents(job_id)
     accepted_id = page(api, job_id)["events"][0]["event_id"]
     assert accepted_intent["idempotency_key"] == f"job-event:{job_id}:{accepted_id}"
-    assert accepted_intent["callback_url"] == "https://consumer.example.test/api/bot1/v1/jobs/events"
+    assert (
+        accepted_intent["callback_url"] == "https://consumer.example.test/api/bot1/v1/jobs/events"
+    )
     assert accepted_intent["state"] == "pending"
     assert accepted_intent["max_attempts"] == 8
     import json

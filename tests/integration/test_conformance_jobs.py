@@ -16,7 +16,14 @@ from tests.support.state import mark_running, mark_succeeded
 from tests.support.validation import validate, validate_error
 
 BUSINESS_TERMS = (
-    "refetch", "review", "slot", "telegram", "message_id", "disposition", "submission", "moderation",
+    "refetch",
+    "review",
+    "slot",
+    "telegram",
+    "message_id",
+    "disposition",
+    "submission",
+    "moderation",
 )
 
 
@@ -194,7 +201,9 @@ def test_17_cancel_running_job_releases_the_lease(api: Api, rt: Runtime, clock: 
     assert types == ["job.accepted", "job.started", "job.cancelled"]
 
 
-def test_17_cancel_of_a_finished_job_returns_it_unchanged(api: Api, rt: Runtime, clock: Clock) -> None:
+def test_17_cancel_of_a_finished_job_returns_it_unchanged(
+    api: Api, rt: Runtime, clock: Clock
+) -> None:
     job = submit(api)
     mark_succeeded(rt, job["job_id"], at=clock.advance(1_000))
     before = api.get(f"/jobs/{job['job_id']}").body
@@ -249,9 +258,13 @@ def test_19_capabilities_from_live_configuration(
 
 
 def test_deadline_ms_shortens_but_never_extends_the_ceiling(api: Api) -> None:
-    short = api.post("/jobs", canonical_task(idempotency_key="short", deadline_ms=60_000)).body["job"]
+    short = api.post("/jobs", canonical_task(idempotency_key="short", deadline_ms=60_000)).body[
+        "job"
+    ]
     assert short["deadline_at"] == short["created_at"] + 60_000
-    long = api.post("/jobs", canonical_task(idempotency_key="long", deadline_ms=5_400_000)).body["job"]
+    long = api.post("/jobs", canonical_task(idempotency_key="long", deadline_ms=5_400_000)).body[
+        "job"
+    ]
     assert long["deadline_at"] == long["created_at"] + 1_200_000
 
 
@@ -271,10 +284,25 @@ def test_21_misconfigured_deployment_answers_503(api: Api, rt: Runtime, targets_
 FOUR_TARGETS: dict[str, Any] = {
     "account": "default",
     "targets": [
-        {"id": "bot1-illust-a", "work_type": "illustration", "source": "catalog", "query": {"tags": ["a"]}},
+        {
+            "id": "bot1-illust-a",
+            "work_type": "illustration",
+            "source": "catalog",
+            "query": {"tags": ["a"]},
+        },
         {"id": "bot1-novel-b", "work_type": "novel", "source": "catalog", "query": {"tags": ["b"]}},
-        {"id": "bot2-illust-c", "work_type": "illustration", "source": "catalog", "query": {"tags": ["c"]}},
-        {"id": "bot2-novel-marunomi", "work_type": "novel", "source": "catalog", "query": {"tags": ["d"]}},
+        {
+            "id": "bot2-illust-c",
+            "work_type": "illustration",
+            "source": "catalog",
+            "query": {"tags": ["c"]},
+        },
+        {
+            "id": "bot2-novel-marunomi",
+            "work_type": "novel",
+            "source": "catalog",
+            "query": {"tags": ["d"]},
+        },
     ],
 }
 

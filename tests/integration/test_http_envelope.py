@@ -35,7 +35,9 @@ def test_401_is_an_auth_error_envelope(
 
 
 def test_bearer_token_is_trimmed(api: Api) -> None:
-    response = Api(token=None).get("/capabilities", headers={"authorization": "Bearer  acme-token "})
+    response = Api(token=None).get(
+        "/capabilities", headers={"authorization": "Bearer  acme-token "}
+    )
     assert response.status == 200
 
 
@@ -48,7 +50,9 @@ def test_unknown_route_is_an_envelope(api: Api) -> None:
 
 
 def test_malformed_json_is_400(api: Api) -> None:
-    response = api.post("/jobs", raw=b'{"protocol_version": ', headers={"content-type": "application/json"})
+    response = api.post(
+        "/jobs", raw=b'{"protocol_version": ', headers={"content-type": "application/json"}
+    )
     assert response.status == 400
     validate_error(response.body)
     assert response.body["error"]["message"] == "request body must be valid JSON"
@@ -56,7 +60,9 @@ def test_malformed_json_is_400(api: Api) -> None:
 
 
 def test_nan_is_not_json(api: Api) -> None:
-    response = api.post("/jobs", raw=b'{"deadline_ms": NaN}', headers={"content-type": "application/json"})
+    response = api.post(
+        "/jobs", raw=b'{"deadline_ms": NaN}', headers={"content-type": "application/json"}
+    )
     assert response.status == 400
     validate_error(response.body)
 

@@ -44,7 +44,11 @@ def test_lists_newest_first_with_pages(api: Api, seven_jobs: list[str]) -> None:
 
 
 def test_filters_by_correlation(api: Api, seven_jobs: list[str]) -> None:
-    assert collect(api, "correlation_id=odd&limit=2") == [seven_jobs[5], seven_jobs[3], seven_jobs[1]]
+    assert collect(api, "correlation_id=odd&limit=2") == [
+        seven_jobs[5],
+        seven_jobs[3],
+        seven_jobs[1],
+    ]
 
 
 def test_filters_by_status(api: Api, rt: Runtime, clock: Clock, seven_jobs: list[str]) -> None:
@@ -55,7 +59,9 @@ def test_filters_by_status(api: Api, rt: Runtime, clock: Clock, seven_jobs: list
     assert len(collect(api, "status=queued&limit=2")) == 5
 
 
-def test_idempotency_key_is_exact_and_combines_with_filters(api: Api, seven_jobs: list[str]) -> None:
+def test_idempotency_key_is_exact_and_combines_with_filters(
+    api: Api, seven_jobs: list[str]
+) -> None:
     assert collect(api, "idempotency_key=key-3") == [seven_jobs[3]]
     assert collect(api, "idempotency_key=KEY-3") == []
     assert collect(api, "idempotency_key=key-3&correlation_id=even") == []

@@ -33,7 +33,7 @@ def _environment(**extra: str) -> dict[str, str]:
 
 
 def _start(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(  # noqa: S603 - our own module
+    process = subprocess.Popen(
         [sys.executable, "-m", "jobstream_local"],
         cwd=REPOSITORY,
         env=env,
@@ -62,13 +62,13 @@ class Client:
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base_url + path, data=data, method=method)  # noqa: S310
+        request = urllib.request.Request(self.base_url + path, data=data, method=method)
         if self.token is not None:
             request.add_header("Authorization", f"Bearer {self.token}")
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=30) as response:
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
@@ -149,7 +149,7 @@ def test_errors_over_http_are_envelopes(stack: Client) -> None:
 
 def test_invalid_configuration_stops_start_up() -> None:
     env = _environment(JOBSTREAM_QUEUED_TIMEOUT_MS="soon")
-    result = subprocess.run(  # noqa: S603 - our own module
+    result = subprocess.run(
         [sys.executable, "-m", "jobstream_local"],
         cwd=REPOSITORY,
         env=env,
@@ -170,4 +170,4 @@ def test_ctrl_c_stops_cleanly() -> None:
     assert process.returncode == 0, stderr
     assert "stopping" in stdout
     with pytest.raises(urllib.error.URLError):
-        urllib.request.urlopen(url + "/capabilities", timeout=2)  # noqa: S310
+        urllib.request.urlopen(url + "/capabilities", timeout=2)

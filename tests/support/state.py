@@ -18,7 +18,8 @@ def set_job_attributes(rt: Runtime, job_id: str, **values: Any) -> None:
     rt.store.client.update_item(
         TableName=rt.settings.table_name,
         Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK}),
-        UpdateExpression="SET " + ", ".join(f"{n} = {v}" for n, v in zip(names, attribute_values, strict=True)),
+        UpdateExpression="SET "
+        + ", ".join(f"{n} = {v}" for n, v in zip(names, attribute_values, strict=True)),
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=attribute_values,
     )
@@ -39,7 +40,9 @@ def mark_running(rt: Runtime, job_id: str, *, at: int, lease_until: int) -> None
     )
 
 
-def mark_succeeded(rt: Runtime, job_id: str, *, at: int, result: dict[str, Any] | None = None) -> None:
+def mark_succeeded(
+    rt: Runtime, job_id: str, *, at: int, result: dict[str, Any] | None = None
+) -> None:
     set_job_attributes(
         rt,
         job_id,

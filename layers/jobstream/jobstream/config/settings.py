@@ -115,7 +115,9 @@ def load_targets(path: Path) -> TargetsFile:
     try:
         mtime = path.stat().st_mtime
     except OSError as error:
-        raise ConfigurationError(f"JOBSTREAM_TARGETS: cannot read {path.name}: {error.strerror}") from None
+        raise ConfigurationError(
+            f"JOBSTREAM_TARGETS: cannot read {path.name}: {error.strerror}"
+        ) from None
     cached = _targets_cache.get(path)
     if cached is not None and cached[0] == mtime:
         return cached[1]

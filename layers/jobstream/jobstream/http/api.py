@@ -39,7 +39,7 @@ def error_response(error: ProtocolError) -> Response:
 def http_handler(routes: Mapping[str, Route]) -> Callable[[Mapping[str, Any], Any], Response]:
     """A Lambda handler serving `routes` (keyed by API Gateway route key, e.g. 'GET /jobs')."""
 
-    def handler(event: Mapping[str, Any], context: Any) -> Response:
+    def handler(event: Mapping[str, Any], _context: Any) -> Response:
         try:
             request = parse_event(event)
             rt = runtime_module.runtime()
@@ -58,7 +58,9 @@ def http_handler(routes: Mapping[str, Route]) -> Callable[[Mapping[str, Any], An
         except Exception:
             # Never leak internals: log them, answer the catalogue's internal error.
             logger.exception("unhandled error", extra={"route": event.get("routeKey")})
-            return error_response(ProtocolError(ErrorCode.INTERNAL_ERROR, "internal error", status=500))
+            return error_response(
+                ProtocolError(ErrorCode.INTERNAL_ERROR, "internal error", status=500)
+            )
 
     return handler
 

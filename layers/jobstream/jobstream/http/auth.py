@@ -15,14 +15,12 @@ BEARER_PREFIX = "Bearer "
 def authenticate(headers: Mapping[str, str], tenants: Iterable[Tenant]) -> str:
     """The caller's tenant; 401 `auth_error` for a missing or unknown token."""
     header = headers.get("authorization", "")
-    presented = js_trim(header[len(BEARER_PREFIX):]) if header.startswith(BEARER_PREFIX) else ""
+    presented = js_trim(header[len(BEARER_PREFIX) :]) if header.startswith(BEARER_PREFIX) else ""
     matched: str | None = None
     for tenant in tenants:
         # Compare against every token so the time taken does not tell which one nearly matched.
         if hmac.compare_digest(presented.encode(), tenant.token.encode()) and presented:
             matched = tenant.name
     if matched is None:
-        raise ProtocolError(
-            ErrorCode.AUTH_ERROR, "missing or invalid bearer token", status=401
-        )
+        raise ProtocolError(ErrorCode.AUTH_ERROR, "missing or invalid bearer token", status=401)
     return matched

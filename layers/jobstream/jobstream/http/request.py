@@ -1,4 +1,4 @@
-"""Parsing an API Gateway v2 event into what the routes need; bad requests become protocol errors."""
+"""Parsing an API Gateway v2 event into what routes need; bad requests become protocol errors."""
 
 from __future__ import annotations
 

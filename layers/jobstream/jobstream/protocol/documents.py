@@ -94,10 +94,14 @@ def job_document(record: JobRecord, now: int, base_url: str | None = None) -> di
         document["labels"] = dict(record.labels)
     document["events_url"] = events_url(record.job_id, base_url)
     if record.status == "succeeded":
-        document["result"] = record.result if record.result is not None else {
-            "candidates": [],
-            "scanned": 0,
-        }
+        document["result"] = (
+            record.result
+            if record.result is not None
+            else {
+                "candidates": [],
+                "scanned": 0,
+            }
+        )
     elif record.is_terminal:
         document["error"] = job_error(record)
     return document

@@ -79,12 +79,17 @@ def parse_list_query(query: Query) -> JobListQuery:
     limit_text = _single(query, "limit")
     limit = DEFAULT_LIST_LIMIT
     if limit_text is not None:
-        if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= MAX_LIST_LIMIT:
+        if (
+            not (limit_text.isascii() and limit_text.isdigit())
+            or not 1 <= int(limit_text) <= MAX_LIST_LIMIT
+        ):
             raise invalid_params(
                 f"limit must be an integer from 1 to {MAX_LIST_LIMIT}", detail={"field": "limit"}
             )
         limit = int(limit_text)
     cursor = _single(query, "cursor")
     if cursor is not None and cursor == "":
-        raise invalid_params("cursor must be a cursor this API returned", detail={"field": "cursor"})
+        raise invalid_params(
+            "cursor must be a cursor this API returned", detail={"field": "cursor"}
+        )
     return JobListQuery(key, correlation_id, status, limit, cursor)

@@ -107,17 +107,19 @@ def parse_task(body: Any) -> AdmissionRequest:
     if correlation_id is not None and (
         not isinstance(correlation_id, str) or js_length(correlation_id) > MAX_CORRELATION_ID
     ):
-        raise invalid_params(f"correlation_id must be a string of at most {MAX_CORRELATION_ID} chars")
+        raise invalid_params(
+            f"correlation_id must be a string of at most {MAX_CORRELATION_ID} chars"
+        )
     callback_url = body.get("callback_url")
     if callback_url is not None and (
         not isinstance(callback_url, str) or js_length(callback_url) > MAX_CALLBACK_URL
     ):
         raise invalid_params(f"callback_url must be a string of at most {MAX_CALLBACK_URL} chars")
     deadline_ms = body.get("deadline_ms")
-    if deadline_ms is not None and (not is_js_integer(deadline_ms) or deadline_ms < MIN_DEADLINE_MS):
-        raise invalid_params(
-            f"deadline_ms must be an integer of at least {MIN_DEADLINE_MS} ms"
-        )
+    if deadline_ms is not None and (
+        not is_js_integer(deadline_ms) or deadline_ms < MIN_DEADLINE_MS
+    ):
+        raise invalid_params(f"deadline_ms must be an integer of at least {MIN_DEADLINE_MS} ms")
     labels = _parse_labels(body.get("labels"))
     search = parse_candidate_search_params(body.get("params"))
     return AdmissionRequest(
@@ -162,7 +164,9 @@ def parse_candidate_search_params(params: Any) -> CandidateSearchRequest:
     constraints = _parse_constraints(params.get("constraints"))
     if constraints is not None:
         normalized["constraints"] = constraints
-    return CandidateSearchRequest(params=normalized, target_id=_parse_target_id(params.get("target_id")))
+    return CandidateSearchRequest(
+        params=normalized, target_id=_parse_target_id(params.get("target_id"))
+    )
 
 
 def _parse_source(source: Any) -> dict[str, Any] | None:
@@ -229,7 +233,9 @@ def _parse_constraints(constraints: Any) -> dict[str, Any] | None:
         if not isinstance(work_types, list) or not all(
             isinstance(item, str) and item != "" for item in work_types
         ):
-            raise invalid_params("params.constraints.work_types must be an array of non-empty strings")
+            raise invalid_params(
+                "params.constraints.work_types must be an array of non-empty strings"
+            )
         normalized["work_types"] = list(work_types)
     return normalized
 
@@ -243,7 +249,9 @@ def _parse_exclude(exclude: Any) -> list[dict[str, str]]:
     for item in exclude:
         kind = item.get("kind") if isinstance(item, dict) else None
         if kind not in EXCLUDE_KINDS:
-            raise invalid_params("params.constraints.exclude[].kind must be one of work, candidate, tag")
+            raise invalid_params(
+                "params.constraints.exclude[].kind must be one of work, candidate, tag"
+            )
         item_id = item.get("id")
         if not _non_blank_string(item_id, MAX_EXCLUDE_ID_LENGTH):
             raise invalid_params("params.constraints.exclude[].id must be a non-empty string")

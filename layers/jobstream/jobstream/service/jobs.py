@@ -14,7 +14,14 @@ from jobstream.service.identity import derive_job_id
 from jobstream.service.ownership import load_owned_job
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import reconcile, record_transition
-from jobstream.store.jobs import InvalidCursor, JobQuery, StaleJob, StateChange, decode_cursor, encode_cursor
+from jobstream.store.jobs import (
+    InvalidCursorError,
+    JobQuery,
+    StaleJobError,
+    StateChange,
+    decode_cursor,
+    encode_cursor,
+)
 
 # Cancel retries when a concurrent writer (worker, sweep, another cancel) moves the job first.
 MAX_CANCEL_ATTEMPTS: Final = 8
@@ -42,12 +49,16 @@ def list_jobs(rt: Runtime, tenant: str, query: Query, base_url: str | None) -> d
     if filters.idempotency_key is not None:
         record = rt.store.get_job(derive_job_id(tenant, filters.idempotency_key))
         matches = record is not None and _matches(record, tenant, filters.idempotency_key, filters)
-        return documents.job_page([record] if matches and record else [], next_cursor=None, now=now, base_url=base_url)
+        return documents.job_page(
+            [record] if matches and record else [], next_cursor=None, now=now, base_url=base_url
+        )
     start_key = None
     if filters.cursor is not None:
         start_key = decode_cursor(filters.cursor)
         if start_key is None:
-            raise invalid_params("cursor must be a cursor this API returned", detail={"field": "cursor"})
+            raise invalid_params(
+                "cursor must be a cursor this API returned", detail={"field": "cursor"}
+            )
     try:
         records, next_key = rt.store.list_jobs(
             JobQuery(
@@ -58,7 +69,7 @@ def list_jobs(rt: Runtime, tenant: str, query: Query, base_url: str | None) -> d
                 start_key=start_key,
             )
         )
-    except InvalidCursor:
+    except InvalidCursorError:
         raise invalid_params(
             "cursor must be a cursor this API returned", detail={"field": "cursor"}
         ) from None
@@ -98,9 +109,14 @@ def cancel(rt: Runtime, tenant: str, job_id: str, base_url: str | None) -> dict[
         )
         try:
             record = record_transition(
-                rt, record, EventKind.OUTCOME_CANCELLED, cancelled, change, base_url
+                rt,
+                record,
+                kind=EventKind.OUTCOME_CANCELLED,
+                updated=cancelled,
+                change=change,
+                base_url=base_url,
             )
-        except StaleJob:
+        except StaleJobError:
             fresh = rt.store.get_job(record.job_id)
             if fresh is None:
                 break

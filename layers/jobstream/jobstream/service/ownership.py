@@ -7,7 +7,9 @@ from jobstream.protocol.errors import invalid_params
 from jobstream.service.runtime import Runtime
 
 
-def load_owned_job(rt: Runtime, tenant: str, job_id: str, *, cancel_route: bool = False) -> JobRecord:
+def load_owned_job(
+    rt: Runtime, tenant: str, job_id: str, *, cancel_route: bool = False
+) -> JobRecord:
     record = rt.store.get_job(job_id) if job_id else None
     if record is None or record.tenant != tenant:
         # The cancel route names the job in its 404, like the reference; reads do not.

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from jobstream.clock import now_ms
-from jobstream.config.settings import Settings, load_settings
+from jobstream.config.settings import Settings, load_settings, load_targets
 from jobstream.config.targets import TargetsFile
-from jobstream.config.settings import load_targets
 from jobstream.store.jobs import JobStore
 
 

@@ -17,7 +17,7 @@ from jobstream.protocol.events import (
 from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
 from jobstream.service.ownership import load_owned_job
 from jobstream.service.runtime import Runtime
-from jobstream.store.jobs import CallbackIntent, StaleJob, StateChange
+from jobstream.store.jobs import CallbackIntent, StaleJobError, StateChange
 
 # Each loss of a race re-reads the job; a job has at most a handful of lifecycle events.
 MAX_RECORD_ATTEMPTS: Final = 8
@@ -88,7 +88,7 @@ def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> Jo
                 record, event, intent=callback_intent(record, event, rt.clock(), base_url)
             )
             record = after_append(record, event)
-        except StaleJob:
+        except StaleJobError:
             fresh = rt.store.get_job(record.job_id)
             if fresh is None:
                 return record
@@ -108,7 +108,9 @@ def events_page(
         # An id that names no event of this job replays from the start (consumers dedupe).
         start = sequence if sequence is not None and sequence <= record.event_count else 0
     events, has_more = rt.store.events_after(record.job_id, start, documents.PAGE_SIZE)
-    return documents.event_page(record, events, has_more=has_more, now=rt.clock(), base_url=base_url)
+    return documents.event_page(
+        record, events, has_more=has_more, now=rt.clock(), base_url=base_url
+    )
 
 
 def acknowledge(
@@ -127,6 +129,7 @@ def acknowledge(
 def record_transition(
     rt: Runtime,
     record: JobRecord,
+    *,
     kind: EventKind,
     updated: JobRecord,
     change: StateChange,
@@ -134,7 +137,7 @@ def record_transition(
 ) -> JobRecord:
     """Apply a state change and record the event it implies in ONE transaction.
 
-    Raises StaleJob when the job moved on; the caller re-reads and decides again.
+    Raises StaleJobError when the job moved on; the caller re-reads and decides again.
     """
     event = next_event(updated, kind, updated.updated_at)
     rt.store.append_event(

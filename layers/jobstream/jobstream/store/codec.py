@@ -31,7 +31,7 @@ def to_item(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def from_attribute(attribute: Mapping[str, Any]) -> Any:
-    (tag, value), = attribute.items()
+    ((tag, value),) = attribute.items()
     if tag == "S":
         return value
     if tag == "N":

@@ -22,11 +22,11 @@ _RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
 _LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
 
 
-class InvalidCursor(ValueError):
+class InvalidCursorError(ValueError):
     """A listing cursor that this listing did not issue."""
 
 
-class StaleJob(Exception):
+class StaleJobError(Exception):
     """A conditional write lost: the job changed since it was read. Re-read and decide again."""
 
 
@@ -70,7 +70,9 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
     for name in _RECORD_FIELDS:
         value = getattr(record, name)
         # Absent attributes read back as the record's defaults; empty sets cannot be stored.
-        if value is None or (isinstance(value, frozenset | dict) and not value and name != "params"):
+        if value is None or (
+            isinstance(value, frozenset | dict) and not value and name != "params"
+        ):
             continue
         values[name] = value
     return to_item(values)
@@ -82,7 +84,9 @@ def item_to_record(item: Mapping[str, Any]) -> JobRecord:
 
 
 class JobStore:
-    def __init__(self, table_name: str, client_factory: Callable[[], Any] = dynamodb_client) -> None:
+    def __init__(
+        self, table_name: str, client_factory: Callable[[], Any] = dynamodb_client
+    ) -> None:
         self.table_name = table_name
         self._client_factory = client_factory
 
@@ -150,7 +154,7 @@ class JobStore:
         if query.start_key:
             sort_name = "gsi2sk" if query.correlation_id else "gsi1sk"
             if set(query.start_key) != {keys.PK, keys.SK, sort_name}:
-                raise InvalidCursor("cursor does not belong to this listing")
+                raise InvalidCursorError("cursor does not belong to this listing")
             request["ExclusiveStartKey"] = to_item({**query.start_key, pk_name: partition})
         records: list[JobRecord] = []
         while True:
@@ -162,7 +166,9 @@ class JobStore:
                 break
             request["ExclusiveStartKey"] = last_key
             request["Limit"] = query.limit - len(records)
-        cursor = {name: from_attribute(value) for name, value in last_key.items()} if last_key else None
+        cursor = (
+            {name: from_attribute(value) for name, value in last_key.items()} if last_key else None
+        )
         if cursor is not None:
             cursor.pop(pk_name, None)
         return records, cursor
@@ -208,7 +214,7 @@ class JobStore:
     ) -> None:
         """Record `event` as the job's next event, with an optional state change, atomically.
 
-        Raises StaleJob when the job moved on since `record` was read (another writer won).
+        Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
         if event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
@@ -264,7 +270,7 @@ class JobStore:
             self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
             if _condition_failed(error):
-                raise StaleJob(record.job_id) from None
+                raise StaleJobError(record.job_id) from None
             raise
 
     def advance_ack(self, job_id: str, sequence: int) -> JobRecord | None:
@@ -378,7 +384,7 @@ def _condition_failed(error: ClientError) -> bool:
         return True
     if code != "TransactionCanceledException":
         return False
-    reasons: Sequence[Mapping[str, Any]] = error.response.get("CancellationReasons", [])  # type: ignore[assignment]
+    reasons: Sequence[Mapping[str, Any]] = error.response.get("CancellationReasons", [])
     return any(reason.get("Code") == "ConditionalCheckFailed" for reason in reasons)
 
 

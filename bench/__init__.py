@@ -1,0 +1,1 @@
+"""Benchmarks (dev-only): `make bench` writes docs/performance.md."""

@@ -1,0 +1,351 @@
+"""`python -m bench`: DynamoDB calls and capacity per operation, flat paging cost, cold imports.
+
+Numbers, not assertions: the report goes to docs/performance.md and to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+REPORT = REPOSITORY / "docs" / "performance.md"
+FUNCTIONS = ("admission", "jobs", "events", "ack")
+IMPORT_RUNS = 9
+PRIOR_EVENT_COUNTS = (10, 10_000)
+
+os.environ.update(
+    {
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+    }
+)
+for variable in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
+    os.environ.pop(variable, None)
+
+
+@dataclass
+class Meter:
+    """Counts DynamoDB calls and the capacity they report, through botocore's event hooks."""
+
+    calls: list[str] = field(default_factory=list)
+    read_units: float = 0.0
+    write_units: float = 0.0
+
+    def after_call(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
+        self.calls.append(model.name)
+        consumed = parsed.get("ConsumedCapacity")
+        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
+            self.read_units += float(entry.get("ReadCapacityUnits", 0) or 0)
+            self.write_units += float(entry.get("WriteCapacityUnits", 0) or 0)
+            total = float(entry.get("CapacityUnits", 0) or 0)
+            if not entry.get("ReadCapacityUnits") and not entry.get("WriteCapacityUnits"):
+                # Some operations report only a total.
+                if model.name in {"GetItem", "Query"}:
+                    self.read_units += total
+                else:
+                    self.write_units += total
+
+    def before_call(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        # moto reports no capacity for transactions; DynamoDB bills 2 WCU per item per KB.
+        if model.name == "TransactWriteItems":
+            for entry in params.get("TransactItems", []):
+                (operation,) = entry.values()
+                size = len(json.dumps(operation.get("Item") or operation.get("Key")))
+                self.write_units += 2 * math.ceil(size / 1024)
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.read_units = self.write_units = 0.0
+
+
+@dataclass
+class Row:
+    operation: str
+    calls: list[str]
+    read_units: float
+    write_units: float
+    millis: float
+
+
+def measure(meter: Meter, operation: str, action: Callable[[], Any], repeat: int = 5) -> Row:
+    action()  # warm: the first call of a process pays client set-up
+    meter.reset()
+    started = time.perf_counter()
+    action()
+    elapsed = (time.perf_counter() - started) * 1000
+    row = Row(operation, list(meter.calls), meter.read_units, meter.write_units, elapsed)
+    timings = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        timings.append((time.perf_counter() - started) * 1000)
+    row.millis = statistics.median(timings)
+    return row
+
+
+def operations() -> list[Row]:
+    sys.path[:0] = [str(REPOSITORY / "layers" / "jobstream"), str(REPOSITORY)]
+    import boto3
+    from moto import mock_aws
+
+    from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings, parse_api_tokens
+    from jobstream.service import admission, jobs, stream
+    from jobstream.service.runtime import Runtime
+    from jobstream.store import keys
+    from jobstream.store.client import dynamodb_client
+    from jobstream.store.codec import to_item
+    from jobstream.store.jobs import JobStore
+    from jobstream_local.moto_atomic import make_dynamodb_atomic
+    from jobstream_local.resources import create_tables
+    from jobstream_local.template import Template
+
+    make_dynamodb_atomic()
+    rows: list[Row] = []
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        create_tables(Template.load(), client, name_for=lambda _: "bench-jobs")
+        settings = Settings(
+            table_name="bench-jobs",
+            api_tokens=parse_api_tokens("bench=bench-token"),
+            targets_path=DEFAULT_TARGETS_FILE,
+        )
+        rt = Runtime(settings=settings, store=JobStore("bench-jobs"))
+        meter = Meter()
+        dynamodb_client().meta.events.register("after-call.dynamodb", meter.after_call)
+        dynamodb_client().meta.events.register("before-parameter-build.dynamodb", meter.before_call)
+
+        def task(key: str) -> dict[str, Any]:
+            return {
+                "protocol_version": "1",
+                "job_type": "candidate_search",
+                "idempotency_key": key,
+                "callback_url": "https://consumer.example.test/events",
+                "params": {"query": {"tags": ["landscape"]}},
+            }
+
+        counter = iter(range(1_000_000))
+        rows.append(measure(meter, "capabilities", lambda: jobs.capabilities(rt)))
+        rows.append(
+            measure(
+                meter,
+                "admission (new)",
+                lambda: admission.submit(rt, "bench", task(f"new-{next(counter)}"), None),
+            )
+        )
+        _, body = admission.submit(rt, "bench", task("replayed"), None)
+        job_id = body["job"]["job_id"]
+        rows.append(
+            measure(
+                meter,
+                "admission (replay)",
+                lambda: admission.submit(rt, "bench", task("replayed"), None),
+            )
+        )
+        rows.append(measure(meter, "get job", lambda: jobs.get_job(rt, "bench", job_id, None)))
+        rows.append(
+            measure(meter, "list jobs (limit 100)", lambda: jobs.list_jobs(rt, "bench", {}, None))
+        )
+        rows.append(
+            measure(
+                meter,
+                "list jobs by key",
+                lambda: jobs.list_jobs(rt, "bench", {"idempotency_key": ["replayed"]}, None),
+            )
+        )
+        ids = [
+            admission.submit(rt, "bench", task(f"c-{i}"), None)[1]["job"]["job_id"]
+            for i in range(7)
+        ]
+        pending = iter(ids)
+        rows.append(
+            measure(
+                meter, "cancel (queued job)", lambda: jobs.cancel(rt, "bench", next(pending), None)
+            )
+        )
+        rows.append(
+            measure(
+                meter, "cancel (already cancelled)", lambda: jobs.cancel(rt, "bench", ids[0], None)
+            )
+        )
+        for prior in PRIOR_EVENT_COUNTS:
+            long_job = _job_with_events(rt, client, admission, prior, keys, to_item)
+            last = f"evt-0-{prior}"
+            before_last = f"evt-0-{prior - 1}"
+            rows.append(
+                measure(
+                    meter,
+                    f"page after {prior - 1} prior events",
+                    lambda job=long_job, after=before_last: stream.events_page(
+                        rt, "bench", job, {"after": [after]}, None
+                    ),
+                )
+            )
+            rows.append(
+                measure(
+                    meter,
+                    f"page unacked, {prior} events",
+                    lambda job=long_job: stream.events_page(
+                        rt, "bench", job, {"unacked": ["1"]}, None
+                    ),
+                )
+            )
+            acks = iter(range(1, prior + 1))
+            rows.append(
+                measure(
+                    meter,
+                    f"ack (moves) with {prior} events",
+                    lambda job=long_job, it=acks: stream.acknowledge(
+                        rt, "bench", job, {"ack_through": f"evt-0-{next(it)}"}, None
+                    ),
+                )
+            )
+            rows.append(
+                measure(
+                    meter,
+                    f"ack (replayed) with {prior} events",
+                    lambda job=long_job, at=last: stream.acknowledge(
+                        rt, "bench", job, {"ack_through": at}, None
+                    ),
+                )
+            )
+    return rows
+
+
+def _job_with_events(
+    rt: Any, client: Any, admission: Any, count: int, keys: Any, to_item: Any
+) -> str:
+    """A job whose stream holds `count` events (progress events past the first), written directly."""
+    _, body = admission.submit(
+        rt,
+        "bench",
+        {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": f"long-{count}",
+            "params": {},
+        },
+        None,
+    )
+    job_id: str = body["job"]["job_id"]
+    items = [
+        {
+            "PutRequest": {
+                "Item": to_item(
+                    {
+                        keys.PK: keys.job_pk(job_id),
+                        keys.SK: keys.event_sk(sequence),
+                        "kind": "job.progressed",
+                        "at": sequence,
+                    }
+                )
+            }
+        }
+        for sequence in range(2, count + 1)
+    ]
+    for start in range(0, len(items), 25):
+        client.batch_write_item(RequestItems={rt.settings.table_name: items[start : start + 25]})
+    client.update_item(
+        TableName=rt.settings.table_name,
+        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK}),
+        UpdateExpression="SET event_count = :count",
+        ExpressionAttributeValues=to_item({":count": count}),
+    )
+    return job_id
+
+
+def cold_import_seconds(statement: str) -> float:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPOSITORY / "layers" / "jobstream")
+    code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
+    samples = []
+    for _ in range(IMPORT_RUNS):
+        output = subprocess.run(  # noqa: S603 - our own interpreter and code
+            [sys.executable, "-X", "frozen_modules=on", "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+            cwd=REPOSITORY,
+        )
+        samples.append(float(output.stdout.strip()))
+    return statistics.median(samples)
+
+
+def cold_imports() -> list[tuple[str, float, float]]:
+    baseline = cold_import_seconds("import boto3")
+    rows = [("import boto3", baseline, 1.0)]
+    for name in FUNCTIONS:
+        statement = (
+            "import importlib.util as u; "
+            f"s = u.spec_from_file_location('app', 'functions/{name}/app.py'); "
+            "m = u.module_from_spec(s); s.loader.exec_module(m)"
+        )
+        seconds = cold_import_seconds(statement)
+        rows.append((f"functions/{name}", seconds, seconds / baseline))
+    return rows
+
+
+def report(rows: list[Row], imports: list[tuple[str, float, float]]) -> str:
+    lines = [
+        "# Performance",
+        "",
+        "Written by `make bench` (numbers, not assertions). DynamoDB calls are counted with",
+        "botocore event hooks against moto in-process, so call counts and request shapes are",
+        "exact. Capacity units are what moto reports, except transactions, for which moto reports",
+        "none and the units are estimated as DynamoDB bills them (2 WCU per item per started KB).",
+        "Milliseconds are moto's own: moto scans a whole partition per query, so its times grow",
+        "with the events stored; DynamoDB's key-range queries do not (see the capacity columns).",
+        "",
+        "## DynamoDB per operation",
+        "",
+        "| operation | calls | which | read units | write units | ms (median) |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        which = ", ".join(row.calls) or "-"
+        lines.append(
+            f"| {row.operation} | {len(row.calls)} | {which} | {row.read_units:g} | "
+            f"{row.write_units:g} | {row.millis:.2f} |"
+        )
+    lines += [
+        "",
+        "Targets: capabilities 0 calls; get 1; admission 1 transaction; replay 1 read; page <= 2",
+        "calls; ack <= 2 calls; page and ack cost flat in the number of prior events.",
+        "",
+        f"## Cold import of each function (fresh interpreter, median of {IMPORT_RUNS})",
+        "",
+        "| module | seconds | ratio to `import boto3` |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {name} | {seconds:.3f} | {ratio:.2f} |" for name, seconds, ratio in imports]
+    lines += ["", "Target: every function <= 1.5x `import boto3`.", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    print("measuring DynamoDB calls per operation...", flush=True)
+    rows = operations()
+    print("measuring cold imports...", flush=True)
+    imports = cold_imports()
+    text = report(rows, imports)
+    REPORT.parent.mkdir(exist_ok=True)
+    REPORT.write_text(text, encoding="utf-8")
+    print(text)
+    print(f"written to {REPORT.relative_to(REPOSITORY)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,430 @@
+"""The error catalogue (reference §3, error-mapping.json) and the event kinds and ids (§5.2-5.3).
+
+The expected tables are written out literally from the reference so these tests run without
+`../shared/`; when the published files are present they are checked too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jobstream.protocol.errors import (
+    REASON_TO_CODE,
+    RETRYABLE,
+    ErrorCode,
+    ProtocolError,
+    Reason,
+    code_for_reason,
+    invalid_params,
+)
+from jobstream.protocol.events import (
+    KIND_TO_TYPE,
+    EventKind,
+    EventType,
+    event_id,
+    parse_event_id,
+    protocol_type,
+)
+from tests.support.validation import validate_error
+
+SHARED_PROTOCOL = Path(__file__).resolve().parents[3] / "shared" / "protocol" / "v1"
+ERROR_MAPPING = SHARED_PROTOCOL / "error-mapping.json"
+PUBLISHED_SCHEMA = SHARED_PROTOCOL / "protocol.schema.json"
+
+# §3: code -> retryable default (16 codes, closed enum).
+EXPECTED_RETRYABLE: dict[str, bool] = {
+    "no_candidate": True,
+    "source_error": True,
+    "auth_error": False,
+    "quota_exceeded": True,
+    "resource_busy": True,
+    "queued_too_long": True,
+    "stalled_no_progress": True,
+    "deadline_exceeded": True,
+    "cancelled_by_consumer": False,
+    "idempotency_conflict": False,
+    "unsupported_protocol_version": False,
+    "invalid_params": False,
+    "delivery_failed": True,
+    "delivery_rejected": False,
+    "delivery_abandoned": True,
+    "internal_error": False,
+}
+
+# §3: the 20-member internal TerminalReasonCode union and its total mapping.
+EXPECTED_REASON_TO_CODE: dict[str, str] = {
+    "no_candidate": "no_candidate",
+    "duplicate_exhausted": "no_candidate",
+    "filter_exhausted": "no_candidate",
+    "download_timeout": "source_error",
+    "download_failed": "source_error",
+    "metadata_failed": "source_error",
+    "remote_http_error": "source_error",
+    "network_error": "source_error",
+    "rate_limited": "quota_exceeded",
+    "auth_failed": "auth_error",
+    "delivery_failed": "delivery_failed",
+    "telegram_failed": "delivery_failed",
+    "telepost_rejected": "delivery_rejected",
+    "delivery_abandoned": "delivery_abandoned",
+    "cancelled_by_consumer": "cancelled_by_consumer",
+    "queued_too_long": "queued_too_long",
+    "stalled_no_heartbeat": "stalled_no_progress",
+    "execution_timeout": "deadline_exceeded",
+    "configuration_error": "internal_error",
+    "internal_error": "internal_error",
+}
+
+# §5.2: the 17 known internal kinds; None = internal-only.
+EXPECTED_KIND_TO_TYPE: dict[str, str | None] = {
+    "job.requested": "job.accepted",
+    "job.execution_started": "job.started",
+    "job.progressed": "job.progress",
+    "job.outcome_succeeded": "job.succeeded",
+    "job.outcome_failed": "job.failed",
+    "job.outcome_expired": "job.expired",
+    "job.outcome_cancelled": "job.cancelled",
+    "execution.summary": None,
+    "delivery.duplicate": None,
+    "media.fallback": None,
+    "outbox.claimed": None,
+    "outbox.deferred": None,
+    "outbox.delivered": None,
+    "outbox.retry_scheduled": None,
+    "outbox.dead": None,
+    "outbox.cancelled": None,
+    "outbox.replay_requested": None,
+}
+
+EXPECTED_EVENT_TYPES = {
+    "job.accepted",
+    "job.started",
+    "job.progress",
+    "job.succeeded",
+    "job.failed",
+    "job.expired",
+    "job.cancelled",
+}
+
+
+def _published(path: Path) -> Any:
+    if not path.exists():
+        pytest.skip(f"{path.name} is not available (../shared/ missing)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------------------------
+# The code enum and its retryable defaults
+
+
+def test_there_are_exactly_sixteen_codes_with_the_reference_defaults() -> None:
+    assert len(ErrorCode) == 16
+    assert {code.value for code in ErrorCode} == set(EXPECTED_RETRYABLE)
+    assert {code.value: flag for code, flag in RETRYABLE.items()} == EXPECTED_RETRYABLE
+    assert all(type(flag) is bool for flag in RETRYABLE.values())
+
+
+def test_codes_equal_the_published_error_mapping() -> None:
+    mapping = _published(ERROR_MAPPING)
+    published = mapping["protocol_codes"]
+    assert set(published) == {code.value for code in ErrorCode}
+    for code in ErrorCode:
+        assert type(published[code.value]["retryable"]) is bool
+        assert RETRYABLE[code] is published[code.value]["retryable"], code
+    # The literal table above is itself the published one.
+    assert {name: entry["retryable"] for name, entry in published.items()} == EXPECTED_RETRYABLE
+
+
+def test_codes_equal_the_published_schema_enum() -> None:
+    schema = _published(PUBLISHED_SCHEMA)
+    enum = schema["$defs"]["Error"]["properties"]["code"]["enum"]
+    assert sorted(enum) == sorted(code.value for code in ErrorCode)
+
+
+# --------------------------------------------------------------------------------------------
+# The reason table
+
+
+def test_the_reason_table_covers_exactly_the_twenty_reasons() -> None:
+    assert len(Reason) == 20
+    assert {reason.value for reason in Reason} == set(EXPECTED_REASON_TO_CODE)
+    assert set(REASON_TO_CODE) == set(Reason)
+    assert {reason.value: code.value for reason, code in REASON_TO_CODE.items()} == (
+        EXPECTED_REASON_TO_CODE
+    )
+
+
+def test_the_reason_table_equals_producer_internal() -> None:
+    mapping = _published(ERROR_MAPPING)
+    internal = {
+        name: code for name, code in mapping["producer_internal"].items() if not name.startswith("$")
+    }
+    assert internal == {reason.value: code.value for reason, code in REASON_TO_CODE.items()}
+    assert set(internal.values()) <= set(mapping["protocol_codes"])
+    assert internal == EXPECTED_REASON_TO_CODE
+
+
+@pytest.mark.parametrize(("reason", "code"), sorted(EXPECTED_REASON_TO_CODE.items()))
+def test_every_reason_maps_to_its_code(reason: str, code: str) -> None:
+    assert code_for_reason(reason) == code
+    assert code_for_reason(reason) is ErrorCode(code)
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [None, "", "nope", "NO_CANDIDATE", " no_candidate", "stalled_no_progress", "deadline_exceeded"],
+)
+def test_unknown_or_absent_reasons_map_to_internal_error(reason: str | None) -> None:
+    # Protocol codes that are not internal reasons (stalled_no_progress, deadline_exceeded) are
+    # unknown reasons too: the table translates, it never passes strings through.
+    assert code_for_reason(reason) is ErrorCode.INTERNAL_ERROR
+
+
+def test_codes_never_produced_by_a_reason() -> None:
+    produced = set(REASON_TO_CODE.values())
+    assert ErrorCode.RESOURCE_BUSY not in produced
+    assert ErrorCode.IDEMPOTENCY_CONFLICT not in produced
+    assert ErrorCode.UNSUPPORTED_PROTOCOL_VERSION not in produced
+    assert ErrorCode.INVALID_PARAMS not in produced
+
+
+# --------------------------------------------------------------------------------------------
+# ProtocolError and its body
+
+
+def test_error_body_without_detail() -> None:
+    error = ProtocolError(ErrorCode.INVALID_PARAMS, "unknown job", status=404)
+    body = error.body()
+    assert body == {
+        "error": {"code": "invalid_params", "message": "unknown job", "retryable": False}
+    }
+    assert list(body["error"]) == ["code", "message", "retryable"]
+    assert error.status == 404
+    assert error.code is ErrorCode.INVALID_PARAMS
+    assert error.message == "unknown job"
+    assert error.detail is None
+    validate_error(body)
+    json.dumps(body)
+
+
+def test_error_body_with_detail() -> None:
+    detail = {"reason": "unknown_job", "job_id": "j-1"}
+    error = ProtocolError(ErrorCode.INVALID_PARAMS, "unknown job", status=404, detail=detail)
+    assert error.body() == {
+        "error": {
+            "code": "invalid_params",
+            "message": "unknown job",
+            "retryable": False,
+            "detail": {"reason": "unknown_job", "job_id": "j-1"},
+        }
+    }
+    validate_error(error.body())
+
+
+def test_an_empty_detail_is_still_sent() -> None:
+    assert ProtocolError(ErrorCode.INTERNAL_ERROR, "x", detail={}).body()["error"]["detail"] == {}
+
+
+@pytest.mark.parametrize("code", list(ErrorCode))
+def test_every_code_sends_its_retryable_default(code: ErrorCode) -> None:
+    body = ProtocolError(code, "m").body()
+    assert body["error"]["code"] == code.value
+    assert body["error"]["retryable"] is EXPECTED_RETRYABLE[code.value]
+    validate_error(body)
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        (ErrorCode.INVALID_PARAMS, 400),
+        (ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, 400),
+        (ErrorCode.IDEMPOTENCY_CONFLICT, 409),
+        (ErrorCode.INTERNAL_ERROR, 500),
+    ],
+)
+def test_request_error_default_statuses(code: ErrorCode, status: int) -> None:
+    # §3 table: HTTP uses of the request-error codes.
+    assert ProtocolError(code, "m").status == status
+
+
+def test_an_explicit_status_wins() -> None:
+    assert ProtocolError(ErrorCode.INTERNAL_ERROR, "m", status=503).status == 503
+    assert ProtocolError(ErrorCode.INVALID_PARAMS, "m", status=409).status == 409
+
+
+def test_invalid_params_helper() -> None:
+    error = invalid_params("ambiguous target", status=409, detail={"reason": "ambiguous_target"})
+    assert isinstance(error, ProtocolError)
+    assert error.code is ErrorCode.INVALID_PARAMS
+    assert error.status == 409
+    assert error.body()["error"] == {
+        "code": "invalid_params",
+        "message": "ambiguous target",
+        "retryable": False,
+        "detail": {"reason": "ambiguous_target"},
+    }
+    assert invalid_params("x").status == 400
+    assert str(invalid_params("visible message")) == "visible message"
+
+
+# --------------------------------------------------------------------------------------------
+# Event kinds -> protocol types (§5.2)
+
+
+def test_the_seventeen_known_kinds_are_all_mapped() -> None:
+    assert len(EventKind) == 17
+    assert len(KIND_TO_TYPE) == 17
+    assert set(KIND_TO_TYPE) == set(EventKind)
+    assert {kind.value: (t.value if t else None) for kind, t in KIND_TO_TYPE.items()} == (
+        EXPECTED_KIND_TO_TYPE
+    )
+
+
+def test_the_projected_set_is_exactly_the_seven_lifecycle_kinds() -> None:
+    projected = {kind.value for kind, event_type in KIND_TO_TYPE.items() if event_type is not None}
+    assert projected == {
+        "job.requested",
+        "job.execution_started",
+        "job.progressed",
+        "job.outcome_succeeded",
+        "job.outcome_failed",
+        "job.outcome_expired",
+        "job.outcome_cancelled",
+    }
+    assert all(kind.startswith("job.") for kind in projected)
+    hidden = {kind.value for kind, event_type in KIND_TO_TYPE.items() if event_type is None}
+    assert not any(kind.startswith("job.") for kind in hidden)
+    assert len(hidden) == 10
+
+
+def test_every_protocol_type_is_reachable_exactly_once() -> None:
+    reached = [event_type for event_type in KIND_TO_TYPE.values() if event_type is not None]
+    assert {event_type.value for event_type in reached} == EXPECTED_EVENT_TYPES
+    assert len(reached) == len(set(reached)) == 7
+    assert {event_type.value for event_type in EventType} == EXPECTED_EVENT_TYPES
+
+
+def test_event_types_equal_the_published_schema_enum() -> None:
+    schema = _published(PUBLISHED_SCHEMA)
+    assert set(schema["$defs"]["Event"]["properties"]["type"]["enum"]) == EXPECTED_EVENT_TYPES
+
+
+@pytest.mark.parametrize(("kind", "expected"), sorted(EXPECTED_KIND_TO_TYPE.items()))
+def test_protocol_type_of_known_kinds(kind: str, expected: str | None) -> None:
+    result = protocol_type(kind)
+    if expected is None:
+        assert result is None
+    else:
+        assert result is EventType(expected)
+        assert result == expected
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "job.brand_new_thing",
+        "totally.unmapped",
+        "",
+        "JOB.REQUESTED",
+        "job.requested ",
+        # protocol type names are not internal kinds: no passthrough
+        "job.accepted",
+        "job.started",
+        "job.succeeded",
+        "job.failed",
+        "job.cancelled",
+        "job.expired",
+        "schedule.triggered",
+    ],
+)
+def test_unknown_kinds_map_to_nothing(kind: str) -> None:
+    assert protocol_type(kind) is None
+    assert KIND_TO_TYPE.get(kind) is None  # type: ignore[call-overload]
+
+
+# --------------------------------------------------------------------------------------------
+# Event ids (§5.3, design: evt-<at>-<sequence>)
+
+EVENT_ID_SHAPE = re.compile(r"^evt-[0-9]+-[0-9]+$")
+
+
+@pytest.mark.parametrize(
+    ("at", "sequence"),
+    [(0, 1), (1, 1), (1_790_481_174_000, 1), (1_790_481_174_570, 7), (999, 123_456)],
+)
+def test_event_id_round_trip(at: int, sequence: int) -> None:
+    value = event_id(at, sequence)
+    assert value == f"evt-{at}-{sequence}"
+    assert EVENT_ID_SHAPE.fullmatch(value)
+    assert parse_event_id(value) == sequence
+
+
+@given(st.integers(min_value=0, max_value=10**15), st.integers(min_value=1, max_value=10**9))
+def test_event_id_round_trip_property(at: int, sequence: int) -> None:
+    value = event_id(at, sequence)
+    assert EVENT_ID_SHAPE.fullmatch(value)
+    assert parse_event_id(value) == sequence
+
+
+def test_event_ids_are_distinct_per_position() -> None:
+    ids = {event_id(at, sequence) for at in (1000, 2000) for sequence in (1, 2, 3)}
+    assert len(ids) == 6
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "evt",
+        "evt-",
+        "evt-1",
+        "evt-1-",
+        "evt--1",
+        "evt-a-1",
+        "evt-1-a",
+        "EVT-1-1",
+        "Evt-1-1",
+        "evt_1_1",
+        "evt-1-1 ",
+        " evt-1-1",
+        "evt-1-1\n",
+        "evt-1-1-1",
+        "evt-1.0-1",
+        "evt-1-1.0",
+        "evt-1-+1",
+        "evt-+1-1",
+        "evt--1-1",
+        "evt-1--1",
+        "evt-1-0x1",
+        "evt-1790481174570-c78dd065",  # the fixtures' shape is not ours
+        "evt-1790481174570-a1b2c3",
+        "job-1-1",
+        "1-1",
+        "evt-1-\u0663",  # ARABIC-INDIC DIGIT THREE: not a digit for ^evt-(\d+)-(\d+)$ in JS
+        "evt-\u0661-1",
+        "evt-1-\uff11",  # FULLWIDTH DIGIT ONE
+        "evt-1-\u0967",  # DEVANAGARI DIGIT ONE
+    ],
+)
+def test_malformed_event_ids_are_not_recognised(value: str) -> None:
+    assert parse_event_id(value) is None
+
+
+@pytest.mark.parametrize("value", ["evt-1-0", "evt-0-0", "evt-1790481174570-0", "evt-1-000"])
+def test_sequence_zero_is_not_an_event(value: str) -> None:
+    assert parse_event_id(value) is None
+
+
+@given(st.text(max_size=30))
+def test_parse_event_id_only_accepts_ascii_shaped_ids(value: str) -> None:
+    sequence = parse_event_id(value)
+    if sequence is not None:
+        assert EVENT_ID_SHAPE.fullmatch(value), value
+        assert sequence >= 1
