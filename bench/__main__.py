@@ -12,8 +12,9 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +104,7 @@ def operations() -> list[Row]:
     from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings, parse_api_tokens
     from jobstream.service import admission, jobs, stream
     from jobstream.service.runtime import Runtime
-    from jobstream.store import keys
     from jobstream.store.client import dynamodb_client
-    from jobstream.store.codec import to_item
     from jobstream.store.jobs import JobStore
     from jobstream_local.moto_atomic import make_dynamodb_atomic
     from jobstream_local.resources import create_tables
@@ -180,15 +179,15 @@ def operations() -> list[Row]:
             )
         )
         for prior in PRIOR_EVENT_COUNTS:
-            long_job = _job_with_events(rt, client, admission, prior, keys, to_item)
+            long_job = _job_with_events(rt, client, prior)
             last = f"evt-0-{prior}"
             before_last = f"evt-0-{prior - 1}"
             rows.append(
                 measure(
                     meter,
                     f"page after {prior - 1} prior events",
-                    lambda job=long_job, after=before_last: stream.events_page(
-                        rt, "bench", job, {"after": [after]}, None
+                    partial(
+                        stream.events_page, rt, "bench", long_job, {"after": [before_last]}, None
                     ),
                 )
             )
@@ -196,9 +195,7 @@ def operations() -> list[Row]:
                 measure(
                     meter,
                     f"page unacked, {prior} events",
-                    lambda job=long_job: stream.events_page(
-                        rt, "bench", job, {"unacked": ["1"]}, None
-                    ),
+                    partial(stream.events_page, rt, "bench", long_job, {"unacked": ["1"]}, None),
                 )
             )
             acks = iter(range(1, prior + 1))
@@ -206,27 +203,33 @@ def operations() -> list[Row]:
                 measure(
                     meter,
                     f"ack (moves) with {prior} events",
-                    lambda job=long_job, it=acks: stream.acknowledge(
-                        rt, "bench", job, {"ack_through": f"evt-0-{next(it)}"}, None
-                    ),
+                    partial(_ack_next, rt, long_job, acks),
                 )
             )
             rows.append(
                 measure(
                     meter,
                     f"ack (replayed) with {prior} events",
-                    lambda job=long_job, at=last: stream.acknowledge(
-                        rt, "bench", job, {"ack_through": at}, None
-                    ),
+                    partial(stream.acknowledge, rt, "bench", long_job, {"ack_through": last}, None),
                 )
             )
     return rows
 
 
-def _job_with_events(
-    rt: Any, client: Any, admission: Any, count: int, keys: Any, to_item: Any
-) -> str:
-    """A job whose stream holds `count` events (progress events past the first), written directly."""
+def _ack_next(rt: Any, job_id: str, sequences: Iterator[int]) -> Any:
+    from jobstream.service import stream
+
+    return stream.acknowledge(
+        rt, "bench", job_id, {"ack_through": f"evt-0-{next(sequences)}"}, None
+    )
+
+
+def _job_with_events(rt: Any, client: Any, count: int) -> str:
+    """A job whose stream holds `count` events (progress past the first), written directly."""
+    from jobstream.service import admission
+    from jobstream.store import keys
+    from jobstream.store.codec import to_item
+
     _, body = admission.submit(
         rt,
         "bench",
@@ -271,7 +274,7 @@ def cold_import_seconds(statement: str) -> float:
     code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
     samples = []
     for _ in range(IMPORT_RUNS):
-        output = subprocess.run(  # noqa: S603 - our own interpreter and code
+        output = subprocess.run(
             [sys.executable, "-X", "frozen_modules=on", "-c", code],
             capture_output=True,
             text=True,

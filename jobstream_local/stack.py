@@ -54,10 +54,16 @@ def start(
     for name, value in LOCAL_DEFAULTS.items():
         env.setdefault(name, value)
     make_dynamodb_atomic()
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    # A fixed port lets `sam local` reach the same endpoint (see README); 0 picks a free one.
+    moto = ThreadedMotoServer(
+        ip_address=env.get("JOBSTREAM_MOTO_HOST", "127.0.0.1"),
+        port=int(env.get("JOBSTREAM_MOTO_PORT") or 0),
+        verbose=False,
+    )
     moto.start()
     moto_host, moto_port = moto.get_host_and_port()
     env["AWS_ENDPOINT_URL"] = f"http://{moto_host}:{moto_port}"
+    print(f"local AWS endpoint at {env['AWS_ENDPOINT_URL']}", flush=True)
     try:
         template = Template.load()
         env.update(template.function_environment(dict(env)))

@@ -1,11 +1,12 @@
 """The DynamoDB client, created on first use so that importing a handler stays cheap.
 
-boto3 honours AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_DYNAMODB, which is how the local stack and
-`sam local` point the same code at a local endpoint.
+boto3 honours AWS_ENDPOINT_URL, which the local stack sets. `sam local` only passes variables the
+template declares, so JOBSTREAM_AWS_ENDPOINT_URL (empty on AWS) points functions there instead.
 """
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -13,11 +14,14 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 
+ENDPOINT_VARIABLE = "JOBSTREAM_AWS_ENDPOINT_URL"
+
+
 @cache
 def dynamodb_client() -> DynamoDBClient:
     import boto3  # noqa: PLC0415 - deferred: boto3 costs ~0.2 s of cold start
 
-    return boto3.client("dynamodb")
+    return boto3.client("dynamodb", endpoint_url=os.environ.get(ENDPOINT_VARIABLE) or None)
 
 
 def error_code(error: Exception) -> str:

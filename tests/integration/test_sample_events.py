@@ -1,0 +1,77 @@
+"""The sample events in events/ drive their handlers (as `sam local invoke -e` would)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobstream.config.settings import DEFAULT_TARGETS_FILE, parse_api_tokens
+from jobstream.service import runtime as runtime_module
+from jobstream.service.runtime import Runtime
+from tests.support.validation import validate, validate_error
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+EVENTS = REPOSITORY / "events"
+
+# In the order a consumer would send them; each with the status and document it must produce.
+SEQUENCE = [
+    ("admission-submit.json", 202, "JobSubmission"),
+    ("jobs-capabilities.json", 200, "Capabilities"),
+    ("jobs-list.json", 200, "JobPage"),
+    ("jobs-get.json", 200, "Job"),
+    ("events-page.json", 200, "EventPage"),
+    ("ack-events.json", 200, "AckResult"),
+    ("jobs-cancel.json", 200, "Job"),
+    ("jobs-unknown-route.json", 404, None),
+]
+
+
+def handler_for(sample: str) -> Any:
+    function = sample.split("-", 1)[0]
+    path = REPOSITORY / "functions" / function / "app.py"
+    spec = importlib.util.spec_from_file_location(f"sample_{function}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.handler
+
+
+def test_every_function_has_sample_events() -> None:
+    functions = {path.parent.name for path in (REPOSITORY / "functions").glob("*/app.py")}
+    sampled = {name.split("-", 1)[0] for name in (path.name for path in EVENTS.glob("*.json"))}
+    assert functions == sampled
+    assert {name for name, _, _ in SEQUENCE} == {path.name for path in EVENTS.glob("*.json")}
+
+
+def test_sample_events_drive_the_handlers(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    local = replace(
+        rt,
+        settings=rt.settings.model_copy(
+            update={
+                "api_tokens": parse_api_tokens("local=local-dev-token"),
+                "targets_path": DEFAULT_TARGETS_FILE,
+            }
+        ),
+    )
+    monkeypatch.setattr(runtime_module, "runtime", lambda: local)
+    for sample, status, definition in SEQUENCE:
+        event = json.loads((EVENTS / sample).read_text(encoding="utf-8"))
+        response = handler_for(sample)(event, None)
+        body = json.loads(response["body"])
+        assert response["statusCode"] == status, (sample, body)
+        if definition is None:
+            validate_error(body)
+        else:
+            validate(body, definition)
+    listed = json.loads(
+        handler_for("jobs-list.json")(
+            json.loads((EVENTS / "jobs-list.json").read_text(encoding="utf-8")), None
+        )["body"]
+    )
+    assert listed["jobs"][0]["status"] == "cancelled"
