@@ -113,20 +113,10 @@ class JobStore:
 
         A key-range query: its cost depends on the page, never on how many events precede it.
         """
-        response = self.client.query(
-            TableName=self.table_name,
-            KeyConditionExpression="#pk = :pk AND #sk BETWEEN :low AND :high",
-            ExpressionAttributeNames={"#pk": keys.PK, "#sk": keys.SK},
-            ExpressionAttributeValues={
-                ":pk": to_attribute(keys.job_pk(job_id)),
-                ":low": to_attribute(keys.event_sk(after_sequence + 1)),
-                ":high": to_attribute(keys.event_sk(_LAST_SEQUENCE)),
-            },
-            Limit=limit + 1,
-            ConsistentRead=True,
-            ReturnConsumedCapacity="TOTAL",
+        items = self._job_range(
+            job_id, keys.event_sk(after_sequence + 1), keys.event_sk(_LAST_SEQUENCE), limit + 1
         )
-        events = [_item_to_event(job_id, item) for item in response.get("Items", [])]
+        events = [_item_to_event(job_id, item) for item in items]
         return events[:limit], len(events) > limit
 
     def list_jobs(self, query: JobQuery) -> tuple[list[JobRecord], dict[str, Any] | None]:
@@ -351,17 +341,27 @@ class JobStore:
 
     def callback_intents(self, job_id: str) -> list[dict[str, Any]]:
         """Every callback intent recorded for a job, in event order."""
-        response = self.client.query(
-            TableName=self.table_name,
-            KeyConditionExpression="#pk = :pk AND begins_with(#sk, :prefix)",
-            ExpressionAttributeNames={"#pk": keys.PK, "#sk": keys.SK},
-            ExpressionAttributeValues={
-                ":pk": to_attribute(keys.job_pk(job_id)),
-                ":prefix": to_attribute(keys.INTENT_PREFIX),
-            },
-            ConsistentRead=True,
-        )
-        return [from_item(item) for item in response.get("Items", [])]
+        items = self._job_range(job_id, keys.intent_sk(1), keys.intent_sk(_LAST_SEQUENCE))
+        return [from_item(item) for item in items]
+
+    def _job_range(
+        self, job_id: str, low: str, high: str, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Items of one job whose sort keys lie in [low, high], in key order."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :low AND :high",
+            "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
+            "ExpressionAttributeValues": to_item(
+                {":pk": keys.job_pk(job_id), ":low": low, ":high": high}
+            ),
+            "ConsistentRead": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if limit is not None:
+            request["Limit"] = limit
+        items: list[dict[str, Any]] = self.client.query(**request).get("Items", [])
+        return items
 
 
 def _job_key(job_id: str) -> dict[str, Any]:
