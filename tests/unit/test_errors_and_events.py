@@ -164,7 +164,9 @@ def test_the_reason_table_covers_exactly_the_twenty_reasons() -> None:
 def test_the_reason_table_equals_producer_internal() -> None:
     mapping = _published(ERROR_MAPPING)
     internal = {
-        name: code for name, code in mapping["producer_internal"].items() if not name.startswith("$")
+        name: code
+        for name, code in mapping["producer_internal"].items()
+        if not name.startswith("$")
     }
     assert internal == {reason.value: code.value for reason, code in REASON_TO_CODE.items()}
     assert set(internal.values()) <= set(mapping["protocol_codes"])

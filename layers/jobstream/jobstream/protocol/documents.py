@@ -11,6 +11,7 @@ from jobstream.protocol.errors import (
     EXPIRY_REASONS,
     REASON_MESSAGES,
     RETRYABLE,
+    Reason,
     code_for_reason,
     parse_reason,
 )
@@ -56,11 +57,11 @@ def job_error(record: JobRecord) -> dict[str, Any]:
     return error
 
 
-def terminal_status_for(reason: str | None, *, cancelled: bool = False) -> str:
+def terminal_status_for(reason: str | None) -> str:
     """The protocol status a job ends in for an internal reason."""
-    if cancelled:
-        return "cancelled"
     known = parse_reason(reason)
+    if known is Reason.CANCELLED_BY_CONSUMER:
+        return "cancelled"
     return "expired" if known in EXPIRY_REASONS else "failed"
 
 

@@ -92,7 +92,8 @@ def protocol_type(kind: str) -> EventType | None:
         return None
 
 
-_EVENT_ID = re.compile(r"^evt-(\d{1,20})-(\d{1,12})$")
+# ASCII digits only: \d would also accept other scripts' digits, which int() then reads.
+_EVENT_ID = re.compile(r"^evt-([0-9]{1,20})-([0-9]{1,12})$")
 
 
 def event_id(at: int, sequence: int) -> str:

@@ -47,7 +47,48 @@ def is_plain_object(value: Any) -> bool:
 
 
 def js_json(value: Any) -> str:
-    """JSON.stringify for the scalar values quoted in messages (null for None)."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """JSON.stringify of a decoded JSON value, as quoted in reference messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return js_number(value) if math.isfinite(value) else "null"
+    if isinstance(value, list):
+        return "[" + ",".join(js_json(item) for item in value) + "]"
+    if isinstance(value, dict):
+        members = (
+            f"{json.dumps(str(k), ensure_ascii=False)}:{js_json(v)}" for k, v in value.items()
+        )
+        return "{" + ",".join(members) + "}"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def js_number(value: float) -> str:
+    """Number.prototype.toString for a finite number (ECMAScript Number::toString)."""
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    # repr gives the shortest round-tripping digits, as ECMAScript requires.
+    mantissa, _, exponent_text = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    significant = (whole + fraction).lstrip("0")
+    leading_zeros = len(whole + fraction) - len(significant)
+    digits = significant.rstrip("0")
+    # ECMAScript's n and k: value = 0.<digits> x 10^n, with k significant digits.
+    n = len(whole) - leading_zeros + int(exponent_text or 0)
+    k = len(digits)
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = f"{digits[:n]}.{digits[n:]}"
+    elif -6 < n <= 0:
+        text = "0." + "0" * -n + digits
+    else:
+        exponent = n - 1
+        exponent_sign = "+" if exponent >= 0 else "-"
+        head = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
+        text = f"{head}e{exponent_sign}{abs(exponent)}"
+    return sign + text

@@ -1,0 +1,513 @@
+"""Admission target rules (reference §2.3) and the settings loader (design §2, §4; ref §4.5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobstream.config.settings import (
+    ConfigurationError,
+    Settings,
+    Tenant,
+    load_settings,
+    parse_api_tokens,
+)
+from jobstream.config.targets import TargetsFile
+from jobstream.protocol.errors import ErrorCode, ProtocolError
+from jobstream.protocol.targeting import (
+    admit_target,
+    check_account,
+    check_work_type,
+    resolve_target,
+)
+from jobstream.protocol.task import CandidateSearchRequest, parse_candidate_search_params
+from tests.support.validation import validate_error
+
+
+def target(
+    target_id: str,
+    *,
+    work_type: str = "illustration",
+    enabled: bool = True,
+    timeout_ms: int | None = None,
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": target_id,
+        "enabled": enabled,
+        "work_type": work_type,
+        "source": "catalog",
+        "query": {"tags": ["landscape"]},
+    }
+    if timeout_ms is not None:
+        entry["timeout_ms"] = timeout_ms
+    return entry
+
+
+def targets_file(*targets: dict[str, Any], account: str | None = None) -> TargetsFile:
+    document: dict[str, Any] = {"targets": list(targets)}
+    if account is not None:
+        document["account"] = account
+    return TargetsFile.model_validate(document)
+
+
+def search(**params: Any) -> CandidateSearchRequest:
+    return parse_candidate_search_params(params)
+
+
+def refused(call: Any, *args: Any) -> ProtocolError:
+    with pytest.raises(ProtocolError) as caught:
+        call(*args)
+    error = caught.value
+    assert error.code is ErrorCode.INVALID_PARAMS
+    body = error.body()
+    validate_error(body)
+    assert body["error"]["retryable"] is False
+    assert body["error"]["code"] == "invalid_params"
+    return error
+
+
+ONE = targets_file(target("bot1-illust"))
+FOUR = targets_file(
+    target("bot1-illust"),
+    target("bot1-novel", work_type="novel"),
+    target("bot2-illust"),
+    target("bot2-novel-marunomi", work_type="novel"),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# §2.3 step 1: the account
+
+
+@pytest.mark.parametrize(
+    ("requested", "configured"),
+    [
+        ("default", None),
+        ("  default  ", None),
+        ("\ufeffdefault\u3000", None),
+        ("main", "main"),
+        (" main ", "main"),
+        ("main", "  main  "),
+    ],
+)
+def test_the_configured_account_is_accepted(requested: str, configured: str | None) -> None:
+    check_account(
+        search(source={"account": requested}),
+        targets_file(account=configured) if configured is not None else ONE,
+    )
+
+
+def test_no_account_in_the_request_is_never_checked() -> None:
+    check_account(search(), targets_file(target("a"), account="main"))
+    check_account(search(source={"platform": "pixiv"}), targets_file(target("a"), account="main"))
+
+
+@pytest.mark.parametrize(
+    ("requested", "configured", "wanted", "expected_configured"),
+    [
+        ("other", None, "other", "default"),
+        (" other ", "main", "other", "main"),
+        ("Default", None, "Default", "default"),
+        ("main", " default ", "main", "default"),
+        ("\u0085default", None, "\u0085default", "default"),
+    ],
+)
+def test_an_unavailable_account_is_refused(
+    requested: str, configured: str | None, wanted: str, expected_configured: str
+) -> None:
+    file = targets_file(target("a"), account=configured) if configured is not None else ONE
+    error = refused(check_account, search(source={"account": requested}), file)
+    assert error.status == 400
+    assert error.message == f"account '{wanted}' is not available in this deployment"
+    assert error.detail == {
+        "reason": "account_unavailable",
+        "requested": wanted,
+        "configured": expected_configured,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# §2.3 step 2: target resolution
+
+
+def test_the_only_enabled_target_is_chosen_without_a_selector() -> None:
+    assert resolve_target(search(), ONE).id == "bot1-illust"
+
+
+def test_disabled_targets_are_ignored_without_a_selector() -> None:
+    file = targets_file(
+        target("off-1", enabled=False), target("on"), target("off-2", enabled=False)
+    )
+    assert resolve_target(search(), file).id == "on"
+
+
+def test_a_selector_chooses_among_several_targets() -> None:
+    resolved = resolve_target(search(target_id="bot2-novel-marunomi"), FOUR)
+    assert resolved.id == "bot2-novel-marunomi"
+    assert resolved.work_type == "novel"
+
+
+def test_a_selector_is_matched_after_trimming() -> None:
+    assert resolve_target(search(target_id="  bot1-novel\u00a0"), FOUR).id == "bot1-novel"
+
+
+@pytest.mark.parametrize("selector", ["nope", "BOT1-ILLUST", "bot1", "bot1-illust-x"])
+def test_an_unknown_selector_is_404(selector: str) -> None:
+    error = refused(resolve_target, search(target_id=selector), FOUR)
+    assert error.status == 404
+    assert error.message == "unknown target"
+    assert error.detail == {"reason": "unknown_target", "target_id": selector}
+
+
+def test_a_selector_naming_a_disabled_target_is_unknown() -> None:
+    file = targets_file(target("live"), target("retired", enabled=False))
+    error = refused(resolve_target, search(target_id="retired"), file)
+    assert error.status == 404
+    assert error.detail == {"reason": "unknown_target", "target_id": "retired"}
+
+
+def test_a_selector_matching_two_enabled_targets_is_ambiguous() -> None:
+    file = targets_file(target("twin"), target("other"), target("twin", work_type="novel"))
+    error = refused(resolve_target, search(target_id="twin"), file)
+    assert error.status == 409
+    assert error.message == "ambiguous target"
+    assert error.detail == {"reason": "ambiguous_target", "target_id": "twin"}
+
+
+def test_a_duplicate_id_is_not_ambiguous_when_one_copy_is_disabled() -> None:
+    file = targets_file(target("twin", enabled=False), target("twin", work_type="novel"))
+    assert resolve_target(search(target_id="twin"), file).work_type == "novel"
+
+
+def test_several_enabled_targets_without_a_selector_are_ambiguous() -> None:
+    file = targets_file(
+        target("z-last"),
+        target("off", enabled=False),
+        target("a-first", work_type="novel"),
+        target("m-middle"),
+    )
+    error = refused(resolve_target, search(), file)
+    assert error.status == 409
+    assert error.message == "more than one candidate search target is configured"
+    # config order, not sorted, and disabled targets are not listed
+    assert error.detail == {
+        "reason": "ambiguous_target",
+        "targets": ["z-last", "a-first", "m-middle"],
+    }
+
+
+@pytest.mark.parametrize(
+    "file",
+    [targets_file(), targets_file(target("off", enabled=False), target("off2", enabled=False))],
+)
+def test_no_enabled_target_is_400(file: TargetsFile) -> None:
+    error = refused(resolve_target, search(), file)
+    assert error.status == 400
+    assert error.message == "no candidate search target is configured"
+    assert error.detail == {"reason": "no_eligible_target"}
+
+
+def test_a_selector_with_no_enabled_targets_is_unknown() -> None:
+    error = refused(resolve_target, search(target_id="x"), targets_file())
+    assert error.status == 404
+    assert error.detail == {"reason": "unknown_target", "target_id": "x"}
+
+
+# --------------------------------------------------------------------------------------------
+# §2.3 step 3: work_types
+
+
+@pytest.mark.parametrize(
+    ("work_types", "target_type"),
+    [
+        (None, "illustration"),
+        ([], "illustration"),
+        (["illustration"], "illustration"),
+        (["illustration", "novel"], "illustration"),
+        (["novel"], "novel"),
+        (["novel", "illustration"], "novel"),
+    ],
+)
+def test_work_types_including_the_target_type_are_accepted(
+    work_types: list[str] | None, target_type: str
+) -> None:
+    file = targets_file(target("t", work_type=target_type))
+    request = search(constraints={"work_types": work_types})
+    check_work_type(request, resolve_target(request, file))
+    assert admit_target(request, file).id == "t"
+
+
+@pytest.mark.parametrize(
+    ("work_types", "target_type", "listed"),
+    [
+        (["novel"], "illustration", "[novel]"),
+        (["illustration"], "novel", "[illustration]"),
+        (["Illustration"], "illustration", "[Illustration]"),
+        (["video", "novel"], "illustration", "[video,novel]"),
+        ([" illustration"], "illustration", "[ illustration]"),
+    ],
+)
+def test_work_types_excluding_the_target_type_are_refused(
+    work_types: list[str], target_type: str, listed: str
+) -> None:
+    file = targets_file(target("t", work_type=target_type))
+    request = search(constraints={"work_types": work_types})
+    error = refused(check_work_type, request, resolve_target(request, file))
+    assert error.status == 400
+    assert error.message == f"work_types {listed} does not include the configured target work type"
+    assert error.detail == {"reason": "work_type_not_available", "target_type": target_type}
+
+
+def test_the_work_type_message_for_the_conformance_case() -> None:
+    file = targets_file(target("bot1-novel", work_type="novel"))
+    error = refused(admit_target, search(constraints={"work_types": ["illustration"]}), file)
+    assert error.message == (
+        "work_types [illustration] does not include the configured target work type"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# admit_target: the order of the checks
+
+
+def test_admit_target_returns_the_resolved_target() -> None:
+    request = search(
+        target_id="bot1-novel",
+        source={"platform": "pixiv", "account": "default"},
+        constraints={"work_types": ["novel"]},
+    )
+    resolved = admit_target(request, FOUR)
+    assert resolved.id == "bot1-novel"
+    assert resolved.work_type == "novel"
+
+
+def test_the_account_is_checked_before_the_target() -> None:
+    request = search(source={"account": "other"}, target_id="nope")
+    error = refused(admit_target, request, FOUR)
+    assert error.detail is not None
+    assert error.detail["reason"] == "account_unavailable"
+
+
+def test_the_target_is_checked_before_the_work_type() -> None:
+    unknown = search(target_id="nope", constraints={"work_types": ["video"]})
+    assert refused(admit_target, unknown, FOUR).status == 404
+    ambiguous = search(constraints={"work_types": ["video"]})
+    assert refused(admit_target, ambiguous, FOUR).status == 409
+
+
+def test_the_work_type_is_checked_against_the_selected_target() -> None:
+    request = search(target_id="bot2-illust", constraints={"work_types": ["novel"]})
+    error = refused(admit_target, request, FOUR)
+    assert error.detail == {"reason": "work_type_not_available", "target_type": "illustration"}
+
+
+# --------------------------------------------------------------------------------------------
+# Settings
+
+BASE_ENV = {"JOBSTREAM_TABLE": "jobstream", "JOBSTREAM_API_TOKENS": "acme=token-acme"}
+
+
+def env(**overrides: str | None) -> dict[str, str]:
+    values: dict[str, str] = dict(BASE_ENV)
+    for name, value in overrides.items():
+        if value is None:
+            values.pop(name, None)
+        else:
+            values[name] = value
+    return values
+
+
+def settings_error(environ: dict[str, str]) -> str:
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings(environ)
+    return str(caught.value)
+
+
+def test_defaults() -> None:
+    settings = load_settings(env())
+    assert isinstance(settings, Settings)
+    assert settings.table_name == "jobstream"
+    assert settings.api_tokens == (Tenant(name="acme", token="token-acme"),)
+    assert settings.queued_timeout_ms == 1_800_000
+    assert settings.stall_timeout_ms == 900_000
+    assert settings.heartbeat_interval_ms == 30_000
+    assert settings.lease_ms == 180_000
+    assert settings.default_deadline_ms == 1_800_000
+    # The default targets file ships with the project and is valid.
+    assert settings.targets_path.is_file()
+
+
+def test_load_settings_reads_only_the_given_mapping(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBSTREAM_QUEUED_TIMEOUT_MS", "abc")
+    assert load_settings(env()).queued_timeout_ms == 1_800_000
+
+
+def test_every_value_can_be_configured(tmp_path: Path) -> None:
+    targets = tmp_path / "targets.json"
+    targets.write_text(json.dumps({"targets": [target("only", timeout_ms=5_400_000)]}), "utf-8")
+    settings = load_settings(
+        env(
+            JOBSTREAM_TARGETS=str(targets),
+            JOBSTREAM_QUEUED_TIMEOUT_MS="660000",
+            JOBSTREAM_STALL_TIMEOUT_MS=" 420000 ",
+            JOBSTREAM_HEARTBEAT_INTERVAL_MS="10000",
+            JOBSTREAM_LEASE_MS="60000",
+            JOBSTREAM_DEFAULT_DEADLINE_MS="1200000",
+        )
+    )
+    assert settings.targets_path == targets
+    assert settings.queued_timeout_ms == 660_000
+    assert settings.stall_timeout_ms == 420_000
+    assert settings.heartbeat_interval_ms == 10_000
+    assert settings.lease_ms == 60_000
+    assert settings.default_deadline_ms == 1_200_000
+
+
+def test_empty_values_mean_the_default() -> None:
+    settings = load_settings(env(JOBSTREAM_QUEUED_TIMEOUT_MS="", JOBSTREAM_STALL_TIMEOUT_MS="  "))
+    assert settings.queued_timeout_ms == 1_800_000
+    assert settings.stall_timeout_ms == 900_000
+
+
+def test_the_budget_floor_is_sixty_seconds() -> None:
+    assert load_settings(env(JOBSTREAM_QUEUED_TIMEOUT_MS="60000")).queued_timeout_ms == 60_000
+    assert load_settings(env(JOBSTREAM_STALL_TIMEOUT_MS="60000")).stall_timeout_ms == 60_000
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("JOBSTREAM_QUEUED_TIMEOUT_MS", "abc"),
+        ("JOBSTREAM_QUEUED_TIMEOUT_MS", "59999"),
+        ("JOBSTREAM_QUEUED_TIMEOUT_MS", "0"),
+        ("JOBSTREAM_QUEUED_TIMEOUT_MS", "-1800000"),
+        ("JOBSTREAM_QUEUED_TIMEOUT_MS", "1800000.5"),
+        ("JOBSTREAM_STALL_TIMEOUT_MS", "59999"),
+        ("JOBSTREAM_STALL_TIMEOUT_MS", "15m"),
+        ("JOBSTREAM_HEARTBEAT_INTERVAL_MS", "0"),
+        ("JOBSTREAM_HEARTBEAT_INTERVAL_MS", "x"),
+        ("JOBSTREAM_LEASE_MS", "-5"),
+        ("JOBSTREAM_DEFAULT_DEADLINE_MS", "999"),
+        ("JOBSTREAM_DEFAULT_DEADLINE_MS", "never"),
+    ],
+)
+def test_invalid_numbers_stop_with_the_variable_named(variable: str, value: str) -> None:
+    message = settings_error(env(**{variable: value}))
+    assert variable in message
+    # Only the offending variable is blamed.
+    others = [
+        name
+        for name in (
+            "JOBSTREAM_QUEUED_TIMEOUT_MS",
+            "JOBSTREAM_STALL_TIMEOUT_MS",
+            "JOBSTREAM_HEARTBEAT_INTERVAL_MS",
+            "JOBSTREAM_LEASE_MS",
+            "JOBSTREAM_DEFAULT_DEADLINE_MS",
+            "JOBSTREAM_TABLE",
+            "JOBSTREAM_API_TOKENS",
+        )
+        if name != variable
+    ]
+    assert not any(name in message for name in others), message
+
+
+def test_several_problems_are_all_named() -> None:
+    message = settings_error(
+        env(JOBSTREAM_QUEUED_TIMEOUT_MS="abc", JOBSTREAM_STALL_TIMEOUT_MS="1", JOBSTREAM_TABLE=None)
+    )
+    assert "JOBSTREAM_QUEUED_TIMEOUT_MS" in message
+    assert "JOBSTREAM_STALL_TIMEOUT_MS" in message
+    assert "JOBSTREAM_TABLE" in message
+
+
+@pytest.mark.parametrize("value", [None, "", "   "])
+def test_the_table_is_required(value: str | None) -> None:
+    assert "JOBSTREAM_TABLE" in settings_error(env(JOBSTREAM_TABLE=value))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        ",",
+        " , ",
+        "x",
+        "acme",
+        "acme=",
+        "=token",
+        " = ",
+        "acme=token,beta",
+        "acme=token,beta=",
+        "acme=same,beta=same",
+        "acme=same, beta = same ",
+    ],
+)
+def test_api_tokens_must_be_well_formed(value: str | None) -> None:
+    message = settings_error(env(JOBSTREAM_API_TOKENS=value))
+    assert "JOBSTREAM_API_TOKENS" in message
+
+
+def test_a_configuration_error_never_echoes_a_token() -> None:
+    message = settings_error(env(JOBSTREAM_API_TOKENS="acme=s3cr3t-value,beta=s3cr3t-value"))
+    assert "s3cr3t-value" not in message
+    message = settings_error(env(JOBSTREAM_API_TOKENS="acme=s3cr3t-value,broken"))
+    assert "s3cr3t-value" not in message
+
+
+def test_parse_api_tokens() -> None:
+    assert parse_api_tokens(" acme = t1 ,beta=t2,, ") == (
+        Tenant(name="acme", token="t1"),
+        Tenant(name="beta", token="t2"),
+    )
+    # One tenant may hold several tokens (rotation); a token belongs to one tenant only.
+    assert parse_api_tokens("acme=t1,acme=t2") == (
+        Tenant(name="acme", token="t1"),
+        Tenant(name="acme", token="t2"),
+    )
+    assert parse_api_tokens("acme=a=b") == (Tenant(name="acme", token="a=b"),)
+    with pytest.raises(ValueError, match="more than once"):
+        parse_api_tokens("acme=t1,beta=t1")
+    with pytest.raises(ValueError, match="tenant=token"):
+        parse_api_tokens("x")
+
+
+def test_a_missing_targets_file_stops(tmp_path: Path) -> None:
+    message = settings_error(env(JOBSTREAM_TARGETS=str(tmp_path / "absent.json")))
+    assert "JOBSTREAM_TARGETS" in message
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "",
+        "[]",
+        json.dumps({"targets": "none"}),
+        json.dumps({"targets": [{"id": "t"}]}),
+        json.dumps({"targets": [target("t", work_type="video")]}),
+        json.dumps({"targets": [{**target("t"), "source": "twitter"}]}),
+        json.dumps({"targets": [{**target("t"), "unknown_key": 1}]}),
+        json.dumps({"targets": [target(" padded ")]}),
+        json.dumps({"targets": [target("t", timeout_ms=999)]}),
+        json.dumps({"account": "", "targets": [target("t")]}),
+    ],
+)
+def test_an_invalid_targets_file_stops(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "targets.json"
+    path.write_text(content, encoding="utf-8")
+    message = settings_error(env(JOBSTREAM_TARGETS=str(path)))
+    assert "JOBSTREAM_TARGETS" in message
+
+
+def test_a_valid_targets_file_is_loaded(tmp_path: Path) -> None:
+    path = tmp_path / "targets.json"
+    path.write_text(
+        json.dumps({"account": "main", "targets": [target("a"), target("b", enabled=False)]}),
+        encoding="utf-8",
+    )
+    settings = load_settings(env(JOBSTREAM_TARGETS=str(path)))
+    assert settings.targets_path == path
