@@ -1,5 +1,5 @@
 # jobstream developer commands. Every target sets itself up: a fresh clone needs only Python 3.11 and make.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/jobstream/requirements.txt | cksum | cut -d' ' -f1)
@@ -11,7 +11,7 @@ export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR)
 setup: $(STAMP)
 
 $(STAMP): requirements-dev.txt layers/jobstream/requirements.txt
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) is required"; exit 1; }
+	@test -n "$(PYTHON)" || { echo "Python 3.11 is required (python3.11 or python3 on PATH)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
