@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from jobstream_local.template import HttpRoute
+from jobstream_local.template import FunctionSpec, HttpRoute
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -37,14 +37,17 @@ def _pattern(path: str) -> re.Pattern[str]:
     return re.compile(f"^{regex}$")
 
 
-def load_handler(route: HttpRoute) -> Handler:
-    module_name, _, attribute = route.handler.rpartition(".")
-    unique = f"jobstream_function_{route.function}"
+def load_handler(function: FunctionSpec) -> Handler:
+    """The function's handler, imported from its code folder as Lambda would."""
+    module_name, _, attribute = function.handler.rpartition(".")
+    unique = f"jobstream_function_{function.name}"
     module: ModuleType | None = sys.modules.get(unique)
     if module is None:
-        spec = importlib.util.spec_from_file_location(unique, route.code_dir / f"{module_name}.py")
+        spec = importlib.util.spec_from_file_location(
+            unique, function.code_dir / f"{module_name}.py"
+        )
         if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {route.handler} from {route.code_dir}")
+            raise ImportError(f"cannot load {function.handler} from {function.code_dir}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[unique] = module
         spec.loader.exec_module(module)
@@ -77,7 +80,7 @@ class LocalHttpApi:
             BoundRoute(
                 route,
                 None if route.path == "$default" else _pattern(route.path),
-                load_handler(route),
+                load_handler(route.function),
             )
             for route in routes
         ]
@@ -150,7 +153,7 @@ class LocalHttpApi:
             route=bound,
             parameters=parameters,
         )
-        return bound.handler(event, LambdaContext(bound.route.function))
+        return bound.handler(event, LambdaContext(bound.route.function.name))
 
 
 def _is_text(body: bytes) -> bool:

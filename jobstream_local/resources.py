@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from jobstream_local.template import Template
 
 _TABLE_KEYS = ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "BillingMode")
+_QUEUE_ATTRIBUTES = ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds")
 
 
 def create_tables(
     template: Template, dynamodb: Any, name_for: Callable[[str], str] | None = None
-) -> list[str]:
-    """Create every AWS::DynamoDB::Table of the template; returns the local table names."""
-    names = []
+) -> dict[str, dict[str, str]]:
+    """Create every AWS::DynamoDB::Table of the template; their Ref values by logical id."""
+    created = {}
     for logical_id, properties in template.resources_of_type("AWS::DynamoDB::Table").items():
         name = (name_for or template.physical_name)(logical_id)
         request = {key: properties[key] for key in _TABLE_KEYS if key in properties}
@@ -22,5 +24,30 @@ def create_tables(
         ttl = properties.get("TimeToLiveSpecification")
         if ttl:
             dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
-        names.append(name)
-    return names
+        created[logical_id] = {"Ref": name}
+    return created
+
+
+def create_queues(
+    template: Template, sqs: Any, name_for: Callable[[str], str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Create every AWS::SQS::Queue, dead-letter queues first; Ref (URL), Arn and QueueName."""
+    queues = template.resources_of_type("AWS::SQS::Queue")
+    # Queues without a redrive policy are the targets of the others: create them first.
+    ordered = sorted(queues.items(), key=lambda item: "RedrivePolicy" in item[1])
+    created: dict[str, dict[str, str]] = {}
+    for logical_id, properties in ordered:
+        name = (name_for or template.physical_name)(logical_id)
+        attributes = {key: str(properties[key]) for key in _QUEUE_ATTRIBUTES if key in properties}
+        redrive = properties.get("RedrivePolicy")
+        if redrive:
+            target = template.resolve(redrive["deadLetterTargetArn"], created)
+            attributes["RedrivePolicy"] = json.dumps(
+                {"deadLetterTargetArn": target, "maxReceiveCount": int(redrive["maxReceiveCount"])}
+            )
+        url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        created[logical_id] = {"Ref": url, "Arn": arn, "QueueName": name}
+    return created

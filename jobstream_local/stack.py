@@ -1,25 +1,32 @@
-"""Starting and stopping the whole system in one process: moto server, resources, HTTP API."""
+"""Starting and stopping the whole system in one process: moto server, resources, HTTP API,
+queue pollers and schedules, all read from template.yaml."""
 
 from __future__ import annotations
 
 import logging
 import os
 import threading
+import time
 from collections.abc import MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from jobstream_local.gateway import LocalHttpApi, make_server
+from jobstream_local.gateway import LocalHttpApi, load_handler, make_server
 from jobstream_local.moto_atomic import make_dynamodb_atomic
-from jobstream_local.resources import create_tables
+from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
+from jobstream_local.workers import QueuePoller, Schedule
 
 # What `make run` uses when the environment says nothing: the embedded default.
 LOCAL_DEFAULTS = {
     "JOBSTREAM_API_TOKENS": "local=local-dev-token",
+    # Local receivers listen on http://127.0.0.1; on AWS both stay off.
+    "JOBSTREAM_CALLBACK_ALLOW_HTTP": "true",
+    "JOBSTREAM_CALLBACK_ALLOW_PRIVATE": "true",
+    "JOBSTREAM_SWEEP_INTERVAL_S": "5",
     "AWS_ACCESS_KEY_ID": "local",
-    "AWS_SECRET_ACCESS_KEY": "local",
+    "AWS_SECRET_ACCESS_KEY": "local",  # moto accepts any credentials
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 
@@ -29,6 +36,9 @@ class LocalStack:
     moto: Any
     http: ThreadingHTTPServer
     thread: threading.Thread
+    resources: dict[str, dict[str, str]]
+    stopping: threading.Event = field(default_factory=threading.Event)
+    workers: list[threading.Thread] = field(default_factory=list)
 
     @property
     def base_url(self) -> str:
@@ -36,16 +46,21 @@ class LocalStack:
         return f"http://{host!s}:{port}"
 
     def stop(self) -> None:
+        self.stopping.set()
         self.http.shutdown()
         self.http.server_close()
         self.thread.join(timeout=5)
+        # Workers finish the call they are in; they are daemons, so a slow one cannot hold us.
+        deadline = time.monotonic() + 10
+        for worker in self.workers:
+            worker.join(timeout=max(0.0, deadline - time.monotonic()))
         self.moto.stop()
 
 
 def start(
     port: int = 3000, host: str = "127.0.0.1", environ: MutableMapping[str, str] | None = None
 ) -> LocalStack:
-    """Start moto, create the template's resources, and serve its HTTP API routes."""
+    """Start moto, create the template's resources, serve its routes, poll its queues."""
     from moto.server import ThreadedMotoServer
 
     env = os.environ if environ is None else environ
@@ -65,21 +80,54 @@ def start(
     env["AWS_ENDPOINT_URL"] = f"http://{moto_host}:{moto_port}"
     print(f"local AWS endpoint at {env['AWS_ENDPOINT_URL']}", flush=True)
     try:
-        template = Template.load()
-        env.update(template.function_environment(dict(env)))
-
-        # Configuration is checked before anything serves: invalid values stop start-up here.
-        from jobstream.config.settings import load_settings
-
-        load_settings(env)
-        import boto3
-
-        create_tables(template, boto3.client("dynamodb", endpoint_url=env["AWS_ENDPOINT_URL"]))
-        api = LocalHttpApi(template.http_routes())
-        server = make_server(api, host, port)
+        stack = _start_services(Template.load(), env, moto, host, port)
     except BaseException:
         moto.stop()
         raise
+    return stack
+
+
+def _start_services(
+    template: Template, env: MutableMapping[str, str], moto: Any, host: str, port: int
+) -> LocalStack:
+    import boto3
+
+    from jobstream.config.settings import load_settings
+
+    endpoint = env["AWS_ENDPOINT_URL"]
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    resources = create_queues(template, sqs)
+    resources.update(create_tables(template, boto3.client("dynamodb", endpoint_url=endpoint)))
+    env.update(template.function_environment(dict(env), resources))
+    # Configuration is checked before anything serves: invalid values stop start-up here.
+    load_settings(env)
+    server = make_server(LocalHttpApi(template.http_routes()), host, port)
     thread = threading.Thread(target=server.serve_forever, name="local-http-api", daemon=True)
+    stack = LocalStack(moto=moto, http=server, thread=thread, resources=resources)
+    for source in template.queue_sources():
+        queue = resources[source.queue]
+        stack.workers.append(
+            QueuePoller(
+                sqs=sqs,
+                queue_url=queue["Ref"],
+                queue_arn=queue["Arn"],
+                function_name=source.function.name,
+                handler=load_handler(source.function),
+                batch_size=source.batch_size,
+                stopping=stack.stopping,
+            )
+        )
+    interval = float(env.get("JOBSTREAM_SWEEP_INTERVAL_S") or 5)
+    stack.workers.extend(
+        Schedule(
+            function_name=function.name,
+            handler=load_handler(function),
+            interval_s=interval,
+            stopping=stack.stopping,
+        )
+        for function in template.scheduled_functions()
+    )
     thread.start()
-    return LocalStack(moto=moto, http=server, thread=thread)
+    for worker in stack.workers:
+        worker.start()
+    return stack

@@ -1,7 +1,8 @@
-"""Reading template.yaml: the resources and HTTP API routes the local stack reproduces."""
+"""Reading template.yaml: the resources, routes, queues and schedules the local stack reproduces."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,9 @@ import yaml
 REPOSITORY = Path(__file__).resolve().parent.parent
 TEMPLATE = REPOSITORY / "template.yaml"
 LOCAL_STACK_NAME = "jobstream-local"
+
+# What the local stack knows of each created resource: its Ref value and its attributes.
+Physical = Mapping[str, Mapping[str, str]]
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -24,6 +28,8 @@ def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any
         value = loader.construct_sequence(node, deep=True)
     else:
         value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
     name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
     return {name: value}
 
@@ -32,16 +38,30 @@ _CfnLoader.add_multi_constructor("!", _tag)
 
 
 @dataclass(frozen=True)
+class FunctionSpec:
+    name: str
+    code_dir: Path
+    handler: str
+
+
+@dataclass(frozen=True)
 class HttpRoute:
     method: str
     path: str
-    function: str
-    code_dir: Path
-    handler: str
+    function: FunctionSpec
 
     @property
     def route_key(self) -> str:
         return "$default" if self.path == "$default" else f"{self.method} {self.path}"
+
+
+@dataclass(frozen=True)
+class QueueSource:
+    """An SQS event source: which queue feeds which function, how many messages at a time."""
+
+    queue: str
+    function: FunctionSpec
+    batch_size: int
 
 
 @dataclass(frozen=True)
@@ -50,7 +70,8 @@ class Template:
 
     @classmethod
     def load(cls, path: Path = TEMPLATE) -> Template:
-        return cls(yaml.load(path.read_text(encoding="utf-8"), Loader=_CfnLoader))  # noqa: S506 - a SafeLoader subclass
+        text = path.read_text(encoding="utf-8")
+        return cls(yaml.load(text, Loader=_CfnLoader))  # noqa: S506 - a SafeLoader subclass
 
     @property
     def resources(self) -> dict[str, Any]:
@@ -67,36 +88,51 @@ class Template:
             if resource["Type"] == resource_type
         }
 
-    def http_routes(self) -> list[HttpRoute]:
-        routes = []
+    def _function_events(self, event_type: str) -> list[tuple[FunctionSpec, dict[str, Any]]]:
+        found = []
         for name, properties in self.resources_of_type("AWS::Serverless::Function").items():
-            for event in (properties.get("Events") or {}).values():
-                if event["Type"] != "HttpApi":
-                    continue
-                routes.append(
-                    HttpRoute(
-                        method=event["Properties"]["Method"].upper(),
-                        path=event["Properties"]["Path"],
-                        function=name,
-                        code_dir=REPOSITORY / properties["CodeUri"],
-                        handler=properties["Handler"],
-                    )
-                )
-        return routes
+            spec = FunctionSpec(name, REPOSITORY / properties["CodeUri"], properties["Handler"])
+            events = (properties.get("Events") or {}).values()
+            found += [(spec, event["Properties"]) for event in events if event["Type"] == event_type]
+        return found
 
-    def function_environment(self, overrides: dict[str, str]) -> dict[str, str]:
-        """Globals environment, !Ref resolved: parameters to defaults, resources to local names."""
+    def http_routes(self) -> list[HttpRoute]:
+        return [
+            HttpRoute(method=props["Method"].upper(), path=props["Path"], function=spec)
+            for spec, props in self._function_events("HttpApi")
+        ]
+
+    def queue_sources(self) -> list[QueueSource]:
+        return [
+            QueueSource(props["Queue"]["Fn::GetAtt"][0], spec, int(props.get("BatchSize", 10)))
+            for spec, props in self._function_events("SQS")
+        ]
+
+    def scheduled_functions(self) -> list[FunctionSpec]:
+        return [
+            spec
+            for event_type in ("Schedule", "ScheduleV2")
+            for spec, _ in self._function_events(event_type)
+        ]
+
+    def function_environment(
+        self, overrides: Mapping[str, str], physical: Physical
+    ) -> dict[str, str]:
+        """Globals environment, resolved: parameters to defaults, resources to local values."""
         variables = self.document["Globals"]["Function"]["Environment"]["Variables"]
-        environment = {}
-        for name, value in variables.items():
-            environment[name] = overrides.get(name) or self.resolve(value)
-        return environment
+        return {
+            name: overrides.get(name) or self.resolve(value, physical)
+            for name, value in variables.items()
+        }
 
-    def resolve(self, value: Any) -> str:
+    def resolve(self, value: Any, physical: Physical) -> str:
         if isinstance(value, dict) and "Ref" in value:
             ref = value["Ref"]
             parameter = self.document.get("Parameters", {}).get(ref)
             if parameter is not None:
                 return str(parameter.get("Default", ""))
-            return self.physical_name(ref)
+            return physical[ref]["Ref"]
+        if isinstance(value, dict) and "Fn::GetAtt" in value:
+            logical_id, attribute = value["Fn::GetAtt"]
+            return physical[logical_id][attribute]
         return str(value)

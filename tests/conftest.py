@@ -55,6 +55,11 @@ REFERENCE_TARGETS: dict[str, Any] = {
 }
 
 
+def public_resolver(host: str, port: int) -> list[str]:
+    """Every test host resolves to one public address (no DNS in tests)."""
+    return ["93.184.215.14"]
+
+
 @pytest.fixture(scope="session")
 def aws() -> Iterator[None]:
     make_dynamodb_atomic()
@@ -92,7 +97,9 @@ def rt(
         api_tokens=parse_api_tokens(TOKENS),
         targets_path=targets_path,
     )
-    runtime = Runtime(settings=settings, store=JobStore(table_name), clock=clock)
+    runtime = Runtime(
+        settings=settings, store=JobStore(table_name), clock=clock, resolver=public_resolver
+    )
     # The real handlers build their runtime from the environment; hand them this one.
     monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
     return runtime

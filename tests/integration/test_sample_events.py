@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from jobstream.config.settings import DEFAULT_TARGETS_FILE, parse_api_tokens
+from jobstream.delivery.http import HttpResult
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
 from tests.support.validation import validate, validate_error
@@ -28,6 +29,8 @@ SEQUENCE = [
     ("ack-events.json", 200, "AckResult"),
     ("jobs-cancel.json", 200, "Job"),
     ("jobs-unknown-route.json", 404, None),
+    ("callbacks-sqs-batch.json", None, None),
+    ("reconcile-schedule.json", None, None),
 ]
 
 
@@ -50,8 +53,15 @@ def test_every_function_has_sample_events() -> None:
 
 
 def test_sample_events_drive_the_handlers(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    posts: list[tuple[str, bytes]] = []
+
+    def poster(target: Any, body: bytes, headers: Any, timeout_s: float) -> HttpResult:
+        posts.append((target.url, body))
+        return HttpResult(204, "", None)
+
     local = replace(
         rt,
+        poster=poster,
         settings=rt.settings.model_copy(
             update={
                 "api_tokens": parse_api_tokens("local=local-dev-token"),
@@ -63,6 +73,8 @@ def test_sample_events_drive_the_handlers(rt: Runtime, monkeypatch: pytest.Monke
     for sample, status, definition in SEQUENCE:
         event = json.loads((EVENTS / sample).read_text(encoding="utf-8"))
         response = handler_for(sample)(event, None)
+        if status is None:
+            continue
         body = json.loads(response["body"])
         assert response["statusCode"] == status, (sample, body)
         if definition is None:
@@ -75,3 +87,14 @@ def test_sample_events_drive_the_handlers(rt: Runtime, monkeypatch: pytest.Monke
         )["body"]
     )
     assert listed["jobs"][0]["status"] == "cancelled"
+    # The SQS sample names the job's first callback: exactly one POST of its accepted event.
+    assert [json.loads(body)["type"] for _, body in posts] == ["job.accepted"]
+    assert posts[0][0] == "https://consumer.example.com/hooks/jobstream"
+
+
+def test_non_http_samples_answer_as_their_triggers_expect(rt: Runtime) -> None:
+    batch = json.loads((EVENTS / "callbacks-sqs-batch.json").read_text(encoding="utf-8"))
+    assert handler_for("callbacks-sqs-batch.json")(batch, None) == {"batchItemFailures": []}
+    schedule = json.loads((EVENTS / "reconcile-schedule.json").read_text(encoding="utf-8"))
+    counts = handler_for("reconcile-schedule.json")(schedule, None)
+    assert counts["budget_exhausted"] is False

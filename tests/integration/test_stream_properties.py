@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -45,7 +46,7 @@ class Scenario:
         create_tables(Template.load(), boto3.client("dynamodb"), name_for=lambda _: table)
         self.clock = Clock()
         settings = rt.settings.model_copy(update={"table_name": table})
-        self.rt = Runtime(settings=settings, store=JobStore(table), clock=self.clock)
+        self.rt = replace(rt, settings=settings, store=JobStore(table), clock=self.clock)
         self.task = canonical_task()
         _, body = admission.submit(self.rt, "acme", self.task, None)
         self.job_id: str = body["job"]["job_id"]

@@ -34,7 +34,7 @@ def _environment(**extra: str) -> dict[str, str]:
 
 def _start(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "jobstream_local"],
+        [sys.executable, "-X", "faulthandler", "-m", "jobstream_local"],
         cwd=REPOSITORY,
         env=env,
         stdout=subprocess.PIPE,
@@ -166,7 +166,13 @@ def test_invalid_configuration_stops_start_up() -> None:
 def test_ctrl_c_stops_cleanly() -> None:
     process, url = _start(_environment())
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=20)
+    try:
+        stdout, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        # faulthandler prints every thread's stack on SIGABRT: say where it hung.
+        process.send_signal(signal.SIGABRT)
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"the stack did not stop: {stderr[-6000:]}") from None
     assert process.returncode == 0, stderr
     assert "stopping" in stdout
     with pytest.raises(urllib.error.URLError):

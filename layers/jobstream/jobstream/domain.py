@@ -58,3 +58,35 @@ class StoredEvent:
     sequence: int
     kind: str
     at: int
+
+
+CALLBACK_PENDING: Final = "pending"
+CALLBACK_IN_FLIGHT: Final = "in_flight"
+CALLBACK_RETRY_WAIT: Final = "retry_wait"
+CALLBACK_DELIVERED: Final = "delivered"
+CALLBACK_DEAD: Final = "dead"
+# States in which a callback still has to be sent.
+CALLBACK_OPEN_STATES: Final = frozenset({CALLBACK_PENDING, CALLBACK_IN_FLIGHT, CALLBACK_RETRY_WAIT})
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackRecord:
+    """A callback intent: one event to POST to the job's callback URL, and how that went."""
+
+    job_id: str
+    sequence: int
+    tenant: str
+    event_id: str
+    callback_url: str
+    idempotency_key: str
+    event: str
+    state: str
+    attempts: int
+    max_attempts: int
+    created_at: int
+    next_attempt_at: int
+    lease_until: int | None = None
+    last_status: int | None = None
+    last_error: str | None = None
+    delivered_at: int | None = None
+    dead_at: int | None = None

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from jobstream.config.targets import TargetsFile
+from jobstream.delivery.signing import decode_secret
 
 DEFAULT_TARGETS_FILE: Final = Path(__file__).with_name("targets.default.json")
 # The reference producer's floor for liveness budgets; below it a budget is a configuration error.
@@ -42,6 +43,25 @@ class Settings(BaseModel):
     heartbeat_interval_ms: PositiveMs = 30_000
     lease_ms: PositiveMs = 180_000
     default_deadline_ms: Annotated[int, Field(ge=1000)] = 1_800_000
+    # Callbacks: where intents are handed off, how they are sent, and what targets are allowed.
+    callback_queue_url: str | None = None
+    callback_dead_letter_url: str | None = None
+    callback_token: SecretStr | None = None
+    callback_signing_secret: SecretStr | None = None
+    callback_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] = 15_000
+    callback_retry_base_ms: PositiveMs = 30_000
+    callback_retry_max_ms: PositiveMs = 21_600_000
+    callback_allow_http: bool = False
+    callback_allow_private: bool = False
+    # How long one scheduled sweep may work before it stops and leaves the rest to the next.
+    sweep_budget_ms: Annotated[int, Field(ge=100)] = 20_000
+
+    @field_validator("callback_signing_secret")
+    @classmethod
+    def _check_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            decode_secret(value.get_secret_value())
+        return value
 
     @field_validator("api_tokens", mode="before")
     @classmethod
@@ -59,6 +79,16 @@ ENVIRONMENT: Final[dict[str, str]] = {
     "heartbeat_interval_ms": "JOBSTREAM_HEARTBEAT_INTERVAL_MS",
     "lease_ms": "JOBSTREAM_LEASE_MS",
     "default_deadline_ms": "JOBSTREAM_DEFAULT_DEADLINE_MS",
+    "callback_queue_url": "JOBSTREAM_CALLBACK_QUEUE_URL",
+    "callback_dead_letter_url": "JOBSTREAM_CALLBACK_DLQ_URL",
+    "callback_token": "JOBSTREAM_CALLBACK_TOKEN",
+    "callback_signing_secret": "JOBSTREAM_CALLBACK_SIGNING_SECRET",
+    "callback_timeout_ms": "JOBSTREAM_CALLBACK_TIMEOUT_MS",
+    "callback_retry_base_ms": "JOBSTREAM_CALLBACK_RETRY_BASE_MS",
+    "callback_retry_max_ms": "JOBSTREAM_CALLBACK_RETRY_MAX_MS",
+    "callback_allow_http": "JOBSTREAM_CALLBACK_ALLOW_HTTP",
+    "callback_allow_private": "JOBSTREAM_CALLBACK_ALLOW_PRIVATE",
+    "sweep_budget_ms": "JOBSTREAM_SWEEP_BUDGET_MS",
 }
 
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from jobstream.config.targets import Target
+from jobstream.delivery.ssrf import CallbackRefused, check_callback_url
 from jobstream.domain import JobRecord
 from jobstream.protocol import documents
-from jobstream.protocol.errors import ErrorCode, ProtocolError
+from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
 from jobstream.protocol.events import EventKind
 from jobstream.protocol.targeting import admit_target
 from jobstream.protocol.task import AdmissionRequest, parse_task
+from jobstream.service.callbacks import hand_off
 from jobstream.service.identity import derive_job_id
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import after_append, callback_intent, next_event, reconcile
+from jobstream.store.callbacks import IntentRef
 
 NEW = 202
 REPLAYED = 200
@@ -22,6 +25,8 @@ REPLAYED = 200
 def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[int, dict[str, Any]]:
     """Admit a Task: 202 with a new job, or 200 with the job its key already names."""
     request = parse_task(body)
+    if request.callback_url is not None:
+        _check_callback_url(rt, request.callback_url)
     target = admit_target(request.search, rt.targets())
     job_id = derive_job_id(tenant, request.idempotency_key)
     existing = rt.store.get_job(job_id)
@@ -31,6 +36,8 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
         intent = callback_intent(record, accepted, record.created_at, base_url)
         admitted = after_append(record, accepted)
         if rt.store.create_job(admitted, accepted, intent):
+            if intent is not None:
+                hand_off(rt, [IntentRef(job_id, accepted.sequence)])
             return NEW, documents.submission(admitted, rt.clock(), base_url)
         # Another request admitted the same key first: answer as its replay.
         existing = rt.store.get_job(job_id)
@@ -39,6 +46,27 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
     _check_replay(existing, request, target)
     record = reconcile(rt, existing, base_url)
     return REPLAYED, documents.submission(record, rt.clock(), base_url)
+
+
+def _check_callback_url(rt: Runtime, url: str) -> None:
+    """The SSRF guard at admission: a refused callback URL is a 400 and nothing is written."""
+    settings = rt.settings
+    try:
+        check_callback_url(
+            url,
+            allow_http=settings.callback_allow_http,
+            allow_private=settings.callback_allow_private,
+            resolver=rt.resolver,
+        )
+    except CallbackRefused as refusal:
+        raise invalid_params(
+            f"callback_url is not allowed: {refusal.message}",
+            detail={
+                "field": "callback_url",
+                "reason": "callback_url_refused",
+                "refusal": refusal.reason,
+            },
+        ) from None
 
 
 def _new_record(

@@ -1,26 +1,48 @@
-"""What every operation needs: settings, the store and a clock, built once per process."""
+"""What every operation needs: settings, the store, the queue and a clock, built once."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
 from jobstream.clock import now_ms
 from jobstream.config.settings import Settings, load_settings, load_targets
 from jobstream.config.targets import TargetsFile
+from jobstream.delivery.http import HttpResult, post_callback
+from jobstream.delivery.ssrf import CallbackTarget, Resolver, system_resolver
+from jobstream.queue import CallbackQueue
+from jobstream.store.callbacks import CallbackStore
 from jobstream.store.jobs import JobStore
 
+Poster = Callable[[CallbackTarget, bytes, Mapping[str, str], float], HttpResult]
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True)
 class Runtime:
     settings: Settings
     store: JobStore
     clock: Callable[[], int] = now_ms
+    # Injectable for tests: the queue client, the HTTP poster and DNS.
+    queue: CallbackQueue | None = None
+    poster: Poster = post_callback
+    resolver: Resolver = system_resolver
 
     def targets(self) -> TargetsFile:
         """The targets file as it is now (re-read when it changes)."""
         return load_targets(self.settings.targets_path)
+
+    @property
+    def callbacks(self) -> CallbackStore:
+        return CallbackStore(self.store.table_name, self.store.client_factory)
+
+    @property
+    def callback_queue(self) -> CallbackQueue:
+        if self.queue is not None:
+            return self.queue
+        return CallbackQueue(
+            self.settings.callback_queue_url, self.settings.callback_dead_letter_url
+        )
 
 
 @cache

@@ -15,8 +15,10 @@ from jobstream.protocol.events import (
     parse_event_id,
 )
 from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
+from jobstream.service.callbacks import hand_off
 from jobstream.service.ownership import load_owned_job
 from jobstream.service.runtime import Runtime
+from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import CallbackIntent, StaleJobError, StateChange
 
 # Each loss of a race re-reads the job; a job has at most a handful of lifecycle events.
@@ -84,9 +86,7 @@ def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> Jo
         kind, at = missing[0]
         event = next_event(record, kind, at)
         try:
-            rt.store.append_event(
-                record, event, intent=callback_intent(record, event, rt.clock(), base_url)
-            )
+            _commit(rt, record, event, shown_as=record, base_url=base_url)
             record = after_append(record, event)
         except StaleJobError:
             fresh = rt.store.get_job(record.job_id)
@@ -140,10 +140,24 @@ def record_transition(
     Raises StaleJobError when the job moved on; the caller re-reads and decides again.
     """
     event = next_event(updated, kind, updated.updated_at)
-    rt.store.append_event(
-        record,
-        event,
-        change=change,
-        intent=callback_intent(updated, event, rt.clock(), base_url),
-    )
+    _commit(rt, record, event, shown_as=updated, change=change, base_url=base_url)
     return after_append(updated, event)
+
+
+def _commit(
+    rt: Runtime,
+    record: JobRecord,
+    event: StoredEvent,
+    *,
+    shown_as: JobRecord,
+    change: StateChange | None = None,
+    base_url: str | None,
+) -> None:
+    """Append `event` (with its callback intent, if any) atomically, then hand the intent off.
+
+    `shown_as` is the job as the event's callback shows it (after any state change).
+    """
+    intent = callback_intent(shown_as, event, rt.clock(), base_url)
+    rt.store.append_event(record, event, change=change, intent=intent)
+    if intent is not None:
+        hand_off(rt, [IntentRef(record.job_id, event.sequence)])

@@ -11,11 +11,12 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from jobstream.domain import JobRecord, StoredEvent
-from jobstream.protocol.events import ONCE_PER_JOB_KINDS
+from jobstream.domain import CALLBACK_PENDING, JobRecord, StoredEvent
+from jobstream.protocol.events import ONCE_PER_JOB_KINDS, TERMINAL_KINDS
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
 from jobstream.store.codec import from_attribute, from_item, to_attribute, to_item
+from jobstream.store.sweep_index import sweep_page
 
 MAX_CALLBACK_ATTEMPTS: Final = 8
 _RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
@@ -67,6 +68,10 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
     if record.correlation_id:
         values["gsi2pk"] = keys.correlation_pk(record.tenant, record.correlation_id)
         values["gsi2sk"] = values["gsi1sk"]
+    if not record.recorded_kinds & TERMINAL_KINDS:
+        # The sweep visits the job until its terminal event is recorded.
+        values["sweep_pk"] = keys.ACTIVE_JOBS
+        values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
     for name in _RECORD_FIELDS:
         value = getattr(record, name)
         # Absent attributes read back as the record's defaults; empty sets cannot be stored.
@@ -88,11 +93,11 @@ class JobStore:
         self, table_name: str, client_factory: Callable[[], Any] = dynamodb_client
     ) -> None:
         self.table_name = table_name
-        self._client_factory = client_factory
+        self.client_factory = client_factory
 
     @property
     def client(self) -> Any:
-        return self._client_factory()
+        return self.client_factory()
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -225,16 +230,16 @@ class JobStore:
             # At most once per lifecycle kind, whoever races us.
             conditions.append("NOT contains(#kinds, :kind)")
             add_clause = " ADD #kinds :kinds"
-        remove_clause = ""
+        removed: list[str] = []
+        if event.kind in TERMINAL_KINDS:
+            # The stream is complete: the job leaves the sweep's active set in the same write.
+            removed += ["sweep_pk", "sweep_sk"]
         if change is not None:
             for index, (name, value) in enumerate(change.values.items()):
                 names[f"#c{index}"] = name
                 values[f":c{index}"] = value
                 assignments.append(f"#c{index} = :c{index}")
-            if change.remove:
-                for index, name in enumerate(change.remove):
-                    names[f"#r{index}"] = name
-                remove_clause = " REMOVE " + ", ".join(f"#r{i}" for i in range(len(change.remove)))
+            removed += change.remove
             if change.require_status is not None:
                 names["#status"] = "status"
                 placeholders = []
@@ -243,6 +248,11 @@ class JobStore:
                     placeholders.append(f":s{index}")
                 # A state move is valid only from the states it leaves.
                 conditions.append(f"#status IN ({', '.join(placeholders)})")
+        for index, name in enumerate(removed):
+            names[f"#r{index}"] = name
+        remove_clause = (
+            " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed))) if removed else ""
+        )
         update = {
             "Update": {
                 "TableName": self.table_name,
@@ -309,7 +319,7 @@ class JobStore:
     def _put_intent(
         self, record: JobRecord, event: StoredEvent, intent: CallbackIntent
     ) -> dict[str, Any]:
-        item_id = f"{record.job_id}#{event.sequence}"
+        item_id = keys.intent_item_id(record.job_id, event.sequence)
         return {
             "Put": {
                 "TableName": self.table_name,
@@ -324,13 +334,15 @@ class JobStore:
                         "callback_url": intent.url,
                         "idempotency_key": f"job-event:{record.job_id}:{intent.event_id}",
                         "event": intent.event_json,
-                        "state": "pending",
+                        "state": CALLBACK_PENDING,
                         "attempts": 0,
                         "max_attempts": MAX_CALLBACK_ATTEMPTS,
                         "created_at": event.at,
-                        # Sparse index entry: present until the intent is handed to the queue.
+                        "next_attempt_at": event.at,
+                        # Sparse index entry while open: if no delivery picks the intent up
+                        # within the grace period (the hand-off was lost), the sweep sends it.
                         "sweep_pk": keys.CALLBACK_HANDOFF,
-                        "sweep_sk": keys.sweep_sk(event.at, item_id),
+                        "sweep_sk": keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id),
                     }
                 ),
                 # One intent per event, ever.
@@ -338,6 +350,15 @@ class JobStore:
                 "ExpressionAttributeNames": {"#pk": keys.PK},
             }
         }
+
+    def active_jobs(
+        self, *, limit: int, start_key: dict[str, Any] | None = None
+    ) -> tuple[list[str], dict[str, Any] | None]:
+        """Jobs whose stream has no terminal event yet, oldest first."""
+        sort_keys, last = sweep_page(
+            self.client, self.table_name, keys.ACTIVE_JOBS, limit=limit, start_key=start_key
+        )
+        return [key.split("#", 1)[1] for key in sort_keys], last
 
     def callback_intents(self, job_id: str) -> list[dict[str, Any]]:
         """Every callback intent recorded for a job, in event order."""

@@ -25,8 +25,14 @@ CORRELATION_INDEX: Final = "by_correlation"
 SWEEP_INDEX: Final = "sweep"
 TTL_ATTRIBUTE: Final = "expires_at"
 
-# A callback intent waits in the sweep index under this partition until handed to the queue.
+# Sweep index partitions. An open callback intent sits under CALLBACK_HANDOFF with the time the
+# sweep should next look at it; a dead one under CALLBACK_DEAD; a job whose stream may still
+# lack events (no terminal event yet) under ACTIVE_JOBS, oldest first.
 CALLBACK_HANDOFF: Final = "CALLBACK#HANDOFF"
+CALLBACK_DEAD: Final = "CALLBACK#DEAD"
+ACTIVE_JOBS: Final = "JOB#ACTIVE"
+# How long a callback may wait in the queue (or in flight) before the sweep sends it again.
+HANDOFF_GRACE_MS: Final = 60_000
 
 
 def job_pk(job_id: str) -> str:
@@ -59,3 +65,12 @@ def created_sk(created_at: int, job_id: str) -> str:
 
 def sweep_sk(due_at: int, item_id: str) -> str:
     return f"{due_at:0{TIME_WIDTH}d}#{item_id}"
+
+
+def sweep_due_bound(now: int) -> str:
+    """The first sweep sort key that is not yet due at `now`."""
+    return f"{now + 1:0{TIME_WIDTH}d}"
+
+
+def intent_item_id(job_id: str, sequence: int) -> str:
+    return f"{job_id}#{sequence}"

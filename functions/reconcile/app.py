@@ -1,0 +1,12 @@
+"""Scheduled: the sweep. Returns what it did as counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobstream.service import runtime as runtime_module
+from jobstream.service.sweep import sweep
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, int | bool]:
+    return sweep(runtime_module.runtime()).counts()

@@ -1,0 +1,1 @@
+"""Callback delivery: requests, signing, failure classification, backoff, SSRF guard."""

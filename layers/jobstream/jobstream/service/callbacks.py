@@ -1,0 +1,146 @@
+"""Callbacks: hand-off after commit, and one delivery attempt per queue message."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from jobstream.delivery.backoff import parse_retry_after, retry_delay_ms
+from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
+from jobstream.delivery.signing import webhook_headers
+from jobstream.delivery.ssrf import check_callback_url
+from jobstream.domain import CALLBACK_IN_FLIGHT, CALLBACK_RETRY_WAIT, CallbackRecord
+from jobstream.queue import parse_message_body
+from jobstream.service.runtime import Runtime
+from jobstream.store.callbacks import IntentRef
+
+logger = logging.getLogger("jobstream.callbacks")
+
+# An attempt's lease covers the request's timeout plus time to record the outcome.
+LEASE_MARGIN_MS = 30_000
+
+
+def hand_off(rt: Runtime, refs: Sequence[IntentRef]) -> None:
+    """Send committed intents to the callback queue. A failure here loses nothing: each intent
+    stays due in the sweep index and the next sweep sends it."""
+    if not refs:
+        return
+    try:
+        rt.callback_queue.send(refs)
+    except Exception:
+        logger.exception("callback hand-off failed; the sweep will send it")
+
+
+class Disposition(StrEnum):
+    """What the queue should do with the message after an attempt."""
+
+    DONE = "done"  # delete it: delivered, dead-lettered, or nothing left to do
+    RETRY = "retry"  # keep it: it comes back after `delay_ms`
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    disposition: Disposition
+    delay_ms: int = 0
+    outcome: str = ""
+
+
+def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
+    """One attempt for the intent a message names; idempotent under duplicate messages."""
+    now = rt.clock()
+    settings = rt.settings
+    intent = rt.callbacks.claim(
+        ref, now=now, lease_ms=settings.callback_timeout_ms + LEASE_MARGIN_MS
+    )
+    if intent is None:
+        return _not_claimed(rt, ref, now)
+    verdict, retry_after_ms = _attempt(rt, intent)
+    finished_at = rt.clock()
+    if verdict.outcome is Outcome.DELIVERED:
+        rt.callbacks.mark_delivered(intent, now=finished_at, status=verdict.status)
+        return AttemptResult(Disposition.DONE, outcome="delivered")
+    if verdict.outcome is Outcome.DEAD or intent.attempts >= intent.max_attempts:
+        rt.callbacks.mark_dead(intent, now=finished_at, status=verdict.status, error=verdict.error)
+        rt.callback_queue.dead_letter(ref)
+        return AttemptResult(Disposition.DONE, outcome="dead")
+    delay = retry_delay_ms(
+        intent.attempts,
+        base_ms=settings.callback_retry_base_ms,
+        max_ms=settings.callback_retry_max_ms,
+        retry_after_ms=retry_after_ms,
+    )
+    rt.callbacks.mark_retry(
+        intent, next_attempt_at=finished_at + delay, status=verdict.status, error=verdict.error
+    )
+    return AttemptResult(Disposition.RETRY, delay_ms=delay, outcome="retry")
+
+
+class RetryLaterError(Exception):
+    """The message must come back later; its visibility has been set to the retry delay."""
+
+
+def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
+    """Process one queue message; raises RetryLaterError to keep it (a partial batch failure)."""
+    try:
+        ref = parse_message_body(body)
+    except ValueError:
+        # Not an intent: nothing can ever deliver it. Dropped loudly rather than retried.
+        logger.error("dropping a callback message that names no intent: %.200s", body)  # noqa: TRY400
+        return "invalid"
+    result = deliver(rt, ref)
+    if result.disposition is Disposition.RETRY:
+        rt.callback_queue.delay(receipt_handle, result.delay_ms)
+        raise RetryLaterError(f"{ref.item_id} retries in {result.delay_ms} ms")
+    return result.outcome
+
+
+def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
+    current = rt.callbacks.get(ref)
+    if current is not None and current.state == CALLBACK_RETRY_WAIT:
+        # An early duplicate: come back when the intent is due.
+        return AttemptResult(Disposition.RETRY, delay_ms=max(0, current.next_attempt_at - now))
+    if current is not None and current.state == CALLBACK_IN_FLIGHT:
+        # Another attempt holds it; if that one dies, the sweep re-sends after its lease.
+        return AttemptResult(Disposition.DONE, outcome="held")
+    # Delivered, dead, or unknown: acknowledged without a second POST.
+    return AttemptResult(Disposition.DONE, outcome="settled")
+
+
+def _attempt(rt: Runtime, intent: CallbackRecord) -> tuple[Verdict, int | None]:
+    """The verdict of one POST, and the wait the receiver asked for (Retry-After), if any."""
+    settings = rt.settings
+    body = intent.event
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "jobstream-callbacks/1",
+        "X-Idempotency-Key": intent.idempotency_key,
+        **webhook_headers(
+            message_id=intent.idempotency_key,
+            timestamp=rt.clock() // 1000,
+            body=body,
+            secret=(
+                settings.callback_signing_secret.get_secret_value()
+                if settings.callback_signing_secret
+                else None
+            ),
+        ),
+    }
+    if settings.callback_token is not None:
+        headers["Authorization"] = f"Bearer {settings.callback_token.get_secret_value()}"
+    try:
+        # Checked again at delivery: DNS may have changed since admission.
+        target = check_callback_url(
+            intent.callback_url,
+            allow_http=settings.callback_allow_http,
+            allow_private=settings.callback_allow_private,
+            resolver=rt.resolver,
+        )
+        response = rt.poster(
+            target, body.encode("utf-8"), headers, settings.callback_timeout_ms / 1000
+        )
+    except Exception as error:  # noqa: BLE001 - every failure is classified, none escapes
+        return classify_exception(error), None
+    verdict = classify_status(response.status, response.body_excerpt)
+    return verdict, parse_retry_after(response.retry_after, now_ms=rt.clock())

@@ -1,0 +1,91 @@
+"""The scheduled sweep: repairs whatever a crash left half-done, oldest first, within a budget.
+
+Its cost follows the backlog (open callbacks, jobs without a terminal event), never the table:
+both are read from the sparse sweep index.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Final
+
+from jobstream.domain import CALLBACK_OPEN_STATES
+from jobstream.service.callbacks import hand_off
+from jobstream.service.runtime import Runtime
+from jobstream.service.stream import reconcile
+from jobstream.store import keys
+
+logger = logging.getLogger("jobstream.sweep")
+PAGE: Final = 50
+
+
+@dataclass
+class SweepReport:
+    callbacks_resent: int = 0
+    jobs_checked: int = 0
+    events_repaired: int = 0
+    errors: int = 0
+    budget_exhausted: bool = False
+
+    def counts(self) -> dict[str, int | bool]:
+        return asdict(self)
+
+
+def sweep(
+    rt: Runtime, *, budget_ms: int | None = None, monotonic: Callable[[], float] = time.monotonic
+) -> SweepReport:
+    """Re-send callbacks nobody delivered in time, then reconcile jobs still open."""
+    budget = rt.settings.sweep_budget_ms if budget_ms is None else budget_ms
+    deadline = monotonic() + budget / 1000
+    report = SweepReport()
+    report.budget_exhausted = not (
+        _resend_due_callbacks(rt, report, lambda: monotonic() < deadline)
+        and _reconcile_open_jobs(rt, report, lambda: monotonic() < deadline)
+    )
+    logger.info("sweep finished", extra={"sweep": report.counts()})
+    return report
+
+
+def _resend_due_callbacks(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
+    """True when every due callback was handled; False when the budget ran out first."""
+    start_key = None
+    while True:
+        now = rt.clock()
+        refs, start_key = rt.callbacks.due(now=now, limit=PAGE, start_key=start_key)
+        for ref in refs:
+            if not in_time():
+                return False
+            intent = rt.callbacks.get(ref)
+            if intent is None or intent.state not in CALLBACK_OPEN_STATES:
+                continue
+            hand_off(rt, [ref])
+            # Look again only after a delivery had a fair chance to take it.
+            rt.callbacks.postpone(ref, due=now + keys.HANDOFF_GRACE_MS)
+            report.callbacks_resent += 1
+        if start_key is None:
+            return True
+
+
+def _reconcile_open_jobs(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
+    start_key = None
+    while True:
+        job_ids, start_key = rt.store.active_jobs(limit=PAGE, start_key=start_key)
+        for job_id in job_ids:
+            if not in_time():
+                return False
+            try:
+                record = rt.store.get_job(job_id)
+                if record is None:
+                    continue
+                report.jobs_checked += 1
+                repaired = reconcile(rt, record)
+                report.events_repaired += repaired.event_count - record.event_count
+            except Exception:
+                # One job's failure must not starve the rest; it is retried next sweep.
+                logger.exception("sweep could not reconcile a job", extra={"job_id": job_id})
+                report.errors += 1
+        if start_key is None:
+            return True

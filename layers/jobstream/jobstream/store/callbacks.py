@@ -1,0 +1,239 @@
+"""Callback intents: claiming one for an attempt, recording how it went, and the sweep's queries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+
+from jobstream.domain import (
+    CALLBACK_DEAD,
+    CALLBACK_DELIVERED,
+    CALLBACK_IN_FLIGHT,
+    CALLBACK_PENDING,
+    CALLBACK_RETRY_WAIT,
+    CallbackRecord,
+)
+from jobstream.store import keys
+from jobstream.store.client import dynamodb_client, error_code
+from jobstream.store.codec import from_item, to_item
+from jobstream.store.sweep_index import sweep_page
+
+_RECORD_FIELDS: Final = tuple(field.name for field in fields(CallbackRecord))
+MAX_ERROR_CHARS: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class IntentRef:
+    """Names one callback intent: the job and the sequence of the event it carries."""
+
+    job_id: str
+    sequence: int
+
+    @property
+    def item_id(self) -> str:
+        return keys.intent_item_id(self.job_id, self.sequence)
+
+
+def _record(item: Mapping[str, Any]) -> CallbackRecord:
+    values = from_item(item)
+    return CallbackRecord(**{name: values[name] for name in _RECORD_FIELDS if name in values})
+
+
+def _ref_from_sweep_key(sort_key: str) -> IntentRef:
+    # sweep_sk = <due>#<job_id>#<sequence>; job ids never contain '#'.
+    _, job_id, sequence = sort_key.split("#")
+    return IntentRef(job_id, int(sequence))
+
+
+class CallbackStore:
+    def __init__(
+        self, table_name: str, client_factory: Callable[[], Any] = dynamodb_client
+    ) -> None:
+        self.table_name = table_name
+        self._client_factory = client_factory
+
+    @property
+    def client(self) -> Any:
+        return self._client_factory()
+
+    def _key(self, ref: IntentRef) -> dict[str, Any]:
+        return to_item({keys.PK: keys.job_pk(ref.job_id), keys.SK: keys.intent_sk(ref.sequence)})
+
+    def get(self, ref: IntentRef) -> CallbackRecord | None:
+        response = self.client.get_item(
+            TableName=self.table_name, Key=self._key(ref), ConsistentRead=True
+        )
+        item = response.get("Item")
+        return _record(item) if item else None
+
+    def _update(
+        self,
+        ref: IntentRef,
+        update: str,
+        condition: str,
+        values: Mapping[str, Any],
+        names: Mapping[str, str] | None = None,
+    ) -> CallbackRecord | None:
+        """One conditional update; None when the condition did not hold (nothing written)."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": self._key(ref),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": to_item(values),
+            "ReturnValues": "ALL_NEW",
+        }
+        if names:
+            request["ExpressionAttributeNames"] = dict(names)
+        try:
+            response = self.client.update_item(**request)
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return None
+            raise
+        return _record(response["Attributes"])
+
+    def claim(self, ref: IntentRef, *, now: int, lease_ms: int) -> CallbackRecord | None:
+        """Take the intent for one attempt; None when it is not due, done, or held by another."""
+        lease_until = now + lease_ms
+        return self._update(
+            ref,
+            "SET #state = :in_flight, attempts = attempts + :one, lease_until = :lease, "
+            "sweep_sk = :due",
+            # One attempt at a time: only a due, open intent or an abandoned attempt is taken.
+            "(#state IN (:pending, :retry_wait) AND next_attempt_at <= :now) "
+            "OR (#state = :in_flight AND lease_until < :now)",
+            {
+                ":in_flight": CALLBACK_IN_FLIGHT,
+                ":pending": CALLBACK_PENDING,
+                ":retry_wait": CALLBACK_RETRY_WAIT,
+                ":one": 1,
+                ":now": now,
+                ":lease": lease_until,
+                ":due": keys.sweep_sk(lease_until + keys.HANDOFF_GRACE_MS, ref.item_id),
+            },
+            {"#state": "state"},
+        )
+
+    def _finish(
+        self, intent: CallbackRecord, update: str, values: Mapping[str, Any]
+    ) -> CallbackRecord | None:
+        return self._update(
+            IntentRef(intent.job_id, intent.sequence),
+            update,
+            # Only the attempt that claimed the intent records its outcome.
+            "#state = :in_flight AND attempts = :attempts",
+            {**values, ":in_flight": CALLBACK_IN_FLIGHT, ":attempts": intent.attempts},
+            {"#state": "state"},
+        )
+
+    def mark_delivered(
+        self, intent: CallbackRecord, *, now: int, status: int | None
+    ) -> CallbackRecord | None:
+        return self._finish(
+            intent,
+            "SET #state = :delivered, delivered_at = :now, last_status = :status, "
+            "last_error = :empty REMOVE lease_until, sweep_pk, sweep_sk",
+            {":delivered": CALLBACK_DELIVERED, ":now": now, ":status": status, ":empty": ""},
+        )
+
+    def mark_retry(
+        self,
+        intent: CallbackRecord,
+        *,
+        next_attempt_at: int,
+        status: int | None,
+        error: str,
+    ) -> CallbackRecord | None:
+        ref = IntentRef(intent.job_id, intent.sequence)
+        return self._finish(
+            intent,
+            "SET #state = :retry_wait, next_attempt_at = :next, last_status = :status, "
+            "last_error = :error, sweep_sk = :due REMOVE lease_until",
+            {
+                ":retry_wait": CALLBACK_RETRY_WAIT,
+                ":next": next_attempt_at,
+                ":status": status,
+                ":error": error[:MAX_ERROR_CHARS],
+                ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, ref.item_id),
+            },
+        )
+
+    def mark_dead(
+        self, intent: CallbackRecord, *, now: int, status: int | None, error: str
+    ) -> CallbackRecord | None:
+        ref = IntentRef(intent.job_id, intent.sequence)
+        return self._finish(
+            intent,
+            "SET #state = :dead, dead_at = :now, last_status = :status, last_error = :error, "
+            "sweep_pk = :dead_pk, sweep_sk = :dead_sk REMOVE lease_until",
+            {
+                ":dead": CALLBACK_DEAD,
+                ":now": now,
+                ":status": status,
+                ":error": error[:MAX_ERROR_CHARS],
+                ":dead_pk": keys.CALLBACK_DEAD,
+                ":dead_sk": keys.sweep_sk(now, ref.item_id),
+            },
+        )
+
+    def postpone(self, ref: IntentRef, *, due: int) -> bool:
+        """Move the sweep's next look at an open intent to `due` (after a re-send)."""
+        return (
+            self._update(
+                ref,
+                "SET sweep_sk = :due",
+                # A finished intent has left the index; do not put it back.
+                "attribute_exists(sweep_pk) AND sweep_pk = :handoff",
+                {":due": keys.sweep_sk(due, ref.item_id), ":handoff": keys.CALLBACK_HANDOFF},
+            )
+            is not None
+        )
+
+    def revive(self, ref: IntentRef, *, now: int) -> CallbackRecord | None:
+        """A dead intent gets a fresh budget and is open again; None if it was not dead."""
+        return self._update(
+            ref,
+            "SET #state = :pending, attempts = :zero, next_attempt_at = :now, "
+            "sweep_pk = :handoff, sweep_sk = :due REMOVE dead_at",
+            # Only dead letters are redriven; a live intent keeps its budget.
+            "#state = :dead",
+            {
+                ":pending": CALLBACK_PENDING,
+                ":zero": 0,
+                ":now": now,
+                ":handoff": keys.CALLBACK_HANDOFF,
+                ":due": keys.sweep_sk(now + keys.HANDOFF_GRACE_MS, ref.item_id),
+                ":dead": CALLBACK_DEAD,
+            },
+            {"#state": "state"},
+        )
+
+    # -- the sweep index ---------------------------------------------------------------------
+
+    def due(
+        self, *, now: int, limit: int, start_key: dict[str, Any] | None = None
+    ) -> tuple[list[IntentRef], dict[str, Any] | None]:
+        """Open intents the sweep should (re)send now, oldest due first."""
+        sort_keys, last = sweep_page(
+            self.client,
+            self.table_name,
+            keys.CALLBACK_HANDOFF,
+            before=keys.sweep_due_bound(now),
+            limit=limit,
+            start_key=start_key,
+        )
+        return [_ref_from_sweep_key(key) for key in sort_keys], last
+
+    def dead(
+        self, *, limit: int, start_key: dict[str, Any] | None = None
+    ) -> tuple[list[CallbackRecord], dict[str, Any] | None]:
+        """Dead-lettered intents, oldest first, with their last error."""
+        sort_keys, last = sweep_page(
+            self.client, self.table_name, keys.CALLBACK_DEAD, limit=limit, start_key=start_key
+        )
+        records = [self.get(_ref_from_sweep_key(key)) for key in sort_keys]
+        return [record for record in records if record is not None], last
