@@ -93,7 +93,7 @@ class Template:
         for name, properties in self.resources_of_type("AWS::Serverless::Function").items():
             spec = FunctionSpec(name, REPOSITORY / properties["CodeUri"], properties["Handler"])
             events = (properties.get("Events") or {}).values()
-            found += [(spec, event["Properties"]) for event in events if event["Type"] == event_type]
+            found += [(spec, e["Properties"]) for e in events if e["Type"] == event_type]
         return found
 
     def http_routes(self) -> list[HttpRoute]:
