@@ -28,7 +28,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy layers/jobstream/jobstream jobstream_local bench
+	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench
 	@for f in $(FUNCTIONS); do echo "mypy $$f"; $(BIN)/mypy $$f || exit 1; done
 
 cfn-lint: setup

@@ -3,6 +3,7 @@ queue pollers and schedules, all read from template.yaml."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -15,7 +16,7 @@ from typing import Any
 from jobstream_local.gateway import LocalHttpApi, load_handler, make_server
 from jobstream_local.moto_atomic import make_dynamodb_atomic
 from jobstream_local.resources import create_queues, create_tables
-from jobstream_local.template import Template
+from jobstream_local.template import REPOSITORY, Template
 from jobstream_local.workers import QueuePoller, Schedule
 
 # What `make run` uses when the environment says nothing: the embedded default.
@@ -55,6 +56,7 @@ class LocalStack:
         for worker in self.workers:
             worker.join(timeout=max(0.0, deadline - time.monotonic()))
         self.moto.stop()
+        LOCAL_ENV.unlink(missing_ok=True)
 
 
 def start(
@@ -87,6 +89,16 @@ def start(
     return stack
 
 
+LOCAL_ENV = REPOSITORY / ".jobstream" / "local-env.json"
+
+
+def _write_local_env(env: MutableMapping[str, str]) -> None:
+    """What the operator CLI's --local needs to reach this stack (removed on stop)."""
+    names = [name for name in env if name.startswith(("JOBSTREAM_", "AWS_"))]
+    LOCAL_ENV.parent.mkdir(exist_ok=True)
+    LOCAL_ENV.write_text(json.dumps({name: env[name] for name in names}), encoding="utf-8")
+
+
 def _start_services(
     template: Template, env: MutableMapping[str, str], moto: Any, host: str, port: int
 ) -> LocalStack:
@@ -101,6 +113,7 @@ def _start_services(
     env.update(template.function_environment(dict(env), resources))
     # Configuration is checked before anything serves: invalid values stop start-up here.
     load_settings(env)
+    _write_local_env(env)
     server = make_server(LocalHttpApi(template.http_routes()), host, port)
     thread = threading.Thread(target=server.serve_forever, name="local-http-api", daemon=True)
     stack = LocalStack(moto=moto, http=server, thread=thread, resources=resources)

@@ -177,3 +177,36 @@ def test_ctrl_c_stops_cleanly() -> None:
     assert "stopping" in stdout
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(url + "/capabilities", timeout=2)
+
+
+def test_callbacks_reach_a_receiver_that_fails_then_succeeds() -> None:
+    from tests.support.receiver import receiver
+
+    env = _environment(
+        JOBSTREAM_CALLBACK_RETRY_BASE_MS="1000",
+        JOBSTREAM_CALLBACK_RETRY_MAX_MS="2000",
+        JOBSTREAM_SWEEP_INTERVAL_S="1",
+    )
+    process, url = _start(env)
+    try:
+        with receiver(503, 204) as hook:
+            client = Client(url)
+            task = {**_task("stack-callback"), "callback_url": hook.url}
+            status, submitted = client.call("POST", "/jobs", task)
+            assert status == 202
+            job_id = submitted["job"]["job_id"]
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and len(hook.requests) < 2:
+                time.sleep(0.2)
+            assert len(hook.requests) == 2
+            first, second = (json.loads(request.body) for request in hook.requests)
+            assert first == second
+            validate(second, "Event")
+            assert second["job_id"] == job_id
+            assert second["type"] == "job.accepted"
+            assert hook.requests[1].headers["x-idempotency-key"].startswith(f"job-event:{job_id}:")
+            time.sleep(1.5)
+            assert len(hook.requests) == 2  # delivered: no further POST
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)

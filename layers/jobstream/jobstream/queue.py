@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
+
+from botocore.exceptions import ClientError
 
 from jobstream.store.callbacks import IntentRef
 from jobstream.store.client import ENDPOINT_VARIABLE
@@ -15,6 +18,7 @@ from jobstream.store.client import ENDPOINT_VARIABLE
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
 
+logger = logging.getLogger("jobstream.queue")
 SQS_BATCH: Final = 10
 MAX_VISIBILITY_S: Final = 43_200  # SQS's ceiling (12 h); longer waits go through the sweep.
 
@@ -85,3 +89,41 @@ class CallbackQueue:
         """Put a message in the dead-letter queue now (a permanent failure or a spent budget)."""
         if self.dead_letter_url:
             self.client.send_message(QueueUrl=self.dead_letter_url, MessageBody=message_body(ref))
+
+    def redrive_dead_letters(self) -> tuple[int, str]:
+        """Move every dead letter back to the source queue.
+
+        On AWS this is an SQS message move task (asynchronous; the count is what it reports
+        to move). Where the endpoint has no move task (a local one), messages are moved by hand.
+        """
+        if not self.url or not self.dead_letter_url:
+            return 0, "none"
+        client = self.client
+        attributes = client.get_queue_attributes(
+            QueueUrl=self.dead_letter_url,
+            AttributeNames=["QueueArn", "ApproximateNumberOfMessages"],
+        )["Attributes"]
+        try:
+            client.start_message_move_task(SourceArn=attributes["QueueArn"])
+        except (NotImplementedError, ClientError) as error:
+            # An endpoint without move tasks (a local one), or no permission to start one.
+            logger.info("no SQS message move task (%s); moving dead letters by hand", error)
+            return self._move_by_hand(), "moved"
+        return int(attributes.get("ApproximateNumberOfMessages", 0)), "move-task"
+
+    def _move_by_hand(self) -> int:
+        moved = 0
+        while True:
+            response = self.client.receive_message(
+                QueueUrl=self.dead_letter_url, MaxNumberOfMessages=SQS_BATCH, WaitTimeSeconds=0
+            )
+            messages = response.get("Messages", [])
+            if not messages:
+                return moved
+            for message in messages:
+                # Send first, then delete: a crash in between duplicates, never loses.
+                self.client.send_message(QueueUrl=self.url, MessageBody=message["Body"])
+                self.client.delete_message(
+                    QueueUrl=self.dead_letter_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+                moved += 1

@@ -33,7 +33,7 @@ class Tenant:
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     table_name: Annotated[str, Field(min_length=1)]
     api_tokens: Annotated[tuple[Tenant, ...], Field(min_length=1)]

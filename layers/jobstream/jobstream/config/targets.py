@@ -10,7 +10,7 @@ WorkType = Literal["illustration", "novel"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class TargetQuery(_Strict):

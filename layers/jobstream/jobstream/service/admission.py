@@ -12,7 +12,7 @@ from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
 from jobstream.protocol.events import EventKind
 from jobstream.protocol.targeting import admit_target
 from jobstream.protocol.task import AdmissionRequest, parse_task
-from jobstream.service.callbacks import hand_off
+from jobstream.service.handoff import hand_off
 from jobstream.service.identity import derive_job_id
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import after_append, callback_intent, next_event, reconcile

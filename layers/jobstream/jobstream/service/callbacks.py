@@ -1,9 +1,8 @@
-"""Callbacks: hand-off after commit, and one delivery attempt per queue message."""
+"""Callback delivery: one attempt per queue message, idempotent under duplicates."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -20,17 +19,6 @@ logger = logging.getLogger("jobstream.callbacks")
 
 # An attempt's lease covers the request's timeout plus time to record the outcome.
 LEASE_MARGIN_MS = 30_000
-
-
-def hand_off(rt: Runtime, refs: Sequence[IntentRef]) -> None:
-    """Send committed intents to the callback queue. A failure here loses nothing: each intent
-    stays due in the sweep index and the next sweep sends it."""
-    if not refs:
-        return
-    try:
-        rt.callback_queue.send(refs)
-    except Exception:
-        logger.exception("callback hand-off failed; the sweep will send it")
 
 
 class Disposition(StrEnum):

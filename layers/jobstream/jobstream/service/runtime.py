@@ -5,17 +5,30 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 from jobstream.clock import now_ms
 from jobstream.config.settings import Settings, load_settings, load_targets
 from jobstream.config.targets import TargetsFile
-from jobstream.delivery.http import HttpResult, post_callback
-from jobstream.delivery.ssrf import CallbackTarget, Resolver, system_resolver
+from jobstream.delivery.ssrf import Resolver, system_resolver
 from jobstream.queue import CallbackQueue
 from jobstream.store.callbacks import CallbackStore
 from jobstream.store.jobs import JobStore
 
-Poster = Callable[[CallbackTarget, bytes, Mapping[str, str], float], HttpResult]
+if TYPE_CHECKING:
+    from jobstream.delivery.http import HttpResult
+    from jobstream.delivery.ssrf import CallbackTarget
+
+Poster = Callable[["CallbackTarget", bytes, Mapping[str, str], float], "HttpResult"]
+
+
+def post_callback(
+    target: CallbackTarget, body: bytes, headers: Mapping[str, str], timeout_s: float
+) -> HttpResult:
+    # Imported on first use: http.client and ssl are needed only where callbacks are sent.
+    from jobstream.delivery import http  # noqa: PLC0415
+
+    return http.post_callback(target, body, headers, timeout_s)
 
 
 @dataclass(frozen=True)

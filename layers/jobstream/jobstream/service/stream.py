@@ -15,7 +15,7 @@ from jobstream.protocol.events import (
     parse_event_id,
 )
 from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
-from jobstream.service.callbacks import hand_off
+from jobstream.service.handoff import hand_off
 from jobstream.service.ownership import load_owned_job
 from jobstream.service.runtime import Runtime
 from jobstream.store.callbacks import IntentRef

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Final
 
 from jobstream.domain import CALLBACK_OPEN_STATES
-from jobstream.service.callbacks import hand_off
+from jobstream.service.handoff import hand_off
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import reconcile
 from jobstream.store import keys

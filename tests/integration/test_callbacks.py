@@ -1,0 +1,394 @@
+"""Callbacks end to end against moto's SQS and a real HTTP receiver (design I5, I7, I10)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import boto3
+import pytest
+
+from jobstream.delivery.signing import verify
+from jobstream.service import admission, callbacks, jobs, stream
+from jobstream.service.dead_letters import list_dead, redrive
+from jobstream.service.runtime import Runtime
+from jobstream.service.sweep import sweep
+from jobstream.store import keys
+from jobstream.store.callbacks import IntentRef
+from jobstream_local.gateway import load_handler
+from jobstream_local.resources import create_queues
+from jobstream_local.template import Template
+from jobstream_local.workers import QueuePoller
+from tests.support.harness import Clock, canonical_task
+from tests.support.receiver import receiver
+from tests.support.state import mark_failed
+from tests.support.validation import validate
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+TOKEN = "consumer-issued-token"
+
+
+@pytest.fixture
+def queues(aws: None) -> dict[str, dict[str, str]]:
+    suffix = uuid.uuid4().hex[:10]
+    return create_queues(
+        Template.load(), boto3.client("sqs"), name_for=lambda name: f"{name}-{suffix}"
+    )
+
+
+@pytest.fixture
+def crt(rt: Runtime, queues: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    """A runtime with the callback queue, a signing secret, a token and local receivers allowed."""
+    settings = rt.settings.model_copy(
+        update={
+            "callback_queue_url": queues["CallbackQueue"]["Ref"],
+            "callback_dead_letter_url": queues["CallbackDeadLetterQueue"]["Ref"],
+            "callback_signing_secret": _secret(SECRET),
+            "callback_token": _secret(TOKEN),
+            "callback_allow_http": True,
+            "callback_allow_private": True,
+            "callback_timeout_ms": 2_000,
+            "callback_retry_base_ms": 1_000,
+            "callback_retry_max_ms": 2_000,
+        }
+    )
+    runtime = replace(rt, settings=settings)
+    from jobstream.service import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
+    return runtime
+
+
+def _secret(value: str) -> Any:
+    from pydantic import SecretStr
+
+    return SecretStr(value)
+
+
+def messages(rt: Runtime, url: str | None = None) -> list[dict[str, Any]]:
+    sqs = boto3.client("sqs")
+    found: list[dict[str, Any]] = []
+    while True:
+        response = sqs.receive_message(
+            QueueUrl=url or rt.settings.callback_queue_url or "",
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=0,
+            WaitTimeSeconds=0,
+        )
+        batch = response.get("Messages", [])
+        new = [m for m in batch if m["MessageId"] not in {f["MessageId"] for f in found}]
+        if not new:
+            return found
+        found += new
+
+
+def poller(rt: Runtime, queues: dict[str, dict[str, str]]) -> QueuePoller:
+    import threading
+
+    (source,) = Template.load().queue_sources()
+    return QueuePoller(
+        sqs=boto3.client("sqs"),
+        queue_url=queues["CallbackQueue"]["Ref"],
+        queue_arn=queues["CallbackQueue"]["Arn"],
+        function_name=source.function.name,
+        handler=load_handler(source.function),
+        batch_size=10,
+        stopping=threading.Event(),
+    )
+
+
+def submit(rt: Runtime, url: str, key: str = "cb-key") -> str:
+    status, body = admission.submit(
+        rt, "acme", canonical_task(idempotency_key=key, callback_url=url), None
+    )
+    assert status == 202
+    job_id: str = body["job"]["job_id"]
+    return job_id
+
+
+def drain(rt: Runtime, queues: dict[str, dict[str, str]], rounds: int = 5) -> None:
+    feeder = poller(rt, queues)
+    for _ in range(rounds):
+        if not feeder.poll_once():
+            return
+
+
+def intent(rt: Runtime, job_id: str, sequence: int = 1) -> Any:
+    record = rt.callbacks.get(IntentRef(job_id, sequence))
+    assert record is not None
+    return record
+
+
+def test_admission_hands_the_intent_to_the_queue(crt: Runtime) -> None:
+    job_id = submit(crt, "https://consumer.example.test/hooks")
+    (message,) = messages(crt)
+    assert json.loads(message["Body"]) == {"job_id": job_id, "sequence": 1}
+
+
+def test_delivery_posts_the_signed_event_once(crt: Runtime, queues: dict[str, Any]) -> None:
+    with receiver(204) as hook:
+        job_id = submit(crt, hook.url)
+        drain(crt, queues)
+        (request,) = hook.requests
+    event = json.loads(request.body)
+    validate(event, "Event")
+    page = stream.events_page(crt, "acme", job_id, {}, None)
+    assert event == page["events"][0]
+    headers = request.headers
+    assert headers["content-type"] == "application/json"
+    assert headers["authorization"] == f"Bearer {TOKEN}"
+    assert headers["x-idempotency-key"] == f"job-event:{job_id}:{event['event_id']}"
+    assert headers["webhook-id"] == headers["x-idempotency-key"]
+    assert verify(SECRET, headers, request.body, now=int(headers["webhook-timestamp"]))
+    assert not verify(
+        SECRET,
+        headers,
+        request.body.replace("accepted", "started"),
+        now=int(headers["webhook-timestamp"]),
+    )
+    record = intent(crt, job_id)
+    assert (record.state, record.attempts, record.last_status) == ("delivered", 1, 204)
+    # Push is not ack: the pull cursor has not moved.
+    assert page["unacked"] == 1
+    assert messages(crt) == []
+
+
+def test_duplicate_messages_post_once(crt: Runtime, queues: dict[str, Any]) -> None:
+    with receiver(200) as hook:
+        job_id = submit(crt, hook.url)
+        crt.callback_queue.send([IntentRef(job_id, 1)] * 3)
+        drain(crt, queues)
+        assert len(hook.requests) == 1
+
+
+def test_409_counts_as_delivered(crt: Runtime, queues: dict[str, Any]) -> None:
+    with receiver(409) as hook:
+        job_id = submit(crt, hook.url)
+        drain(crt, queues)
+        assert len(hook.requests) == 1
+    assert intent(crt, job_id).state == "delivered"
+
+
+def test_permanent_4xx_dead_letters_at_once(crt: Runtime, queues: dict[str, Any]) -> None:
+    with receiver(404) as hook:
+        job_id = submit(crt, hook.url)
+        before = jobs.get_job(crt, "acme", job_id, None)
+        drain(crt, queues)
+        assert len(hook.requests) == 1
+    record = intent(crt, job_id)
+    assert record.state == "dead"
+    assert record.attempts == 1
+    assert "404" in (record.last_error or "")
+    (dead,) = messages(crt, crt.settings.callback_dead_letter_url)
+    assert json.loads(dead["Body"]) == {"job_id": job_id, "sequence": 1}
+    # I7: a callback failure changes neither the job nor its stream.
+    assert jobs.get_job(crt, "acme", job_id, None) == before
+    assert [e["type"] for e in stream.events_page(crt, "acme", job_id, {}, None)["events"]] == [
+        "job.accepted"
+    ]
+
+
+def test_eight_attempts_then_dead(crt: Runtime, clock: Clock) -> None:
+    with receiver(503) as hook:
+        job_id = submit(crt, hook.url)
+        ref = IntentRef(job_id, 1)
+        results = []
+        for _ in range(8):
+            results.append(callbacks.deliver(crt, ref))
+            clock.advance(crt.settings.callback_retry_max_ms)
+        assert len(hook.requests) == 8
+        # The budget is spent: further messages are acknowledged without a POST.
+        assert callbacks.deliver(crt, ref).disposition is callbacks.Disposition.DONE
+        assert len(hook.requests) == 8
+    assert [r.outcome for r in results] == ["retry"] * 7 + ["dead"]
+    record = intent(crt, job_id)
+    assert (record.state, record.attempts, record.last_status) == ("dead", 8, 503)
+    assert "503" in (record.last_error or "")
+    assert len(messages(crt, crt.settings.callback_dead_letter_url)) == 1
+
+
+def test_retry_waits_follow_the_backoff_and_retry_after(crt: Runtime, clock: Clock) -> None:
+    with receiver((429, {"Retry-After": "1"}), 500, 204) as hook:
+        job_id = submit(crt, hook.url)
+        ref = IntentRef(job_id, 1)
+        first = callbacks.deliver(crt, ref)
+        assert first.delay_ms == 1_000  # the receiver's Retry-After, within the maximum
+        # Not due yet: an early duplicate message comes back later, with no POST.
+        early = callbacks.deliver(crt, ref)
+        assert early.disposition is callbacks.Disposition.RETRY
+        assert len(hook.requests) == 1
+        clock.advance(first.delay_ms)
+        second = callbacks.deliver(crt, ref)
+        assert 1_000 <= second.delay_ms < 2_000  # attempt 2: min(max, base*2) * [0.5, 1)
+        clock.advance(second.delay_ms)
+        assert callbacks.deliver(crt, ref).outcome == "delivered"
+    assert intent(crt, job_id).attempts == 3
+
+
+def test_retry_through_the_queue_redelivers_after_the_visibility_delay(
+    crt: Runtime, queues: dict[str, Any], clock: Clock
+) -> None:
+    import time
+
+    with receiver(503, 204) as hook:
+        job_id = submit(crt, hook.url)
+        feeder = poller(crt, queues)
+        assert feeder.poll_once() == 1
+        assert intent(crt, job_id).state == "retry_wait"
+        # The message is invisible for its delay (1 s at the least with these settings).
+        assert feeder.poll_once() == 0
+        clock.advance(2_000)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and intent(crt, job_id).state != "delivered":
+            feeder.poll_once(wait_seconds=1)
+        assert len(hook.requests) == 2
+    assert intent(crt, job_id).state == "delivered"
+
+
+def test_terminal_events_get_their_own_callbacks(
+    crt: Runtime, queues: dict[str, Any], clock: Clock
+) -> None:
+    with receiver(204) as hook:
+        job_id = submit(crt, hook.url)
+        jobs.cancel(crt, "acme", job_id, None)
+        drain(crt, queues)
+        types = sorted(json.loads(r.body)["type"] for r in hook.requests)
+        assert types == ["job.accepted", "job.cancelled"]
+        cancelled = next(json.loads(r.body) for r in hook.requests if "cancelled" in r.body)
+        validate(cancelled, "Event")
+        assert cancelled["payload"]["job"]["status"] == "cancelled"
+
+
+def test_crash_between_commit_and_send_is_repaired_by_the_sweep(
+    crt: Runtime, queues: dict[str, Any], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fault injection at the boto3 boundary: SQS refuses every send during admission.
+    from botocore.exceptions import EndpointConnectionError
+
+    def broken_send(*args: Any, **kwargs: Any) -> Any:
+        raise EndpointConnectionError(endpoint_url="https://sqs.invalid")
+
+    with receiver(204) as hook:
+        with monkeypatch.context() as patch:
+            patch.setattr(crt.callback_queue.client, "send_message_batch", broken_send)
+            job_id = submit(crt, hook.url)
+        assert messages(crt) == []
+        assert sweep(crt).callbacks_resent == 0  # not due yet: a delivery may still be coming
+        clock.advance(keys.HANDOFF_GRACE_MS + 1)
+        report = sweep(crt)
+        assert report.callbacks_resent == 1
+        drain(crt, queues)
+        assert len(hook.requests) == 1
+        # Re-sent once; the next sweep finds nothing due.
+        clock.advance(keys.HANDOFF_GRACE_MS + 1)
+        assert sweep(crt).callbacks_resent == 0
+    assert intent(crt, job_id).state == "delivered"
+
+
+def test_sweep_repairs_missing_terminal_events_with_their_callbacks(
+    crt: Runtime, queues: dict[str, Any], clock: Clock
+) -> None:
+    with receiver(204) as hook:
+        job_id = submit(crt, hook.url)
+        drain(crt, queues)
+        mark_failed(crt, job_id, at=clock.advance(1_000), reason="no_candidate")
+        report = sweep(crt)
+        assert (report.jobs_checked, report.events_repaired) == (1, 1)
+        drain(crt, queues)
+        assert [json.loads(r.body)["type"] for r in hook.requests] == ["job.accepted", "job.failed"]
+        # The job has its terminal event: it left the sweep's set.
+        assert sweep(crt).jobs_checked == 0
+
+
+def test_sweep_is_bounded_by_its_budget(crt: Runtime) -> None:
+    for index in range(3):
+        submit(crt, "https://consumer.example.test/hooks", key=f"k{index}")
+    ticks = iter(range(100))
+    report = sweep(crt, budget_ms=1_500, monotonic=lambda: float(next(ticks)))
+    assert report.budget_exhausted is True
+
+
+def test_refused_callback_url_is_400_and_writes_nothing(rt: Runtime) -> None:
+    from jobstream.protocol.errors import ProtocolError
+
+    private = replace(rt, resolver=lambda host, port: ["10.0.0.7"])
+    for url in (
+        "http://consumer.example.test/hooks",
+        "https://consumer.example.test/hooks",
+        "https://169.254.169.254/latest",
+    ):
+        with pytest.raises(ProtocolError) as raised:
+            admission.submit(private, "acme", canonical_task(callback_url=url), None)
+        assert raised.value.status == 400
+        assert raised.value.body()["error"]["detail"]["field"] == "callback_url"
+    assert (
+        rt.store.list_jobs(
+            __import__("jobstream.store.jobs", fromlist=["JobQuery"]).JobQuery(tenant="acme")
+        )[0]
+        == []
+    )
+
+
+def test_dns_that_changes_after_admission_dead_letters(crt: Runtime, clock: Clock) -> None:
+    strict = crt.settings.model_copy(update={"callback_allow_private": False})
+    public = replace(crt, settings=strict, resolver=lambda host, port: ["93.184.215.14"])
+    job_id = submit(public, "https://consumer.example.test/hooks")
+    rebound = replace(public, resolver=lambda host, port: ["127.0.0.1"])
+    result = callbacks.deliver(rebound, IntentRef(job_id, 1))
+    assert result.outcome == "dead"
+    assert "refused" in (intent(crt, job_id).last_error or "")
+
+
+def test_redirects_are_not_followed(crt: Runtime, queues: dict[str, Any]) -> None:
+    with receiver(302) as hook:
+        job_id = submit(crt, hook.url)
+        drain(crt, queues)
+        assert len(hook.requests) == 1
+    assert intent(crt, job_id).state == "dead"
+
+
+def test_dead_letters_are_listed_and_redriven(crt: Runtime, queues: dict[str, Any]) -> None:
+    with receiver(400, 204) as hook:
+        job_id = submit(crt, hook.url)
+        drain(crt, queues)
+        (dead,) = list_dead(crt)
+        assert dead["job_id"] == job_id
+        assert dead["attempts"] == 1
+        assert dead["last_status"] == 400
+        assert dead["callback_url"] == hook.url
+        report = redrive(crt)
+        assert (report.revived, report.messages_moved) == (1, 1)
+        assert messages(crt, crt.settings.callback_dead_letter_url) == []
+        drain(crt, queues)
+        assert len(hook.requests) == 2
+    record = intent(crt, job_id)
+    assert (record.state, record.attempts) == ("delivered", 1)
+    assert list_dead(crt) == []
+
+
+def test_a_job_without_callback_has_no_messages(crt: Runtime) -> None:
+    status, _ = admission.submit(crt, "acme", canonical_task(callback_url=None), None)
+    assert status == 202
+    assert messages(crt) == []
+
+
+def test_the_operator_cli_lists_and_redrives(
+    crt: Runtime, queues: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobstream_cli.__main__ import main
+
+    with receiver(410, 204) as hook:
+        job_id = submit(crt, hook.url)
+        drain(crt, queues)
+        assert main(["dead-letters", "list"]) == 0
+        (listed,) = json.loads(capsys.readouterr().out)
+        assert (listed["job_id"], listed["last_status"]) == (job_id, 410)
+        assert main(["dead-letters", "redrive", "--job", job_id]) == 0
+        assert json.loads(capsys.readouterr().out)["revived"] == 1
+        drain(crt, queues)
+        assert len(hook.requests) == 2
+        assert main(["sweep"]) == 0
+        assert json.loads(capsys.readouterr().out)["budget_exhausted"] is False
+    assert intent(crt, job_id).state == "delivered"
