@@ -38,7 +38,10 @@ def main() -> int:
         f"{stack.base_url}/capabilities)",
         flush=True,
     )
-    stopping.wait()
+    # Wake up regularly: a signal delivered to another thread only runs its Python handler
+    # once the main thread executes bytecode again, and a bare wait() might never return.
+    while not stopping.wait(0.2):
+        pass
     print("jobstream stopping", flush=True)
     stack.stop()
     return 0

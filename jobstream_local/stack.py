@@ -117,18 +117,22 @@ def _start_services(
     server = make_server(LocalHttpApi(template.http_routes()), host, port)
     thread = threading.Thread(target=server.serve_forever, name="local-http-api", daemon=True)
     stack = LocalStack(moto=moto, http=server, thread=thread, resources=resources)
+    # Like Lambda scaling out: several concurrent invocations per queue.
+    concurrency = int(env.get("JOBSTREAM_LOCAL_CONCURRENCY") or 4)
     for source in template.queue_sources():
         queue = resources[source.queue]
-        stack.workers.append(
+        handler = load_handler(source.function)
+        stack.workers.extend(
             QueuePoller(
                 sqs=sqs,
                 queue_url=queue["Ref"],
                 queue_arn=queue["Arn"],
                 function_name=source.function.name,
-                handler=load_handler(source.function),
+                handler=handler,
                 batch_size=source.batch_size,
                 stopping=stack.stopping,
             )
+            for _ in range(concurrency)
         )
     interval = float(env.get("JOBSTREAM_SWEEP_INTERVAL_S") or 5)
     stack.workers.extend(

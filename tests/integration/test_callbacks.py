@@ -87,7 +87,7 @@ def messages(rt: Runtime, url: str | None = None) -> list[dict[str, Any]]:
 def poller(rt: Runtime, queues: dict[str, dict[str, str]]) -> QueuePoller:
     import threading
 
-    (source,) = Template.load().queue_sources()
+    (source,) = [s for s in Template.load().queue_sources() if s.queue == "CallbackQueue"]
     return QueuePoller(
         sqs=boto3.client("sqs"),
         queue_url=queues["CallbackQueue"]["Ref"],

@@ -35,6 +35,8 @@ class JobRecord:
     attempt: int = 0
     progress_stage: str | None = None
     progress_message: str | None = None
+    progress_events: int = 0
+    dispatched_at: int | None = None
     result: dict[str, Any] | None = None
     # The event stream's bookkeeping, kept on the job so counts never read the events.
     event_count: int = 0

@@ -127,3 +127,41 @@ class CallbackQueue:
                     QueueUrl=self.dead_letter_url, ReceiptHandle=message["ReceiptHandle"]
                 )
                 moved += 1
+
+
+def work_message_body(job_id: str) -> str:
+    return json.dumps({"job_id": job_id}, separators=(",", ":"))
+
+
+def parse_work_message(body: str) -> str:
+    """The job a work message names; ValueError for anything else."""
+    value = json.loads(body)
+    job_id = value.get("job_id") if isinstance(value, dict) else None
+    if not isinstance(job_id, str) or not job_id:
+        raise ValueError("message body does not name a job")
+    return job_id
+
+
+class WorkQueue:
+    """Jobs waiting for a worker. A duplicate message is harmless: claiming is conditional."""
+
+    def __init__(self, url: str | None, client_factory: Callable[[], Any] = sqs_client) -> None:
+        self.url = url
+        self._client_factory = client_factory
+
+    def send(self, job_ids: Sequence[str]) -> int:
+        if not self.url:
+            return 0
+        sent = 0
+        client = self._client_factory()
+        for start in range(0, len(job_ids), SQS_BATCH):
+            chunk = job_ids[start : start + SQS_BATCH]
+            response = client.send_message_batch(
+                QueueUrl=self.url,
+                Entries=[
+                    {"Id": str(index), "MessageBody": work_message_body(job_id)}
+                    for index, job_id in enumerate(chunk)
+                ],
+            )
+            sent += len(response.get("Successful", []))
+        return sent

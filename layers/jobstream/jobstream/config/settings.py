@@ -44,6 +44,7 @@ class Settings(BaseModel):
     lease_ms: PositiveMs = 180_000
     default_deadline_ms: Annotated[int, Field(ge=1000)] = 1_800_000
     # Callbacks: where intents are handed off, how they are sent, and what targets are allowed.
+    work_queue_url: str | None = None
     callback_queue_url: str | None = None
     callback_dead_letter_url: str | None = None
     callback_token: SecretStr | None = None
@@ -79,6 +80,7 @@ ENVIRONMENT: Final[dict[str, str]] = {
     "heartbeat_interval_ms": "JOBSTREAM_HEARTBEAT_INTERVAL_MS",
     "lease_ms": "JOBSTREAM_LEASE_MS",
     "default_deadline_ms": "JOBSTREAM_DEFAULT_DEADLINE_MS",
+    "work_queue_url": "JOBSTREAM_WORK_QUEUE_URL",
     "callback_queue_url": "JOBSTREAM_CALLBACK_QUEUE_URL",
     "callback_dead_letter_url": "JOBSTREAM_CALLBACK_DLQ_URL",
     "callback_token": "JOBSTREAM_CALLBACK_TOKEN",

@@ -28,6 +28,8 @@ class Target(_Strict):
     scan_limit: Annotated[StrictInt, Field(ge=1, le=100)] = 30
     # The target's execution ceiling; a Task's deadline_ms can shorten it, never extend it.
     timeout_ms: Annotated[StrictInt, Field(ge=1000)] | None = None
+    # Simulates a slow source (catalog only): a pause between works scanned.
+    scan_delay_ms: Annotated[StrictInt, Field(ge=0, le=60_000)] = 0
 
 
 class TargetsFile(_Strict):

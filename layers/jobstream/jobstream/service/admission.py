@@ -12,7 +12,7 @@ from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
 from jobstream.protocol.events import EventKind
 from jobstream.protocol.targeting import admit_target
 from jobstream.protocol.task import AdmissionRequest, parse_task
-from jobstream.service.handoff import hand_off
+from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.identity import derive_job_id
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import after_append, callback_intent, next_event, reconcile
@@ -38,6 +38,7 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
         if rt.store.create_job(admitted, accepted, intent):
             if intent is not None:
                 hand_off(rt, [IntentRef(job_id, accepted.sequence)])
+            dispatch(rt, [job_id])
             return NEW, documents.submission(admitted, rt.clock(), base_url)
         # Another request admitted the same key first: answer as its replay.
         existing = rt.store.get_job(job_id)

@@ -1,5 +1,7 @@
-"""Hand-off: after a commit, send its callback intents to the queue (kept light: it is on
-every write path)."""
+"""Hand-off after a commit: callback intents to the callback queue, new jobs to the work queue.
+
+Kept light: it is on every write path. A failed send loses nothing; the sweep repairs it.
+"""
 
 from __future__ import annotations
 
@@ -21,3 +23,13 @@ def hand_off(rt: Runtime, refs: Sequence[IntentRef]) -> None:
         rt.callback_queue.send(refs)
     except Exception:
         logger.exception("callback hand-off failed; the sweep will send it")
+
+
+def dispatch(rt: Runtime, job_ids: Sequence[str]) -> None:
+    """Send admitted jobs to the work queue; a lost send is re-sent by the sweep."""
+    if not job_ids:
+        return
+    try:
+        rt.work_queue.send(job_ids)
+    except Exception:
+        logger.exception("job dispatch failed; the sweep will send it")

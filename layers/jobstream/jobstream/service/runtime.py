@@ -11,7 +11,7 @@ from jobstream.clock import now_ms
 from jobstream.config.settings import Settings, load_settings, load_targets
 from jobstream.config.targets import TargetsFile
 from jobstream.delivery.ssrf import Resolver, system_resolver
-from jobstream.queue import CallbackQueue
+from jobstream.queue import CallbackQueue, WorkQueue
 from jobstream.store.callbacks import CallbackStore
 from jobstream.store.jobs import JobStore
 
@@ -38,6 +38,7 @@ class Runtime:
     clock: Callable[[], int] = now_ms
     # Injectable for tests: the queue client, the HTTP poster and DNS.
     queue: CallbackQueue | None = None
+    work: WorkQueue | None = None
     poster: Poster = post_callback
     resolver: Resolver = system_resolver
 
@@ -56,6 +57,10 @@ class Runtime:
         return CallbackQueue(
             self.settings.callback_queue_url, self.settings.callback_dead_letter_url
         )
+
+    @property
+    def work_queue(self) -> WorkQueue:
+        return self.work if self.work is not None else WorkQueue(self.settings.work_queue_url)
 
 
 @cache

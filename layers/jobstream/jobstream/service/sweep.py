@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Final
 
-from jobstream.domain import CALLBACK_OPEN_STATES
-from jobstream.service.handoff import hand_off
+from jobstream.domain import CALLBACK_OPEN_STATES, JobRecord
+from jobstream.service.handoff import dispatch, hand_off
+from jobstream.service.liveness import expire, verdict
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import reconcile
 from jobstream.store import keys
@@ -26,6 +27,10 @@ PAGE: Final = 50
 class SweepReport:
     callbacks_resent: int = 0
     jobs_checked: int = 0
+    jobs_redispatched: int = 0
+    queued_too_long: int = 0
+    stalled_no_heartbeat: int = 0
+    execution_timeout: int = 0
     events_repaired: int = 0
     errors: int = 0
     budget_exhausted: bool = False
@@ -37,7 +42,8 @@ class SweepReport:
 def sweep(
     rt: Runtime, *, budget_ms: int | None = None, monotonic: Callable[[], float] = time.monotonic
 ) -> SweepReport:
-    """Re-send callbacks nobody delivered in time, then reconcile jobs still open."""
+    """Re-send callbacks nobody delivered in time; then, for each job still open, issue its
+    liveness verdict, re-send its dispatch if it was lost, and record missing events."""
     budget = rt.settings.sweep_budget_ms if budget_ms is None else budget_ms
     deadline = monotonic() + budget / 1000
     report = SweepReport()
@@ -77,15 +83,36 @@ def _reconcile_open_jobs(rt: Runtime, report: SweepReport, in_time: Callable[[],
             if not in_time():
                 return False
             try:
-                record = rt.store.get_job(job_id)
-                if record is None:
-                    continue
-                report.jobs_checked += 1
-                repaired = reconcile(rt, record)
-                report.events_repaired += repaired.event_count - record.event_count
+                _check_job(rt, job_id, report)
             except Exception:
                 # One job's failure must not starve the rest; it is retried next sweep.
                 logger.exception("sweep could not reconcile a job", extra={"job_id": job_id})
                 report.errors += 1
         if start_key is None:
             return True
+
+
+def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
+    record = rt.store.get_job(job_id)
+    if record is None:
+        return
+    report.jobs_checked += 1
+    now = rt.clock()
+    reason = verdict(record, now, rt.settings)
+    if reason is not None:
+        expired = expire(rt, record, reason, now)
+        if expired is not None:
+            setattr(report, reason.value, getattr(report, reason.value) + 1)
+        record = rt.store.get_job(job_id) or record
+    elif _dispatch_overdue(record, now) and rt.store.mark_dispatched(job_id, now=now):
+        # Still waiting for a worker a while after its dispatch: send it again (a duplicate
+        # is harmless, the claim is conditional).
+        dispatch(rt, [job_id])
+        report.jobs_redispatched += 1
+    before = record.event_count
+    report.events_repaired += reconcile(rt, record).event_count - before
+
+
+def _dispatch_overdue(record: JobRecord, now: int) -> bool:
+    sent_at = record.dispatched_at or record.created_at
+    return record.status == "queued" and now - sent_at >= keys.HANDOFF_GRACE_MS

@@ -42,11 +42,14 @@ class CallbackIntent:
 
 @dataclass(frozen=True, slots=True)
 class StateChange:
-    """Job attributes to change together with an event; `require_status` guards the move."""
+    """Job attributes to change together with an event, and the conditions guarding the move:
+    the states it may leave, the lease holder it requires, or a lease that must have expired."""
 
     values: Mapping[str, Any]
     remove: tuple[str, ...] = ()
     require_status: frozenset[str] | None = None
+    require_lease_owner: str | None = None
+    require_lease_expired_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +251,16 @@ class JobStore:
                     placeholders.append(f":s{index}")
                 # A state move is valid only from the states it leaves.
                 conditions.append(f"#status IN ({', '.join(placeholders)})")
+            if change.require_lease_owner is not None:
+                values[":owner"] = change.require_lease_owner
+                # Only the worker holding the lease may move a running job.
+                conditions.append("lease_owner = :owner")
+            if change.require_lease_expired_at is not None:
+                values[":lease_deadline"] = change.require_lease_expired_at
+                # A verdict must not overrule a worker whose lease is still live.
+                conditions.append(
+                    "(attribute_not_exists(lease_expires_at) OR lease_expires_at < :lease_deadline)"
+                )
         for index, name in enumerate(removed):
             names[f"#r{index}"] = name
         remove_clause = (
@@ -272,6 +285,44 @@ class JobStore:
             if _condition_failed(error):
                 raise StaleJobError(record.job_id) from None
             raise
+
+    def renew_lease(self, job_id: str, owner: str, *, now: int, lease_ms: int) -> bool:
+        """Heartbeat: extend the lease; False when the job is no longer ours to run."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=_job_key(job_id),
+                UpdateExpression="SET lease_expires_at = :until, heartbeat_at = :now",
+                # Cancelled, expired or taken over: the worker must stop.
+                ConditionExpression="#status = :running AND lease_owner = :owner",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=to_item(
+                    {":until": now + lease_ms, ":now": now, ":running": "running", ":owner": owner}
+                ),
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def mark_dispatched(self, job_id: str, *, now: int) -> bool:
+        """Note a (re-)dispatch of a queued job; False when it is no longer queued."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=_job_key(job_id),
+                UpdateExpression="SET dispatched_at = :now",
+                # Only a job still waiting for a worker is worth sending again.
+                ConditionExpression="#status = :queued",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=to_item({":now": now, ":queued": "queued"}),
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def advance_ack(self, job_id: str, sequence: int) -> JobRecord | None:
         """Move the ack cursor forward to `sequence`; None when that would not move it forward."""

@@ -1,0 +1,28 @@
+"""SQS-triggered: runs the job each work message names, under a lease."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from jobstream.service import runtime as runtime_module
+from jobstream.service.execution import handle_work_message
+
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def record_handler(record: SQSRecord) -> str:
+    return handle_work_message(runtime_module.runtime(), record.body)
+
+
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

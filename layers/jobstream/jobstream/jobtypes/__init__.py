@@ -1,0 +1,1 @@
+"""Job types: what a job of each type does when it runs."""

@@ -1,0 +1,77 @@
+"""The search plan: a job's normalized params laid over its target's configured defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from jobstream.config.targets import Target, WorkType
+
+MAX_LIMIT = 100
+MAX_SCAN_LIMIT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPlan:
+    """Everything one candidate_search run needs, decided before the source is asked anything."""
+
+    source: Literal["catalog", "pixiv"]
+    work_type: WorkType
+    tags: tuple[str, ...]
+    expand: bool  # True: a work matches on any tag (OR); False: on all of them (AND)
+    limit: int
+    scan_limit: int
+    exclude_work_ids: frozenset[str] = frozenset()
+    # Tags are compared case-insensitively, like the catalog's own tag match.
+    exclude_tags: frozenset[str] = frozenset()
+    exclude_candidate_ids: frozenset[str] = frozenset()
+    work_types: tuple[str, ...] = ()
+
+    def accepts_type(self, work_type: str) -> bool:
+        """A work of another type than the one searched (or than the Task allows) is invalid."""
+        return work_type == self.work_type and work_type in self.work_types
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(value, high))
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def build_plan(params: dict[str, Any], target: Target) -> SearchPlan:
+    """Apply normalized params (see `protocol.task`) over the target; params win where given."""
+    query = _dict(params.get("query"))
+    constraints = _dict(params.get("constraints"))
+    if query.get("tags"):
+        tags = tuple(str(tag) for tag in query["tags"])
+        # Normalization keeps `expand` only when true, so a given query without it means AND.
+        expand = query.get("expand") is True
+    else:
+        tags = tuple(target.query.tags)
+        expand = target.query.expand
+    limit = _clamp(int(constraints.get("limit") or target.limit), 1, MAX_LIMIT)
+    scan_limit = _clamp(
+        int(constraints.get("scan_limit") or target.scan_limit), limit, MAX_SCAN_LIMIT
+    )
+    excluded: dict[str, set[str]] = {"work": set(), "tag": set(), "candidate": set()}
+    for item in constraints.get("exclude") or []:
+        entry = _dict(item)
+        kind, item_id = entry.get("kind"), entry.get("id")
+        if kind in excluded and isinstance(item_id, str):
+            excluded[kind].add(item_id.casefold() if kind == "tag" else item_id)
+    # Admission guaranteed work_types (when given) includes the target's type.
+    work_types = tuple(constraints.get("work_types") or (target.work_type,))
+    return SearchPlan(
+        source=target.source,
+        work_type=target.work_type,
+        tags=tags,
+        expand=expand,
+        limit=limit,
+        scan_limit=scan_limit,
+        exclude_work_ids=frozenset(excluded["work"]),
+        exclude_tags=frozenset(excluded["tag"]),
+        exclude_candidate_ids=frozenset(excluded["candidate"]),
+        work_types=work_types,
+    )

@@ -1,0 +1,168 @@
+"""The `catalog` source: works read from a local JSON file, for demos, tests and the local stack."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from jobstream.jobtypes.candidate_search.sources.base import (
+    SearchRequest,
+    SourceAsset,
+    SourceError,
+    Work,
+)
+
+DEFAULT_CATALOG: Path = Path(__file__).resolve().parents[1] / "catalog.sample.json"
+CATALOG_ENV = "JOBSTREAM_CATALOG"
+
+_NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+def catalog_path() -> Path:
+    """The catalog file: `JOBSTREAM_CATALOG`, else the sample shipped in the layer."""
+    configured = os.environ.get(CATALOG_ENV, "").strip()
+    return Path(configured) if configured else DEFAULT_CATALOG
+
+
+class _Strict(BaseModel):
+    # A typo in a hand-edited catalog should fail loudly, not silently drop a field.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class _CatalogAsset(_Strict):
+    asset_id: _NonEmpty
+    type: Literal["image", "novel", "metadata", "cover"]
+    role: Literal["primary", "cover", "preview"]
+    url: _NonEmpty
+    width: Annotated[int, Field(ge=0)] | None = None
+    height: Annotated[int, Field(ge=0)] | None = None
+    mime: str | None = None
+
+
+class _CatalogWork(_Strict):
+    # Numeric, because "newest first" orders by the id as a number.
+    work_id: Annotated[str, Field(pattern=r"^[0-9]+$")]
+    work_type: Literal["illustration", "novel"]
+    title: str
+    tags: list[_NonEmpty]
+    url: _NonEmpty
+    author: str
+    bookmarks: Annotated[int, Field(ge=0)] = 0
+    assets: list[_CatalogAsset] = []
+
+
+class _CatalogFile(_Strict):
+    works: list[_CatalogWork]
+
+    @field_validator("works")
+    @classmethod
+    def _unique_ids(cls, works: list[_CatalogWork]) -> list[_CatalogWork]:
+        seen: set[str] = set()
+        for work in works:
+            if work.work_id in seen:
+                raise ValueError(f"duplicate work_id {work.work_id}")
+            seen.add(work.work_id)
+        return works
+
+
+def _to_work(work: _CatalogWork) -> Work:
+    return Work(
+        work_id=work.work_id,
+        work_type=work.work_type,
+        title=work.title,
+        tags=tuple(work.tags),
+        url=work.url,
+        author=work.author,
+        bookmarks=work.bookmarks,
+        assets=tuple(
+            SourceAsset(
+                asset_id=asset.asset_id,
+                type=asset.type,
+                role=asset.role,
+                url=asset.url,
+                width=asset.width,
+                height=asset.height,
+                mime=asset.mime,
+            )
+            for asset in work.assets
+        ),
+    )
+
+
+@lru_cache(maxsize=8)
+def load_catalog(path: Path, mtime_ns: int) -> tuple[Work, ...]:
+    """Parse and validate once per file version; the mtime in the key invalidates the cache.
+
+    Sorted newest first (highest numeric work id first). Failures are not cached.
+    """
+    del mtime_ns  # only part of the cache key
+    try:
+        document = _CatalogFile.model_validate_json(path.read_bytes())
+    except OSError as error:
+        raise SourceError(
+            "configuration_error", f"catalog {path.name} cannot be read: {error.strerror}"
+        ) from error
+    except ValidationError as error:
+        details = "; ".join(
+            f"{'.'.join(str(part) for part in item['loc']) or '<root>'}: {item['msg']}"
+            for item in error.errors()[:3]
+        )
+        raise SourceError(
+            "configuration_error", f"catalog {path.name} is invalid: {details}"
+        ) from error
+    works = sorted(document.works, key=lambda work: int(work.work_id), reverse=True)
+    return tuple(_to_work(work) for work in works)
+
+
+def _matches(work: Work, wanted: list[str], match_any: bool) -> bool:
+    tags = {tag.casefold() for tag in work.tags}
+    hits = [tag in tags for tag in wanted]
+    return any(hits) if match_any else all(hits)
+
+
+class CatalogSource:
+    """Implements `Source` over a JSON file `{"works": [...]}`."""
+
+    def __init__(
+        self,
+        path: Path,
+        scan_delay_ms: int = 0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._path = path
+        self._scan_delay_s = max(scan_delay_ms, 0) / 1000
+        self._sleep = sleep
+
+    def _works(self) -> tuple[Work, ...]:
+        try:
+            mtime_ns = self._path.stat().st_mtime_ns
+        except OSError as error:
+            raise SourceError(
+                "configuration_error", f"catalog {self._path.name} not found"
+            ) from error
+        return load_catalog(self._path.resolve(), mtime_ns)
+
+    def search(self, request: SearchRequest) -> Iterator[Work]:
+        """Works of the requested type carrying all (or any) of the tags, newest first."""
+        works = self._works()  # eagerly, so a bad file fails at search(), not mid-scan
+        return self._scan(works, request)
+
+    def _scan(self, works: tuple[Work, ...], request: SearchRequest) -> Iterator[Work]:
+        wanted = [tag.casefold() for tag in request.tags]
+        yielded = 0
+        for work in works:
+            if yielded >= request.scan_limit:
+                return
+            if work.work_type != request.work_type or not _matches(work, wanted, request.match_any):
+                continue
+            if yielded and self._scan_delay_s:
+                # Simulates a slow remote source, so cancellation and heartbeats can be exercised.
+                self._sleep(self._scan_delay_s)
+            yielded += 1
+            yield work

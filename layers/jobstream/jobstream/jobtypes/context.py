@@ -1,0 +1,17 @@
+"""What an executor may do while it runs: report progress and stop when told to."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class JobInterruptedError(Exception):
+    """Raised by `checkpoint()` when the job was cancelled or its lease was lost: stop now."""
+
+
+class ExecutionContext(Protocol):
+    def progress(self, stage: str, message: str | None = None) -> None:
+        """Report what the executor is doing (rate-limited into `job.progress` events)."""
+
+    def checkpoint(self) -> None:
+        """Raise JobInterruptedError if the job must stop; call it between units of work."""

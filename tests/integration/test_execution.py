@@ -1,0 +1,258 @@
+"""Jobs that run: claim, lease and heartbeats, progress, completion, cancel, verdicts (§4)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from jobstream.jobtypes.candidate_search.executor import Outcome
+from jobstream.jobtypes.context import ExecutionContext
+from jobstream.service import admission, execution, jobs, stream
+from jobstream.service.liveness import verdict
+from jobstream.service.runtime import Runtime
+from jobstream.service.sweep import sweep
+from jobstream.store import keys
+from tests.integration.test_concurrency import race
+from tests.support.harness import Clock, canonical_task
+from tests.support.state import mark_running
+from tests.support.validation import validate
+
+
+def submit(rt: Runtime, key: str = "run-key", **overrides: Any) -> str:
+    task = canonical_task(idempotency_key=key, callback_url=None, **overrides)
+    task["params"] = {"query": {"tags": ["botefuku"]}}
+    status, body = admission.submit(rt, "acme", task, None)
+    assert status == 202
+    job_id: str = body["job"]["job_id"]
+    return job_id
+
+
+def types(rt: Runtime, job_id: str) -> list[str]:
+    page = stream.events_page(rt, "acme", job_id, {}, None)
+    for event in page["events"]:
+        validate(event, "Event")
+    return [event["type"] for event in page["events"]]
+
+
+@pytest.fixture
+def fast(rt: Runtime) -> Runtime:
+    """Heartbeats every 20 ms so lease behaviour shows within a test."""
+    return replace(rt, settings=rt.settings.model_copy(update={"heartbeat_interval_ms": 20}))
+
+
+def test_a_job_runs_to_succeeded(rt: Runtime) -> None:
+    job_id = submit(rt)
+    assert execution.execute(rt, job_id) == "succeeded"
+    job = jobs.get_job(rt, "acme", job_id, None)
+    validate(job, "Job")
+    assert job["status"] == "succeeded"
+    assert job["attempt"] == 1
+    assert job["lease_active"] is False
+    validate(job["result"], "Result_CandidateSearch")
+    assert job["result"]["candidates"]
+    sequence = types(rt, job_id)
+    assert sequence[:2] == ["job.accepted", "job.started"]
+    assert sequence[-1] == "job.succeeded"
+    assert set(sequence[2:-1]) <= {"job.progress"}
+
+
+def test_a_second_claim_is_a_no_op(rt: Runtime) -> None:
+    job_id = submit(rt)
+    outcomes = race(lambda: execution.execute(rt, job_id))
+    assert sorted(outcomes).count("not-claimed") == len(outcomes) - 1
+    assert types(rt, job_id).count("job.started") == 1
+    assert types(rt, job_id).count("job.succeeded") == 1
+
+
+def test_no_candidate_fails_the_job(rt: Runtime) -> None:
+    job_id = submit(rt, key="nothing")
+    record = rt.store.get_job(job_id)
+    assert record is not None
+    # Params no catalog work matches.
+    from tests.support.state import set_job_attributes
+
+    set_job_attributes(rt, job_id, params={"query": {"tags": ["no-such-tag-anywhere"]}})
+    assert execution.execute(rt, job_id) == "failed"
+    job = jobs.get_job(rt, "acme", job_id, None)
+    assert job["error"]["code"] == "no_candidate"
+    assert types(rt, job_id)[-1] == "job.failed"
+
+
+def test_cancel_while_queued_means_it_never_runs(rt: Runtime) -> None:
+    job_id = submit(rt)
+    jobs.cancel(rt, "acme", job_id, None)
+    assert execution.execute(rt, job_id) == "not-claimed"
+    assert types(rt, job_id) == ["job.accepted", "job.cancelled"]
+
+
+def _slow_job(started: threading.Event, checkpoints: list[int]) -> Any:
+    def run_job(targets: Any, record: Any, context: ExecutionContext) -> Outcome:
+        started.set()
+        for index in range(400):
+            context.checkpoint()
+            checkpoints.append(index)
+            time.sleep(0.005)
+        return Outcome(result={"candidates": [], "scanned": 0})
+
+    return run_job
+
+
+def test_cancel_while_running_stops_the_worker(
+    fast: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = threading.Event()
+    checkpoints: list[int] = []
+    monkeypatch.setattr(execution, "run_job", _slow_job(started, checkpoints))
+    job_id = submit(fast)
+    outcome: list[str] = []
+    worker = threading.Thread(target=lambda: outcome.append(execution.execute(fast, job_id)))
+    worker.start()
+    assert started.wait(5)
+    jobs.cancel(fast, "acme", job_id, None)
+    worker.join(10)
+    assert outcome == ["interrupted"]
+    assert len(checkpoints) < 400  # stopped early, at a checkpoint
+    assert types(fast, job_id) == ["job.accepted", "job.started", "job.cancelled"]
+
+
+def test_a_worker_that_lost_its_lease_cannot_complete(rt: Runtime, clock: Clock) -> None:
+    job_id = submit(rt)
+    record = execution.claim(rt, job_id, "worker-a")
+    assert record is not None
+    # The worker goes silent: its lease lapses and the stall verdict expires the job.
+    clock.advance(rt.settings.stall_timeout_ms + 1)
+    report = sweep(rt)
+    assert report.stalled_no_heartbeat == 1
+    result = execution.complete(
+        rt, record, "worker-a", Outcome(result={"candidates": [], "scanned": 0})
+    )
+    assert result == "lost"
+    assert types(rt, job_id) == ["job.accepted", "job.started", "job.expired"]
+    job = jobs.get_job(rt, "acme", job_id, None)
+    assert job["error"]["code"] == "stalled_no_progress"
+
+
+def test_heartbeats_renew_the_lease(
+    fast: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = threading.Event()
+    monkeypatch.setattr(execution, "run_job", _slow_job(started, []))
+    job_id = submit(fast)
+    worker = threading.Thread(target=lambda: execution.execute(fast, job_id))
+    worker.start()
+    assert started.wait(5)
+    first = fast.store.get_job(job_id)
+    assert first is not None
+    clock.advance(1_000)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        current = fast.store.get_job(job_id)
+        if current is not None and current.heartbeat_at != first.heartbeat_at:
+            break
+        time.sleep(0.01)
+    assert current is not None
+    assert current.heartbeat_at == clock.now
+    assert current.lease_expires_at == clock.now + fast.settings.lease_ms
+    worker.join(10)
+
+
+def test_progress_is_rate_limited(rt: Runtime, clock: Clock) -> None:
+    job_id = submit(rt)
+    record = execution.claim(rt, job_id, "worker-p")
+    assert record is not None
+    lease = execution.Lease(rt, record, "worker-p")
+    for index in range(400):
+        lease.progress("searching", f"scanned {index}")
+        clock.advance(1_000)
+    progress = [t for t in types(rt, job_id) if t == "job.progress"]
+    # One per 5 s over 400 s would be 80; the per-job cap is 50.
+    assert len(progress) == execution.MAX_PROGRESS_EVENTS
+    job = jobs.get_job(rt, "acme", job_id, None)
+    assert job["progress"]["stage"] == "searching"
+    assert job["progress"]["message"].startswith("scanned ")
+
+
+def test_progress_waits_five_seconds_between_events(rt: Runtime, clock: Clock) -> None:
+    job_id = submit(rt)
+    record = execution.claim(rt, job_id, "worker-q")
+    assert record is not None
+    lease = execution.Lease(rt, record, "worker-q")
+    for _ in range(12):
+        lease.progress("searching")
+        clock.advance(1_000)
+    assert types(rt, job_id).count("job.progress") == 3  # at 0 s, 5 s and 10 s
+
+
+@pytest.mark.parametrize(
+    ("status", "advance", "expected"),
+    [
+        ("queued", 1_800_000, "queued_too_long"),
+        ("running", 900_000, "stalled_no_heartbeat"),
+    ],
+)
+def test_liveness_verdicts(
+    rt: Runtime, clock: Clock, status: str, advance: int, expected: str
+) -> None:
+    job_id = submit(rt, deadline_ms=None)
+    # The reference target's ceiling is 20 minutes; lift it so only the budget under test fires.
+    from tests.support.state import set_job_attributes
+
+    set_job_attributes(rt, job_id, deadline_at=clock.now + 10 * 3_600_000)
+    if status == "running":
+        mark_running(rt, job_id, at=clock.now, lease_until=clock.now + 180_000)
+    clock.advance(advance - 1)
+    assert sweep(rt).jobs_checked == 1
+    assert jobs.get_job(rt, "acme", job_id, None)["status"] == status
+    clock.advance(1)
+    report = sweep(rt)
+    assert getattr(report, expected) == 1
+    job = jobs.get_job(rt, "acme", job_id, None)
+    assert job["status"] == "expired"
+    assert job["error"]["detail"] == {"internal_code": expected}
+    assert types(rt, job_id)[-1] == "job.expired"
+
+
+def test_deadline_verdict(rt: Runtime, clock: Clock) -> None:
+    job_id = submit(rt, deadline_ms=60_000)
+    clock.advance(60_000)
+    assert sweep(rt).execution_timeout == 1
+    job = jobs.get_job(rt, "acme", job_id, None)
+    assert (job["status"], job["error"]["code"]) == ("expired", "deadline_exceeded")
+
+
+def test_a_live_lease_is_not_stalled(rt: Runtime, clock: Clock) -> None:
+    job_id = submit(rt)
+    record = rt.store.get_job(job_id)
+    assert record is not None
+    running = replace(
+        record,
+        status="running",
+        heartbeat_at=clock.now - 2_000_000,
+        lease_owner="w",
+        lease_expires_at=clock.now + 1_000,
+    )
+    assert verdict(running, clock.now, rt.settings) is None
+
+
+def test_lost_dispatch_is_resent_by_the_sweep(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[list[str]] = []
+
+    class Recorder:
+        def send(self, job_ids: list[str]) -> int:
+            sent.append(list(job_ids))
+            return len(job_ids)
+
+    recording = replace(rt, work=Recorder())  # type: ignore[arg-type]
+    job_id = submit(recording)
+    assert sent == [[job_id]]
+    assert sweep(recording).jobs_redispatched == 0
+    clock.advance(keys.HANDOFF_GRACE_MS)
+    assert sweep(recording).jobs_redispatched == 1
+    assert sent[-1] == [job_id]
+    assert sweep(recording).jobs_redispatched == 0  # not again until another grace period
