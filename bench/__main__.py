@@ -18,9 +18,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.end_to_end import Throughput, throughput
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 REPORT = REPOSITORY / "docs" / "performance.md"
-FUNCTIONS = ("admission", "jobs", "events", "ack", "callbacks", "reconcile")
+FUNCTIONS = ("admission", "jobs", "events", "ack", "callbacks", "reconcile", "worker")
 IMPORT_RUNS = 9
 PRIOR_EVENT_COUNTS = (10, 10_000)
 
@@ -193,6 +195,7 @@ def operations() -> list[Row]:
             )
         )
         rows += _callback_rows(rt, meter, admission)
+        rows.append(_job_lifetime_row(rt, meter, admission))
         for prior in PRIOR_EVENT_COUNTS:
             long_job = _job_with_events(rt, client, prior)
             last = f"evt-0-{prior}"
@@ -229,6 +232,27 @@ def operations() -> list[Row]:
                 )
             )
     return rows
+
+
+def _job_lifetime_row(rt: Any, meter: Meter, admission: Any) -> Row:
+    """Every DynamoDB and SQS call of one job from admission to its terminal state (no callback
+    deliveries: those are counted per callback above)."""
+    from jobstream.service.execution import execute
+
+    keys = iter(range(1_000))
+
+    def lifetime() -> None:
+        task = {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": f"lifetime-{next(keys)}",
+            "callback_url": "https://consumer.example.test/events",
+            "params": {"target_id": "demo-illustration"},
+        }
+        job_id = admission.submit(rt, "bench", task, None)[1]["job"]["job_id"]
+        execute(rt, job_id)
+
+    return measure(meter, "job lifetime: admission -> succeeded", lifetime)
 
 
 def _callback_rows(rt: Any, meter: Meter, admission: Any) -> list[Row]:
@@ -418,7 +442,9 @@ def cold_imports() -> list[tuple[str, float, float]]:
     return rows
 
 
-def report(rows: list[Row], imports: list[tuple[str, float, float]]) -> str:
+def report(
+    rows: list[Row], imports: list[tuple[str, float, float]], flows: list[Throughput]
+) -> str:
     lines = [
         "# Performance",
         "",
@@ -455,6 +481,22 @@ def report(rows: list[Row], imports: list[tuple[str, float, float]]) -> str:
     ]
     lines += [f"| {name} | {seconds:.3f} | {ratio:.2f} |" for name, seconds, ratio in imports]
     lines += ["", "Target: every function <= 1.5x `import boto3`.", ""]
+    lines += [
+        "## End to end through the local stack",
+        "",
+        "Submit -> `succeeded` -> terminal callback received, each consumer submitting its jobs",
+        "one after another; the stack runs 8 concurrent invocations per queue. These numbers",
+        "measure the local stack, not AWS: moto serves every call from one process, and its",
+        "transactions copy the whole table each time, so they slow down as the table grows.",
+        "",
+        "| consumers | jobs | seconds | jobs per second |",
+        "|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {flow.consumers} | {flow.jobs} | {flow.seconds:.1f} | {flow.jobs_per_second:.2f} |"
+        for flow in flows
+    ]
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -463,7 +505,9 @@ def main() -> int:
     rows = operations() + sweep_rows()
     print("measuring cold imports...", flush=True)
     imports = cold_imports()
-    text = report(rows, imports)
+    print("measuring end-to-end throughput through the local stack...", flush=True)
+    flows = throughput()
+    text = report(rows, imports, flows)
     REPORT.parent.mkdir(exist_ok=True)
     REPORT.write_text(text, encoding="utf-8")
     print(text)
