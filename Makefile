@@ -6,7 +6,10 @@ STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/jobstream/re
 FUNCTIONS := $(wildcard functions/*/app.py)
 export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR)
 
-.PHONY: setup run test lint typecheck cfn-lint pytest bench clean
+SAM_VENV := .venv-sam
+SAM := $(SAM_VENV)/bin/sam
+
+.PHONY: setup run test lint typecheck cfn-lint pytest bench deploy-check clean
 
 setup: $(STAMP)
 
@@ -40,5 +43,18 @@ pytest: setup
 bench: setup
 	$(BIN)/python -m bench
 
+# SAM CLI pins its own boto3/click, so it lives in its own venv.
+$(SAM):
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli==1.170.0
+
+# Everything a deploy relies on, offline: lint, SAM's own validation and build, the template and
+# sample-event tests.
+deploy-check: setup $(SAM)
+	$(BIN)/cfn-lint template.yaml
+	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint
+	SAM_CLI_TELEMETRY=0 $(SAM) build --build-dir .aws-sam/build
+	$(BIN)/pytest -q tests/unit/test_template.py tests/integration/test_sample_events.py
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .pytest_cache .ruff_cache .aws-sam

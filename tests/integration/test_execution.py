@@ -256,3 +256,22 @@ def test_lost_dispatch_is_resent_by_the_sweep(
     assert sweep(recording).jobs_redispatched == 1
     assert sent[-1] == [job_id]
     assert sweep(recording).jobs_redispatched == 0  # not again until another grace period
+
+
+def test_a_worker_past_the_deadline_expires_the_job(
+    fast: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = threading.Event()
+    checkpoints: list[int] = []
+    monkeypatch.setattr(execution, "run_job", _slow_job(started, checkpoints))
+    job_id = submit(fast, deadline_ms=60_000)
+    outcome: list[str] = []
+    worker = threading.Thread(target=lambda: outcome.append(execution.execute(fast, job_id)))
+    worker.start()
+    assert started.wait(5)
+    clock.advance(60_000)
+    worker.join(10)
+    assert outcome == ["expired"]
+    job = jobs.get_job(fast, "acme", job_id, None)
+    assert (job["status"], job["error"]["code"]) == ("expired", "deadline_exceeded")
+    assert types(fast, job_id)[-1] == "job.expired"

@@ -9,6 +9,10 @@ class JobInterruptedError(Exception):
     """Raised by `checkpoint()` when the job was cancelled or its lease was lost: stop now."""
 
 
+class DeadlineReachedError(JobInterruptedError):
+    """Raised by `checkpoint()` when the job passed its deadline: stop, it has expired."""
+
+
 class ExecutionContext(Protocol):
     def progress(self, stage: str, message: str | None = None) -> None:
         """Report what the executor is doing (rate-limited into `job.progress` events)."""

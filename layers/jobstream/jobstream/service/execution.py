@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Final
 
 from jobstream.domain import JobRecord
-from jobstream.jobtypes.context import JobInterruptedError
+from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
 from jobstream.jobtypes.runner import Outcome, run_job
 from jobstream.protocol.documents import terminal_status_for
 from jobstream.protocol.errors import Reason
@@ -124,7 +124,7 @@ class Lease:
             raise JobInterruptedError("the job was cancelled or its lease was lost")
         deadline = self.record.deadline_at
         if deadline is not None and self.rt.clock() >= deadline:
-            raise JobInterruptedError("deadline")
+            raise DeadlineReachedError(f"the job passed its deadline ({deadline})")
 
     def progress(self, stage: str, message: str | None = None) -> None:
         """A `job.progress` event, at most one per 5 s and 50 per job; the rest is dropped."""
@@ -182,12 +182,12 @@ def execute(rt: Runtime, job_id: str) -> str:
     with Lease(rt, record, owner) as lease:
         try:
             outcome = run_job(rt.targets(), record, lease)
-        except JobInterruptedError as interruption:
-            if str(interruption) != "deadline":
-                return "interrupted"
+        except DeadlineReachedError:
             outcome = Outcome(
                 reason=Reason.EXECUTION_TIMEOUT.value, message="the job passed its deadline"
             )
+        except JobInterruptedError:
+            return "interrupted"
         except Exception:
             logger.exception("executor failed", extra={"job_id": job_id})
             outcome = Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")
