@@ -1,0 +1,897 @@
+"""template.yaml: the cross-references and conventions cfn-lint does not check.
+
+Each check is a function that takes the loaded template (and the repository root the template's
+relative paths are read from) and returns the problems it finds; the tests parametrize those over
+the real template, and a few tests at the end run them on edited copies to show they can fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobstream.config.settings import ENVIRONMENT
+from jobstream.store import keys
+from jobstream_local.template import REPOSITORY, TEMPLATE, Template
+
+PSEUDO_PARAMETERS = frozenset(
+    {
+        "AWS::Region",
+        "AWS::AccountId",
+        "AWS::Partition",
+        "AWS::URLSuffix",
+        "AWS::StackName",
+        "AWS::NoValue",
+    }
+)
+RUNTIME = "python3.11"
+ARCHITECTURES = ["arm64"]
+SAM_DEFAULT_TIMEOUT = 3  # seconds, when neither the function nor Globals says
+SQS_DEFAULT_VISIBILITY = 30  # seconds, when the queue does not say
+VISIBILITY_FACTOR = 6  # Lambda's SQS integration: visibility >= 6x the function's timeout
+FUNCTION = "AWS::Serverless::Function"
+QUEUE = "AWS::SQS::Queue"
+
+# Variables the template sets that are not settings fields, and the source file that reads each.
+READ_ELSEWHERE = {
+    "JOBSTREAM_AWS_ENDPOINT_URL": "layers/jobstream/jobstream/store/client.py",
+    "JOBSTREAM_PIXIV_REFRESH_TOKEN_PARAMETER": (
+        "layers/jobstream/jobstream/jobtypes/candidate_search/sources/pixiv.py"
+    ),
+    "JOBSTREAM_CATALOG": "layers/jobstream/jobstream/jobtypes/candidate_search/sources/catalog.py",
+}
+# Settings variables that may be set per function rather than in Globals.
+PER_FUNCTION_SETTINGS = frozenset({"JOBSTREAM_SWEEP_BUDGET_MS"})
+SETTING_VARIABLES = frozenset(ENVIRONMENT.values())
+SECRET_PARAMETERS = ("ApiTokens", "CallbackToken", "CallbackSigningSecret")
+TABLE_INDEXES = (keys.TENANT_INDEX, keys.CORRELATION_INDEX, keys.SWEEP_INDEX)
+
+SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def parameters(template: Template) -> dict[str, Any]:
+    found: dict[str, Any] = template.document.get("Parameters") or {}
+    return found
+
+
+def conditions(template: Template) -> dict[str, Any]:
+    found: dict[str, Any] = template.document.get("Conditions") or {}
+    return found
+
+
+def globals_function(template: Template) -> dict[str, Any]:
+    found: dict[str, Any] = (template.document.get("Globals") or {}).get("Function") or {}
+    return found
+
+
+def function_setting(template: Template, properties: dict[str, Any], name: str) -> Any:
+    """A function property, else its Globals value (SAM's inheritance), else None."""
+    if name in properties:
+        return properties[name]
+    return globals_function(template).get(name)
+
+
+def environment_of(properties: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = (properties.get("Environment") or {}).get("Variables") or {}
+    return found
+
+
+def events_of(
+    properties: dict[str, Any], *event_types: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, event in (properties.get("Events") or {}).items():
+        if event["Type"] in event_types:
+            yield name, event.get("Properties") or {}
+
+
+def getatt(value: Any) -> tuple[str, str] | None:
+    """(logical id, attribute) of a Fn::GetAtt, in either the list or the dotted-string form."""
+    if not isinstance(value, dict) or set(value) != {"Fn::GetAtt"}:
+        return None
+    target = value["Fn::GetAtt"]
+    if isinstance(target, str):
+        target = target.split(".", 1)
+    if not isinstance(target, list) or len(target) != 2:
+        return None
+    return str(target[0]), str(target[1])
+
+
+def resolve_number(template: Template, value: Any) -> int | None:
+    """An integer property, following a Ref to a parameter's default; None if it cannot."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        value = parameters(template).get(value["Ref"], {}).get("Default")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def module_of(root: Path, properties: dict[str, Any]) -> tuple[Path, str]:
+    """The source file and the attribute a `Handler: pkg.module.attribute` names."""
+    module, _, attribute = str(properties["Handler"]).rpartition(".")
+    return root / properties["CodeUri"] / (module.replace(".", "/") + ".py"), attribute
+
+
+def string_constants(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+
+
+def top_level_names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+    return names
+
+
+def walk_intrinsics(node: Any, where: str) -> Iterator[tuple[str, str, Any]]:
+    """Every (location, function name, argument) of Ref / Fn::* below `node`."""
+    if isinstance(node, dict):
+        if len(node) == 1:
+            ((name, argument),) = node.items()
+            if name == "Ref" or name.startswith("Fn::"):
+                yield where, name, argument
+        for key, value in node.items():
+            yield from walk_intrinsics(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from walk_intrinsics(value, f"{where}[{index}]")
+
+
+def template_blocks(template: Template) -> dict[str, Any]:
+    """The template cut into blocks a reference can be reported in: one per resource, etc."""
+    document = template.document
+    blocks: dict[str, Any] = {"Globals": document.get("Globals") or {}}
+    for section in ("Conditions", "Resources", "Outputs"):
+        for name, body in (document.get(section) or {}).items():
+            blocks[f"{section}.{name}"] = body
+    return blocks
+
+
+def policy_statements(policy: Any) -> list[dict[str, Any]]:
+    """Statements of a managed policy's PolicyDocument or of an inline SAM `Statement:` policy."""
+    document = policy.get("PolicyDocument", policy) if isinstance(policy, dict) else {}
+    statements = document.get("Statement") if isinstance(document, dict) else None
+    if isinstance(statements, dict):
+        return [statements]
+    return list(statements or [])
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# ---------------------------------------------------------------------------------- checks
+
+
+def reference_problems(template: Template, block: Any, where: str) -> list[str]:
+    """Refs, GetAtts, Sub variables and If conditions in `block` that name nothing declared."""
+    names = set(parameters(template)) | set(template.resources) | PSEUDO_PARAMETERS
+    declared_conditions = set(conditions(template))
+    problems = []
+    for location, function, argument in walk_intrinsics(block, where):
+        if function == "Ref" and argument not in names:
+            problems.append(f"{location}: Ref {argument!r} is no parameter, resource or pseudo")
+        elif function == "Fn::GetAtt":
+            target = getatt({function: argument})
+            if target is None or target[0] not in template.resources:
+                problems.append(f"{location}: GetAtt {argument!r} names no resource")
+        elif function == "Fn::Sub":
+            text, local = (argument, {}) if isinstance(argument, str) else argument
+            for variable in SUB_VARIABLE.findall(text):
+                if variable.startswith("!"):
+                    continue  # ${!Literal} is an escape, not a reference
+                head = variable if variable.startswith("AWS::") else variable.split(".", 1)[0]
+                if head not in names and head not in local:
+                    problems.append(f"{location}: Sub ${{{variable}}} names nothing declared")
+        elif function == "Fn::If" and (
+            not isinstance(argument, list) or argument[0] not in declared_conditions
+        ):
+            problems.append(f"{location}: If {argument!r} names no declared condition")
+    resource = isinstance(block, dict) and where.startswith("Resources.")
+    condition = block.get("Condition") if resource else None
+    if condition is not None and condition not in declared_conditions:
+        problems.append(f"{where}: Condition {block['Condition']!r} is not declared")
+    return problems
+
+
+def function_runtime_problems(template: Template, name: str) -> list[str]:
+    properties = template.resources_of_type(FUNCTION)[name]
+    problems = []
+    runtime = function_setting(template, properties, "Runtime")
+    if runtime != RUNTIME:
+        problems.append(f"{name}: Runtime is {runtime!r} (function or Globals), not {RUNTIME}")
+    architectures = function_setting(template, properties, "Architectures")
+    if architectures != ARCHITECTURES:
+        problems.append(f"{name}: Architectures is {architectures!r}, not {ARCHITECTURES}")
+    return problems
+
+
+def function_code_problems(template: Template, name: str, root: Path) -> list[str]:
+    properties = template.resources_of_type(FUNCTION)[name]
+    code_uri = properties.get("CodeUri")
+    if not isinstance(code_uri, str) or not (root / code_uri).is_dir():
+        return [f"{name}: CodeUri {code_uri!r} is not a directory of the repository"]
+    if "." not in str(properties.get("Handler", "")):
+        return [f"{name}: Handler {properties.get('Handler')!r} is not module.attribute"]
+    source, attribute = module_of(root, properties)
+    if not source.is_file():
+        return [f"{name}: Handler {properties['Handler']!r} needs {source.name} in {code_uri}"]
+    if attribute not in top_level_names(source):
+        return [f"{name}: {code_uri}/{source.name} defines no top-level {attribute!r}"]
+    return []
+
+
+def layer_problems(template: Template, name: str, root: Path) -> list[str]:
+    content_uri = template.resources_of_type("AWS::Serverless::LayerVersion")[name].get(
+        "ContentUri"
+    )
+    if not isinstance(content_uri, str) or not (root / content_uri).is_dir():
+        return [f"{name}: ContentUri {content_uri!r} is not a directory of the repository"]
+    layer = root / content_uri
+    problems = []
+    if not (layer / "requirements.txt").is_file():
+        problems.append(f"{name}: {content_uri} has no requirements.txt")
+    if not (layer / "jobstream" / "__init__.py").is_file():
+        problems.append(f"{name}: {content_uri} has no jobstream package")
+    return problems
+
+
+CRON_FIELDS = (  # (name, lowest, highest, extra characters allowed, names)
+    ("minutes", 0, 59, "", ()),
+    ("hours", 0, 23, "", ()),
+    ("day-of-month", 1, 31, "?LW", ()),
+    (
+        "month",
+        1,
+        12,
+        "",
+        ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"),
+    ),
+    ("day-of-week", 1, 7, "?L#", ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")),
+    ("year", 1970, 2199, "", ()),
+)
+
+
+def _cron_value(text: str, low: int, high: int, names: tuple[str, ...] | list[str]) -> bool:
+    if text.upper() in names:
+        return True
+    return text.isdigit() and low <= int(text) <= high
+
+
+def _cron_field_ok(field: str, spec: tuple[str, int, int, str, Any]) -> bool:
+    _, low, high, extra, names = spec
+    if field == "?":
+        return "?" in extra
+    for part in field.split(","):
+        base, slash, step = part.partition("/")
+        if slash and not (step.isdigit() and int(step) >= 1):
+            return False
+        if base == "*":
+            continue
+        if "L" in extra and base == "L":
+            continue
+        if "L" in extra and base.endswith("L") and _cron_value(base[:-1], low, high, names):
+            continue  # last weekday-of-month form (e.g. 6L)
+        if "W" in extra and base.endswith("W") and _cron_value(base[:-1], low, high, names):
+            continue
+        if "#" in extra and "#" in base:
+            day, _, nth = base.partition("#")
+            if _cron_value(day, low, high, names) and nth in {"1", "2", "3", "4", "5"}:
+                continue
+            return False
+        start, dash, end = base.partition("-")
+        if not _cron_value(start, low, high, names):
+            return False
+        if dash and not _cron_value(end, low, high, names):
+            return False
+    return True
+
+
+def schedule_problem(expression: Any) -> str | None:
+    """Why `expression` is not an EventBridge rate(...) or cron(...) expression, or None."""
+    if not isinstance(expression, str):
+        return f"{expression!r} is not a string"
+    rate = re.fullmatch(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)", expression)
+    if rate:
+        value, unit = int(rate[1]), rate[2]
+        if value < 1:
+            return f"{expression}: the rate must be positive"
+        if (value == 1) != (not unit.endswith("s")):
+            return f"{expression}: use the singular unit for 1 and the plural otherwise"
+        return None
+    cron = re.fullmatch(r"cron\((.*)\)", expression)
+    if not cron:
+        return f"{expression!r} is neither rate(N unit) nor cron(...)"
+    fields = cron[1].split()
+    if len(fields) != len(CRON_FIELDS):
+        return f"{expression}: cron needs 6 fields, has {len(fields)}"
+    for field, spec in zip(fields, CRON_FIELDS, strict=True):
+        if not _cron_field_ok(field, spec):
+            return f"{expression}: invalid {spec[0]} field {field!r}"
+    if (fields[2] == "?") == (fields[4] == "?"):
+        return f"{expression}: exactly one of day-of-month and day-of-week must be '?'"
+    return None
+
+
+def schedules(template: Template) -> list[tuple[str, Any]]:
+    found = []
+    for name, properties in template.resources_of_type(FUNCTION).items():
+        for event, props in events_of(properties, "Schedule"):
+            found.append((f"{name}.{event}", props.get("Schedule")))
+        for event, props in events_of(properties, "ScheduleV2"):
+            found.append((f"{name}.{event}", props.get("ScheduleExpression")))
+    return found
+
+
+def sqs_sources(template: Template) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (name, event, props)
+        for name, properties in template.resources_of_type(FUNCTION).items()
+        for event, props in events_of(properties, "SQS")
+    ]
+
+
+def sqs_source_problems(
+    template: Template, function: str, event: str, props: dict[str, Any]
+) -> list[str]:
+    where = f"{function}.{event}"
+    problems = []
+    if "ReportBatchItemFailures" not in (props.get("FunctionResponseTypes") or []):
+        problems.append(f"{where}: FunctionResponseTypes lacks ReportBatchItemFailures")
+    target = getatt(props.get("Queue"))
+    queues = template.resources_of_type(QUEUE)
+    if target is None or target[0] not in queues or target[1] != "Arn":
+        return [*problems, f"{where}: Queue {props.get('Queue')!r} is no !GetAtt <queue>.Arn"]
+    queue = queues[target[0]]
+    visibility = resolve_number(template, queue.get("VisibilityTimeout", SQS_DEFAULT_VISIBILITY))
+    function_properties = template.resources_of_type(FUNCTION)[function]
+    timeout = resolve_number(
+        template, function_setting(template, function_properties, "Timeout") or SAM_DEFAULT_TIMEOUT
+    )
+    if visibility is None or timeout is None:
+        problems.append(f"{where}: cannot read {target[0]} visibility or {function} timeout")
+    elif visibility < VISIBILITY_FACTOR * timeout:
+        problems.append(
+            f"{where}: {target[0]} VisibilityTimeout {visibility}s is less than "
+            f"{VISIBILITY_FACTOR}x {function} Timeout {timeout}s = {VISIBILITY_FACTOR * timeout}s"
+        )
+    return problems
+
+
+def redrive_policy(queue: dict[str, Any]) -> dict[str, Any] | None:
+    policy = queue.get("RedrivePolicy")
+    if isinstance(policy, str):  # CloudFormation also accepts the JSON text
+        policy = json.loads(policy)
+    return policy
+
+
+def redrive_problems(template: Template, name: str) -> list[str]:
+    policy = redrive_policy(template.resources_of_type(QUEUE)[name])
+    if not isinstance(policy, dict):
+        return [f"{name}: RedrivePolicy is not a mapping"]
+    problems = []
+    target = getatt(policy.get("deadLetterTargetArn"))
+    if target is None or target[1] != "Arn" or target[0] not in template.resources_of_type(QUEUE):
+        problems.append(
+            f"{name}: deadLetterTargetArn {policy.get('deadLetterTargetArn')!r} is no "
+            "!GetAtt <queue resource>.Arn"
+        )
+    count = resolve_number(template, policy.get("maxReceiveCount"))
+    if count is None or count < 1:
+        problems.append(f"{name}: RedrivePolicy needs a positive maxReceiveCount")
+    return problems
+
+
+def dead_letter_queues(template: Template) -> list[str]:
+    found = []
+    for properties in template.resources_of_type(QUEUE).values():
+        policy = redrive_policy(properties)
+        target = getatt(policy.get("deadLetterTargetArn")) if isinstance(policy, dict) else None
+        if target is not None:
+            found.append(target[0])
+    return sorted(set(found))
+
+
+def alarm_problems(template: Template, dead_letter_queue: str) -> list[str]:
+    for alarm in template.resources_of_type("AWS::CloudWatch::Alarm").values():
+        dimensions = alarm.get("Dimensions") or []
+        watched = [getatt(d.get("Value")) for d in dimensions if d.get("Name") == "QueueName"]
+        if (
+            alarm.get("Namespace") == "AWS/SQS"
+            and alarm.get("MetricName") == "ApproximateNumberOfMessagesVisible"
+            and (dead_letter_queue, "QueueName") in watched
+        ):
+            return []
+    return [
+        (
+            f"{dead_letter_queue}: no AWS/SQS ApproximateNumberOfMessagesVisible alarm with "
+            f"Dimensions QueueName = !GetAtt {dead_letter_queue}.QueueName"
+        )
+    ]
+
+
+def environment_blocks(template: Template) -> dict[str, dict[str, Any]]:
+    blocks = {"Globals": environment_of(globals_function(template))}
+    for name, properties in template.resources_of_type(FUNCTION).items():
+        blocks[name] = environment_of(properties)
+    return blocks
+
+
+def environment_problems(variables: dict[str, Any], where: str) -> list[str]:
+    return [
+        f"{where}: {variable} is neither a settings variable (settings.ENVIRONMENT) nor in "
+        "READ_ELSEWHERE"
+        for variable in variables
+        if variable not in SETTING_VARIABLES and variable not in READ_ELSEWHERE
+    ]
+
+
+def http_routes(template: Template) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(function, METHOD, path, function properties) of every HttpApi event."""
+    return [
+        (name, str(props.get("Method", "")).upper(), str(props.get("Path", "")), properties)
+        for name, properties in template.resources_of_type(FUNCTION).items()
+        for _, props in events_of(properties, "HttpApi")
+    ]
+
+
+def route_problems(
+    function: str, method: str, path: str, properties: dict[str, Any], root: Path
+) -> list[str]:
+    source, _ = module_of(root, properties)
+    if not source.is_file():
+        return [f"{function}: no handler module {source.name} for {method} {path}"]
+    if path == "$default":
+        # The unknown-route answer comes from http_handler's fallback, not a route-table entry.
+        if "http_handler" not in top_level_names(source):
+            return [f"{function}: serves $default but its handler is not built by http_handler"]
+        return []
+    key = f"{method} {path}"
+    if key not in string_constants(source):
+        return [f"{function}: {properties['CodeUri']}/{source.name} has no route {key!r}"]
+    return []
+
+
+def declared_route_keys(source: Path) -> set[str]:
+    """The keys of the dict literal passed to http_handler(...) in a function module."""
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "http_handler"
+            and node.args
+            and isinstance(node.args[0], ast.Dict)
+        ):
+            found |= {
+                k.value
+                for k in node.args[0].keys
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
+    return found
+
+
+def looks_like_secret(value: Any) -> bool:
+    text = str(value)
+    return (
+        text.startswith("whsec_")
+        or re.search(r"\w=\S{6,}", text) is not None  # tenant=token pairs
+        or (
+            re.fullmatch(r"[A-Za-z0-9+/=_\-]{20,}", text) is not None
+            and re.search(r"[A-Za-z]", text) is not None
+            and re.search(r"\d", text) is not None
+        )
+    )
+
+
+def table_problems(template: Template, name: str) -> list[str]:
+    table = template.resources_of_type("AWS::DynamoDB::Table")[name]
+    problems = []
+    if table.get("BillingMode") != "PAY_PER_REQUEST":
+        problems.append(f"{name}: BillingMode is {table.get('BillingMode')!r}")
+    recovery = table.get("PointInTimeRecoverySpecification") or {}
+    if recovery.get("PointInTimeRecoveryEnabled") is not True:
+        problems.append(f"{name}: point-in-time recovery is not enabled")
+    ttl = table.get("TimeToLiveSpecification") or {}
+    if ttl.get("Enabled") is not True or ttl.get("AttributeName") != keys.TTL_ATTRIBUTE:
+        problems.append(f"{name}: TTL must be enabled on {keys.TTL_ATTRIBUTE!r}, is {ttl!r}")
+    defined = {a["AttributeName"] for a in table.get("AttributeDefinitions") or []}
+    table_keys = [k["AttributeName"] for k in table.get("KeySchema") or []]
+    if table_keys != [keys.PK, keys.SK]:
+        problems.append(f"{name}: KeySchema is {table_keys}, the store uses [{keys.PK}, {keys.SK}]")
+    indexes = {i["IndexName"]: i for i in table.get("GlobalSecondaryIndexes") or []}
+    problems += [
+        f"{name}: no GSI {index!r} (jobstream.store.keys uses it)"
+        for index in TABLE_INDEXES
+        if index not in indexes
+    ]
+    problems += [
+        f"{name}: GSI {index_name} key {key['AttributeName']!r} is not in AttributeDefinitions"
+        for index_name, index in indexes.items()
+        for key in index.get("KeySchema") or []
+        if key["AttributeName"] not in defined
+    ]
+    problems += [
+        f"{name}: table key {key!r} is not in AttributeDefinitions"
+        for key in table_keys
+        if key not in defined
+    ]
+    return problems
+
+
+def table_policies(template: Template) -> set[str]:
+    """Managed policies whose statements reach a DynamoDB table of the template."""
+    tables = set(template.resources_of_type("AWS::DynamoDB::Table"))
+    found = set()
+    for name, policy in template.resources_of_type("AWS::IAM::ManagedPolicy").items():
+        for _, function, argument in walk_intrinsics(policy, name):
+            target = getatt({function: argument}) if function == "Fn::GetAtt" else None
+            if target is not None and target[0] in tables:
+                found.add(name)
+            if function == "Fn::Sub":
+                text = argument if isinstance(argument, str) else argument[0]
+                if {v.split(".", 1)[0] for v in SUB_VARIABLE.findall(text)} & tables:
+                    found.add(name)
+    return found
+
+
+def wildcard_problems(statements: list[dict[str, Any]], where: str) -> list[str]:
+    problems = []
+    for statement in statements:
+        if statement.get("Effect") == "Allow" and "NotAction" in statement:
+            problems.append(f"{where}: an Allow statement uses NotAction")
+        for action in as_list(statement.get("Action") or []):
+            text = str(action).lower()
+            if text == "*" or (text.startswith("dynamodb:") and "*" in text):
+                problems.append(f"{where}: grants {action!r}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------- tests
+
+TEMPLATE_NOW = Template.load()
+FUNCTIONS = sorted(TEMPLATE_NOW.resources_of_type(FUNCTION))
+LAYERS = sorted(TEMPLATE_NOW.resources_of_type("AWS::Serverless::LayerVersion"))
+QUEUES_WITH_REDRIVE = sorted(
+    name
+    for name, properties in TEMPLATE_NOW.resources_of_type(QUEUE).items()
+    if "RedrivePolicy" in properties
+)
+TABLES = sorted(TEMPLATE_NOW.resources_of_type("AWS::DynamoDB::Table"))
+ROUTES = http_routes(TEMPLATE_NOW)
+
+
+def test_template_has_what_the_checks_walk() -> None:
+    """Guard against the parametrized tests passing by collecting nothing."""
+    assert FUNCTIONS, "no AWS::Serverless::Function in template.yaml"
+    assert LAYERS, "no AWS::Serverless::LayerVersion in template.yaml"
+    assert TABLES, "no AWS::DynamoDB::Table in template.yaml"
+    assert sqs_sources(TEMPLATE_NOW), "no SQS event sources in template.yaml"
+    assert schedules(TEMPLATE_NOW), "no Schedule / ScheduleV2 events in template.yaml"
+    assert QUEUES_WITH_REDRIVE, "no queue with a RedrivePolicy in template.yaml"
+
+
+@pytest.mark.parametrize("block", sorted(template_blocks(TEMPLATE_NOW)))
+def test_references_name_declared_things(block: str) -> None:
+    problems = reference_problems(TEMPLATE_NOW, template_blocks(TEMPLATE_NOW)[block], block)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_function_runs_python311_on_arm64(function: str) -> None:
+    problems = function_runtime_problems(TEMPLATE_NOW, function)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_function_handler_exists_in_code_uri(function: str) -> None:
+    problems = function_code_problems(TEMPLATE_NOW, function, REPOSITORY)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_layer_content_has_requirements_and_package(layer: str) -> None:
+    problems = layer_problems(TEMPLATE_NOW, layer, REPOSITORY)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(("event", "expression"), schedules(TEMPLATE_NOW))
+def test_schedule_expression_is_valid(event: str, expression: Any) -> None:
+    problem = schedule_problem(expression)
+    assert problem is None, f"{event}: {problem}"
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "rate(1 minute)",
+        "rate(5 minutes)",
+        "rate(1 day)",
+        "cron(0 12 * * ? *)",
+        "cron(15 10 ? * 6L 2022-2030)",
+        "cron(0/5 8-17 ? * MON-FRI *)",
+        "cron(0 9 ? * 2#1 *)",
+    ],
+)
+def test_schedule_checker_accepts(expression: str) -> None:
+    assert schedule_problem(expression) is None
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "rate(0 minutes)",
+        "rate(1 minutes)",
+        "rate(5 minute)",
+        "rate(5 seconds)",
+        "every minute",
+        "cron(* * * * *)",
+        "cron(0 12 * * * *)",
+        "cron(0 12 ? * ? *)",
+        "cron(60 12 * * ? *)",
+        "cron(0 24 * * ? *)",
+        "cron(0 12 * 13 ? *)",
+    ],
+)
+def test_schedule_checker_rejects(expression: str) -> None:
+    assert schedule_problem(expression) is not None
+
+
+@pytest.mark.parametrize(
+    ("function", "event", "props"),
+    sqs_sources(TEMPLATE_NOW),
+    ids=[f"{f}.{e}" for f, e, _ in sqs_sources(TEMPLATE_NOW)],
+)
+def test_sqs_source_reports_failures_and_outlives_the_function(
+    function: str, event: str, props: dict[str, Any]
+) -> None:
+    problems = sqs_source_problems(TEMPLATE_NOW, function, event, props)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("queue", QUEUES_WITH_REDRIVE)
+def test_redrive_policy_targets_a_queue_with_a_receive_count(queue: str) -> None:
+    problems = redrive_problems(TEMPLATE_NOW, queue)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("dead_letter_queue", dead_letter_queues(TEMPLATE_NOW))
+def test_dead_letter_queue_has_a_visible_messages_alarm(dead_letter_queue: str) -> None:
+    problems = alarm_problems(TEMPLATE_NOW, dead_letter_queue)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("where", sorted(environment_blocks(TEMPLATE_NOW)))
+def test_environment_variables_are_settings_or_read_elsewhere(where: str) -> None:
+    problems = environment_problems(environment_blocks(TEMPLATE_NOW)[where], where)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(("variable", "source"), sorted(READ_ELSEWHERE.items()))
+def test_allow_listed_variable_is_read_where_claimed(variable: str, source: str) -> None:
+    path = REPOSITORY / source
+    assert path.is_file(), f"{source} (said to read {variable}) does not exist"
+    assert variable in string_constants(path), f"{source} has no string literal {variable!r}"
+
+
+@pytest.mark.parametrize("variable", sorted(SETTING_VARIABLES - PER_FUNCTION_SETTINGS))
+def test_setting_variable_is_set_in_globals(variable: str) -> None:
+    globals_environment = environment_of(globals_function(TEMPLATE_NOW))
+    assert variable in globals_environment, (
+        f"{variable} (settings.ENVIRONMENT) is not set in Globals.Function.Environment, "
+        "so AWS and the local stack would read different names"
+    )
+
+
+@pytest.mark.parametrize(
+    ("function", "method", "path", "properties"),
+    ROUTES,
+    ids=[f"{m} {p}" for _, m, p, _ in ROUTES],
+)
+def test_http_route_is_served_by_its_function(
+    function: str, method: str, path: str, properties: dict[str, Any]
+) -> None:
+    problems = route_problems(function, method, path, properties, REPOSITORY)
+    assert not problems, "\n".join(problems)
+
+
+def test_http_api_has_a_default_route_and_no_duplicate_routes() -> None:
+    route_keys = [path if path == "$default" else f"{m} {path}" for _, m, path, _ in ROUTES]
+    assert "$default" in route_keys, "no HttpApi event with Path: $default (unknown routes)"
+    duplicates = sorted({k for k in route_keys if route_keys.count(k) > 1})
+    assert not duplicates, f"route keys declared more than once: {duplicates}"
+
+
+@pytest.mark.parametrize("function", sorted({f for f, _, _, _ in ROUTES}))
+def test_function_route_table_entries_are_all_routed(function: str) -> None:
+    properties = TEMPLATE_NOW.resources_of_type(FUNCTION)[function]
+    source, _ = module_of(REPOSITORY, properties)
+    routed = {f"{m} {p}" for f, m, p, _ in ROUTES if f == function}
+    unrouted = sorted(declared_route_keys(source) - routed)
+    assert not unrouted, f"{function}: route table keys without an HttpApi event: {unrouted}"
+
+
+@pytest.mark.parametrize("parameter", SECRET_PARAMETERS)
+def test_secret_parameter_is_no_echo(parameter: str) -> None:
+    declared = parameters(TEMPLATE_NOW)
+    assert parameter in declared, f"parameter {parameter} is not declared"
+    assert declared[parameter].get("NoEcho") in (True, "true"), f"{parameter} lacks NoEcho: true"
+    default = declared[parameter].get("Default")
+    assert default in (None, ""), f"{parameter} has a non-empty Default"
+
+
+def test_api_tokens_have_no_default() -> None:
+    assert "Default" not in parameters(TEMPLATE_NOW)["ApiTokens"], (
+        "ApiTokens must have no Default: a deployment has to name its own tokens"
+    )
+
+
+@pytest.mark.parametrize("parameter", sorted(parameters(TEMPLATE_NOW)))
+def test_parameter_default_does_not_look_like_a_secret(parameter: str) -> None:
+    default = parameters(TEMPLATE_NOW)[parameter].get("Default")
+    assert default is None or not looks_like_secret(default), (
+        f"{parameter} Default {default!r} looks like a secret"
+    )
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_table_is_on_demand_recoverable_with_ttl_and_store_indexes(table: str) -> None:
+    problems = table_problems(TEMPLATE_NOW, table)
+    assert not problems, "\n".join(problems)
+
+
+def test_table_policy_covers_table_and_indexes() -> None:
+    policies = table_policies(TEMPLATE_NOW)
+    assert len(policies) == 1, f"expected one managed policy on the table, found {policies}"
+    (policy,) = policies
+    resources: list[Any] = []
+    for statement in policy_statements(
+        TEMPLATE_NOW.resources_of_type("AWS::IAM::ManagedPolicy")[policy]
+    ):
+        resources += as_list(statement.get("Resource") or [])
+    for table in TABLES:
+        assert {"Fn::GetAtt": [table, "Arn"]} in resources, f"{policy} does not cover {table}"
+        assert {"Fn::Sub": f"${{{table}.Arn}}/index/*"} in resources, (
+            f"{policy} does not cover {table}'s indexes"
+        )
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_function_policies_include_table_policy(function: str) -> None:
+    policies = TEMPLATE_NOW.resources_of_type(FUNCTION)[function].get("Policies") or []
+    referenced = {p["Ref"] for p in as_list(policies) if isinstance(p, dict) and "Ref" in p}
+    expected = table_policies(TEMPLATE_NOW)
+    assert referenced & expected, f"{function}: Policies lacks !Ref to one of {sorted(expected)}"
+
+
+@pytest.mark.parametrize(
+    "where",
+    sorted(TEMPLATE_NOW.resources_of_type("AWS::IAM::ManagedPolicy")) + FUNCTIONS,
+)
+def test_no_policy_grants_wildcard_actions(where: str) -> None:
+    managed = TEMPLATE_NOW.resources_of_type("AWS::IAM::ManagedPolicy")
+    if where in managed:
+        statements = policy_statements(managed[where])
+    else:
+        policies = TEMPLATE_NOW.resources_of_type(FUNCTION)[where].get("Policies") or []
+        statements = [s for p in as_list(policies) for s in policy_statements(p)]
+    problems = wildcard_problems(statements, where)
+    assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------- the checks fail on a broken template
+
+
+def edited(tmp_path: Path, old: str, new: str) -> Template:
+    """A copy of template.yaml with every `old` replaced by `new`, loaded."""
+    text = TEMPLATE.read_text(encoding="utf-8")
+    assert old in text, f"the edit needs {old!r} in template.yaml"
+    copy = tmp_path / "template.yaml"
+    copy.write_text(text.replace(old, new), encoding="utf-8")
+    return Template.load(copy)
+
+
+def all_reference_problems(template: Template) -> list[str]:
+    return [
+        problem
+        for block, body in template_blocks(template).items()
+        for problem in reference_problems(template, body, block)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("!Ref TableAccessPolicy", "!Ref TablePolicy", "Ref 'TablePolicy'"),
+        ("!GetAtt WorkQueue.Arn", "!GetAtt WorkQ.Arn", "GetAtt ['WorkQ', 'Arn']"),
+        ("${AWS::URLSuffix}", "${AWS::UrlSuffix}", "Sub ${AWS::UrlSuffix}"),
+        ('"${JobsTable.Arn}/index/*"', '"${Jobs.Arn}/index/*"', "Sub ${Jobs.Arn}"),
+        ("!If [HasAlarmTopic,", "!If [HasTopic,", "If ['HasTopic'"),
+    ],
+    ids=["Ref", "GetAtt", "Sub-pseudo", "Sub-attribute", "If"],
+)
+def test_reference_check_catches(tmp_path: Path, old: str, new: str, expected: str) -> None:
+    problems = all_reference_problems(edited(tmp_path, old, new))
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_visibility_check_catches_a_short_queue(tmp_path: Path) -> None:
+    template = edited(tmp_path, "VisibilityTimeout: 180", "VisibilityTimeout: 179")
+    problems = [
+        p
+        for f, e, props in sqs_sources(template)
+        for p in sqs_source_problems(template, f, e, props)
+    ]
+    assert any("CallbackQueue VisibilityTimeout 179s" in p for p in problems), problems
+
+
+def test_handler_check_catches_a_missing_attribute(tmp_path: Path) -> None:
+    template = edited(
+        tmp_path,
+        "CodeUri: functions/ack\n      Handler: app.handler",
+        "CodeUri: functions/ack\n      Handler: app.main",
+    )
+    assert function_code_problems(template, "AckFunction", REPOSITORY) == [
+        "AckFunction: functions/ack/app.py defines no top-level 'main'"
+    ]
+
+
+def test_route_check_catches_a_route_the_function_lacks(tmp_path: Path) -> None:
+    template = edited(tmp_path, "Path: /jobs/{job_id}/events\n", "Path: /jobs/{job_id}/stream\n")
+    problems = [
+        p
+        for f, m, path, props in http_routes(template)
+        for p in route_problems(f, m, path, props, REPOSITORY)
+    ]
+    assert problems == [
+        "EventsFunction: functions/events/app.py has no route 'GET /jobs/{job_id}/stream'"
+    ]
+
+
+def test_environment_check_catches_an_unknown_variable(tmp_path: Path) -> None:
+    template = edited(
+        tmp_path, 'JOBSTREAM_SWEEP_BUDGET_MS: "45000"', 'JOBSTREAM_SWEEP_BUDGET: "45000"'
+    )
+    assert environment_problems(
+        environment_blocks(template)["ReconcileFunction"], "ReconcileFunction"
+    )
+
+
+def test_alarm_check_catches_an_unwatched_dead_letter_queue(tmp_path: Path) -> None:
+    template = edited(
+        tmp_path,
+        "Value: !GetAtt CallbackDeadLetterQueue.QueueName",
+        "Value: !GetAtt CallbackQueue.QueueName",
+    )
+    assert alarm_problems(template, "CallbackDeadLetterQueue")
+
+
+def test_wildcard_check_catches_dynamodb_star(tmp_path: Path) -> None:
+    template = edited(tmp_path, "- dynamodb:GetItem\n", "- dynamodb:*\n")
+    policy = template.resources_of_type("AWS::IAM::ManagedPolicy")["TableAccessPolicy"]
+    assert wildcard_problems(policy_statements(policy), "TableAccessPolicy") == [
+        "TableAccessPolicy: grants 'dynamodb:*'"
+    ]
