@@ -270,3 +270,21 @@ def test_events_are_not_materialised_by_job_reads(api: Api, rt: Runtime, clock: 
     record = rt.store.get_job(job_id)
     assert record is not None
     assert record.event_count == 2
+
+
+def test_foreign_event_ids_are_no_ops(api: Api, rt: Runtime, clock: Clock) -> None:
+    ours = submit(api)
+    # Ids carry the event's time: two jobs' events share an id only if they share a millisecond.
+    clock.advance(7)
+    theirs = submit(api, idempotency_key="another-key")
+    for job_id in (ours, theirs):
+        mark_failed(rt, job_id, at=clock.advance(1_000), reason="no_candidate")
+    their_events = page(api, theirs)["events"]
+    # Same shape and an existing sequence here, but another job's event: nothing moves.
+    result = ack(api, ours, their_events[-1]["event_id"])
+    assert (result["acked"], result["unacked"]) == (0, 2)
+    replay = page(api, ours, f"?after={their_events[0]['event_id']}")
+    assert types(replay) == ["job.accepted", "job.failed"]
+    own = page(api, ours)["events"]
+    assert types(page(api, ours, f"?after={own[0]['event_id']}")) == ["job.failed"]
+    assert ack(api, ours, own[0]["event_id"])["acked"] == 1

@@ -895,3 +895,25 @@ def test_wildcard_check_catches_dynamodb_star(tmp_path: Path) -> None:
     assert wildcard_problems(policy_statements(policy), "TableAccessPolicy") == [
         "TableAccessPolicy: grants 'dynamodb:*'"
     ]
+
+
+def test_the_sam_local_env_file_points_every_queue_and_the_table_at_the_local_stack() -> None:
+    """`sam local` passes only variables the template declares; each must be one of them, and
+    the resource names must be the ones the local stack creates."""
+    import json
+
+    from jobstream_local.template import Template as LocalTemplate
+
+    template = LocalTemplate.load()
+    env_file = Path(__file__).resolve().parents[2] / "local" / "sam-env.json"
+    parameters = json.loads(env_file.read_text(encoding="utf-8"))["Parameters"]
+    declared = template.document["Globals"]["Function"]["Environment"]["Variables"]
+    for name in parameters:
+        assert name in declared or name.startswith("AWS_"), f"{name} is not declared"
+    for variable, logical_id in (
+        ("JOBSTREAM_TABLE", "JobsTable"),
+        ("JOBSTREAM_WORK_QUEUE_URL", "WorkQueue"),
+        ("JOBSTREAM_CALLBACK_QUEUE_URL", "CallbackQueue"),
+        ("JOBSTREAM_CALLBACK_DLQ_URL", "CallbackDeadLetterQueue"),
+    ):
+        assert parameters[variable].endswith(template.physical_name(logical_id)), variable

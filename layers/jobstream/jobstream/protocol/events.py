@@ -101,10 +101,16 @@ def event_id(at: int, sequence: int) -> str:
     return f"evt-{at}-{sequence}"
 
 
-def parse_event_id(value: str) -> int | None:
-    """The sequence an event id names, or None when the id is not one of ours."""
+def parse_event_position(value: str) -> tuple[int, int] | None:
+    """The (at, sequence) an event id names, or None when the id is not one of ours."""
     match = _EVENT_ID.fullmatch(value)
     if match is None:
         return None
-    sequence = int(match.group(2))
-    return sequence if sequence >= 1 else None
+    at, sequence = int(match.group(1)), int(match.group(2))
+    return (at, sequence) if sequence >= 1 else None
+
+
+def parse_event_id(value: str) -> int | None:
+    """The sequence an event id names, or None when the id is not one of ours."""
+    position = parse_event_position(value)
+    return position[1] if position is not None else None

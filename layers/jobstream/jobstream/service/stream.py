@@ -12,7 +12,7 @@ from jobstream.protocol.events import (
     TERMINAL_KIND_BY_STATUS,
     EventKind,
     event_id,
-    parse_event_id,
+    parse_event_position,
 )
 from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
 from jobstream.service.handoff import hand_off
@@ -101,16 +101,29 @@ def events_page(
 ) -> dict[str, Any]:
     after, unacked_only = parse_events_query(query)
     record = reconcile(rt, load_owned_job(rt, tenant, job_id), base_url)
-    if unacked_only:
-        start = record.ack_sequence
+    if unacked_only or after is None:
+        start = record.ack_sequence if unacked_only else 0
+        events, has_more = rt.store.events_after(record.job_id, start, documents.PAGE_SIZE)
     else:
-        sequence = parse_event_id(after) if after is not None else None
-        # An id that names no event of this job replays from the start (consumers dedupe).
-        start = sequence if sequence is not None and sequence <= record.event_count else 0
-    events, has_more = rt.store.events_after(record.job_id, start, documents.PAGE_SIZE)
+        events, has_more = _events_after_id(rt, record, after)
     return documents.event_page(
         record, events, has_more=has_more, now=rt.clock(), base_url=base_url
     )
+
+
+def _events_after_id(rt: Runtime, record: JobRecord, after: str) -> tuple[list[StoredEvent], bool]:
+    """The page after the event `after` names; from the start when it names no event of this
+    job (unknown, malformed or foreign ids replay everything: consumers dedupe)."""
+    position = parse_event_position(after)
+    if position is not None and position[1] <= record.event_count:
+        at, sequence = position
+        # Read the named event too, to check the id is really this job's, in the same query.
+        events, has_more = rt.store.events_after(
+            record.job_id, sequence - 1, documents.PAGE_SIZE + 1
+        )
+        if events and (events[0].sequence, events[0].at) == (sequence, at):
+            return events[1:], has_more
+    return rt.store.events_after(record.job_id, 0, documents.PAGE_SIZE)
 
 
 def acknowledge(
@@ -118,11 +131,14 @@ def acknowledge(
 ) -> dict[str, Any]:
     ack_through = parse_ack_body(body)
     record = reconcile(rt, load_owned_job(rt, tenant, job_id), base_url)
-    sequence = parse_event_id(ack_through)
-    if sequence is not None and record.ack_sequence < sequence <= record.event_count:
-        moved = rt.store.advance_ack(record.job_id, sequence)
-        # None: a concurrent ack went further first; report the durable state.
-        record = moved if moved is not None else (rt.store.get_job(record.job_id) or record)
+    position = parse_event_position(ack_through)
+    if position is not None and record.ack_sequence < position[1] <= record.event_count:
+        at, sequence = position
+        if rt.store.advance_ack(record.job_id, sequence, at):
+            record = replace(record, ack_sequence=sequence)
+        else:
+            # A foreign id, or a concurrent ack went further first: report the durable state.
+            record = rt.store.get_job(record.job_id) or record
     return documents.ack_result(record, rt.clock())
 
 

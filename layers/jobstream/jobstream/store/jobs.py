@@ -324,28 +324,45 @@ class JobStore:
             raise
         return True
 
-    def advance_ack(self, job_id: str, sequence: int) -> JobRecord | None:
-        """Move the ack cursor forward to `sequence`; None when that would not move it forward."""
+    def advance_ack(self, job_id: str, sequence: int, at: int) -> bool:
+        """Move the ack cursor forward to the event (`sequence`, `at`); False when that is not
+        an event of this job or would not move the cursor forward (nothing written)."""
         try:
-            response = self.client.update_item(
-                TableName=self.table_name,
-                Key=_job_key(job_id),
-                UpdateExpression="SET ack_sequence = :seq",
-                # Monotonic cursor over events that exist: older, equal or unknown is a no-op.
-                ConditionExpression=(
-                    "attribute_exists(#pk) AND (attribute_not_exists(ack_sequence) "
-                    "OR ack_sequence < :seq) AND event_count >= :seq"
-                ),
-                ExpressionAttributeNames={"#pk": keys.PK},
-                ExpressionAttributeValues={":seq": to_attribute(sequence)},
-                ReturnValues="ALL_NEW",
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table_name,
+                            "Key": to_item(
+                                {keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)}
+                            ),
+                            # The id must name this job's event exactly: a foreign id whose
+                            # sequence happens to exist here is a no-op.
+                            "ConditionExpression": "attribute_exists(#pk) AND #at = :at",
+                            "ExpressionAttributeNames": {"#pk": keys.PK, "#at": "at"},
+                            "ExpressionAttributeValues": to_item({":at": at}),
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table_name,
+                            "Key": _job_key(job_id),
+                            "UpdateExpression": "SET ack_sequence = :seq",
+                            # Monotonic: an older or equal position is a no-op.
+                            "ConditionExpression": (
+                                "attribute_not_exists(ack_sequence) OR ack_sequence < :seq"
+                            ),
+                            "ExpressionAttributeValues": to_item({":seq": sequence}),
+                        }
+                    },
+                ],
                 ReturnConsumedCapacity="TOTAL",
             )
         except ClientError as error:
-            if error_code(error) == "ConditionalCheckFailedException":
-                return None
+            if _condition_failed(error):
+                return False
             raise
-        return item_to_record(response["Attributes"])
+        return True
 
     # -- items -------------------------------------------------------------------------------
 
