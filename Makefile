@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR)
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 
-.PHONY: setup run test lint typecheck cfn-lint pytest bench deploy-check clean
+.PHONY: setup run test lint typecheck cfn-lint pytest bench openapi deploy-check clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,10 @@ pytest: setup
 
 bench: setup
 	$(BIN)/python -m bench
+
+# Re-bundle the OpenAPI document served at GET /openapi.json (a test says when it is stale).
+openapi: setup
+	$(BIN)/python -m jobstream_local.openapi
 
 # SAM CLI pins its own boto3/click, so it lives in its own venv.
 $(SAM):

@@ -1,11 +1,16 @@
-"""Job reads and cancel: capabilities, list, get, cancel; and unknown routes."""
+"""Job reads and cancel: capabilities, list, get, cancel; the OpenAPI document; unknown routes."""
 
 from __future__ import annotations
 
 from jobstream.http.api import RouteResult, http_handler
+from jobstream.http.openapi import openapi_document
 from jobstream.http.request import Request
 from jobstream.service import jobs
 from jobstream.service.runtime import Runtime
+
+
+def openapi(request: Request) -> RouteResult:
+    return 200, openapi_document()
 
 
 def capabilities(rt: Runtime, tenant: str, request: Request) -> RouteResult:
@@ -31,5 +36,6 @@ handler = http_handler(
         "GET /jobs": list_jobs,
         "GET /jobs/{job_id}": get_job,
         "POST /jobs/{job_id}/cancel": cancel,
-    }
+    },
+    public={"GET /openapi.json": openapi},
 )

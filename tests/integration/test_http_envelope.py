@@ -124,3 +124,10 @@ def test_tenants_are_isolated(api: Api, other_tenant: Api) -> None:
     assert theirs.status == 202
     assert theirs.body["job"]["job_id"] != job_id
     validate(theirs.body["job"], "Job")
+
+
+def test_openapi_is_served_without_authentication(api: Api) -> None:
+    response = Api(token=None).get("/openapi.json")
+    assert response.status == 200
+    assert response.body["openapi"] == "3.1.0"
+    assert "/jobs/{job_id}/events" in response.body["paths"]

@@ -46,7 +46,7 @@ ROUTES = sorted(
 
 def test_the_template_has_routes() -> None:
     assert "POST /jobs" in ROUTES
-    assert len(ROUTES) == 7
+    assert len(ROUTES) == 8
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -665,8 +665,17 @@ def test_openapi_document_parses() -> None:
     assert len(document["info"]["description"].strip()) > 40
 
 
+# Answered without authentication: the document itself.
+PUBLIC_OPERATIONS = {("/openapi.json", "get")}
+
+
 def test_openapi_declares_exactly_our_routes() -> None:
-    assert set(_operations()) == set(EXPECTED_OPERATIONS)
+    assert set(_operations()) == set(EXPECTED_OPERATIONS) | PUBLIC_OPERATIONS
+
+
+def test_the_public_operation_needs_no_token() -> None:
+    for key in PUBLIC_OPERATIONS:
+        assert _operations()[key]["security"] == []
 
 
 def test_openapi_routes_match_the_template() -> None:

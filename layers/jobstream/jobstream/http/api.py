@@ -19,6 +19,7 @@ logger = logging.getLogger("jobstream.http")
 Response = dict[str, Any]
 RouteResult = tuple[int, Any]
 Route = Callable[[Runtime, str, Request], RouteResult]
+PublicRoute = Callable[[Request], RouteResult]
 
 JSON_HEADERS = {"content-type": "application/json; charset=utf-8", "cache-control": "no-store"}
 
@@ -36,12 +37,19 @@ def error_response(error: ProtocolError) -> Response:
     return json_response(error.status, error.body())
 
 
-def http_handler(routes: Mapping[str, Route]) -> Callable[[Mapping[str, Any], Any], Response]:
-    """A Lambda handler serving `routes` (keyed by API Gateway route key, e.g. 'GET /jobs')."""
+def http_handler(
+    routes: Mapping[str, Route], public: Mapping[str, PublicRoute] | None = None
+) -> Callable[[Mapping[str, Any], Any], Response]:
+    """A Lambda handler serving `routes` (keyed by API Gateway route key, e.g. 'GET /jobs');
+    `public` routes answer without authentication and need no configuration."""
 
     def handler(event: Mapping[str, Any], _context: Any) -> Response:
         try:
             request = parse_event(event)
+            public_route = (public or {}).get(request.route_key)
+            if public_route is not None:
+                status, body = public_route(request)
+                return json_response(status, body)
             rt = runtime_module.runtime()
             tenant = authenticate(request.headers, rt.settings.api_tokens)
             route = routes.get(request.route_key)

@@ -1,0 +1,119 @@
+"""A small client of the jobstream HTTP API (stdlib only: the CLI needs no HTTP library)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.error import HTTPError, URLError
+from urllib.parse import quote, urlencode
+from urllib.request import Request, urlopen
+
+from jobstream_cli.errors import CliError
+
+TIMEOUT_S: Final = 30.0
+
+
+class Unreachable(CliError):
+    """Nothing answered at the base URL (refused, unresolvable, timed out)."""
+
+
+class ApiError(CliError):
+    """The API answered with an error envelope (or some other non-2xx)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message} (HTTP {status})")
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ApiClient:
+    base_url: str
+    token: str
+    timeout_s: float = TIMEOUT_S
+
+    def list_jobs(self, **filters: str | int | None) -> dict[str, Any]:
+        return self._request("GET", "/jobs", query=filters)
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        return self._request("GET", f"/jobs/{_segment(job_id)}")
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        return self._request("POST", f"/jobs/{_segment(job_id)}/cancel")
+
+    def events(self, job_id: str, after: str | None = None) -> dict[str, Any]:
+        return self._request("GET", f"/jobs/{_segment(job_id)}/events", query={"after": after})
+
+    def submit(self, task: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", "/jobs", body=task)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str | int | None] | None = None,
+        body: Any = None,
+    ) -> dict[str, Any]:
+        url = self.base_url.rstrip("/") + path
+        present = {name: value for name, value in (query or {}).items() if value is not None}
+        if present:
+            url += "?" + urlencode(present)
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        request = Request(url, data=data, headers=headers, method=method)
+        try:
+            # The scheme is checked to be http(s) before a client is made (Cli.client).
+            with urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+                payload: bytes = response.read()
+        except HTTPError as error:
+            raise _api_error(error) from None
+        except URLError as error:
+            raise Unreachable(f"cannot reach {self.base_url}: {_reason(error.reason)}") from None
+        except OSError as error:
+            # Timeouts and connections dropped mid-response are not wrapped in URLError.
+            raise Unreachable(f"cannot reach {self.base_url}: {_reason(error)}") from None
+        try:
+            decoded = json.loads(payload) if payload else {}
+        except ValueError:
+            raise CliError(f"{method} {path}: the answer is not JSON") from None
+        if not isinstance(decoded, dict):
+            raise CliError(f"{method} {path}: unexpected answer {decoded!r}")
+        return decoded
+
+
+def _segment(value: str) -> str:
+    # A job id is one path segment whatever it contains.
+    return quote(value, safe="")
+
+
+def _api_error(error: HTTPError) -> ApiError:
+    """The envelope's code and message; API Gateway's own answers carry only a message."""
+    try:
+        document = json.loads(error.read() or b"null")
+    except (OSError, ValueError):
+        document = None
+    envelope = document.get("error") if isinstance(document, dict) else None
+    if isinstance(envelope, dict):
+        code = str(envelope.get("code") or "error")
+        message = str(envelope.get("message") or error.reason)
+        return ApiError(error.code, code, message)
+    message = document.get("message") if isinstance(document, dict) else None
+    return ApiError(error.code, f"http_{error.code}", str(message or error.reason))
+
+
+def _reason(reason: object) -> str:
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is the stack running? see --url / JOBSTREAM_URL)"
+    if isinstance(reason, socket.gaierror):
+        return f"cannot resolve the host ({reason.strerror})"
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason) or type(reason).__name__
