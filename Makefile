@@ -13,11 +13,16 @@ SAM := $(SAM_VENV)/bin/sam
 
 setup: $(STAMP)
 
-$(STAMP): requirements-dev.txt layers/jobstream/requirements.txt
+$(STAMP): requirements-dev.txt layers/jobstream/requirements.txt Makefile
 	@test -n "$(PYTHON)" || { echo "Python 3.11 is required (python3.11 or python3 on PATH)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	@# The layer and the dev packages on the venv's path, so `python -m ...` works from anywhere.
+	printf '%s\n%s\n' "$(CURDIR)/layers/jobstream" "$(CURDIR)" > "$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')/jobstream-dev.pth"
+	@# The operator/consumer CLI as a command: .venv/bin/jobstream
+	printf '#!/bin/sh\nPYTHONPATH="%s" exec "%s" -m jobstream_cli "$$@"\n' "$(PYTHONPATH)" "$(CURDIR)/$(BIN)/python" > $(BIN)/jobstream
+	chmod +x $(BIN)/jobstream
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -15,7 +15,7 @@ from jobstream_cli.errors import CliError
 TIMEOUT_S: Final = 30.0
 
 
-class Unreachable(CliError):
+class UnreachableError(CliError):
     """Nothing answered at the base URL (refused, unresolvable, timed out)."""
 
 
@@ -66,7 +66,7 @@ class ApiClient:
         if body is not None:
             data = json.dumps(body).encode("utf-8")
             headers["Content-Type"] = "application/json"
-        request = Request(url, data=data, headers=headers, method=method)
+        request = Request(url, data=data, headers=headers, method=method)  # noqa: S310
         try:
             # The scheme is checked to be http(s) before a client is made (Cli.client).
             with urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
@@ -74,10 +74,12 @@ class ApiClient:
         except HTTPError as error:
             raise _api_error(error) from None
         except URLError as error:
-            raise Unreachable(f"cannot reach {self.base_url}: {_reason(error.reason)}") from None
+            raise UnreachableError(
+                f"cannot reach {self.base_url}: {_reason(error.reason)}"
+            ) from None
         except OSError as error:
             # Timeouts and connections dropped mid-response are not wrapped in URLError.
-            raise Unreachable(f"cannot reach {self.base_url}: {_reason(error)}") from None
+            raise UnreachableError(f"cannot reach {self.base_url}: {_reason(error)}") from None
         try:
             decoded = json.loads(payload) if payload else {}
         except ValueError:
@@ -101,10 +103,9 @@ def _api_error(error: HTTPError) -> ApiError:
     envelope = document.get("error") if isinstance(document, dict) else None
     if isinstance(envelope, dict):
         code = str(envelope.get("code") or "error")
-        message = str(envelope.get("message") or error.reason)
-        return ApiError(error.code, code, message)
-    message = document.get("message") if isinstance(document, dict) else None
-    return ApiError(error.code, f"http_{error.code}", str(message or error.reason))
+        return ApiError(error.code, code, str(envelope.get("message") or error.reason))
+    plain = document.get("message") if isinstance(document, dict) else None
+    return ApiError(error.code, f"http_{error.code}", str(plain or error.reason))
 
 
 def _reason(reason: object) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -22,12 +21,13 @@ class GuardedGroup(TyperGroup):
     """The root group: every command runs inside its invoke, so errors are mapped once here
     (also under Typer's CliRunner, which does not go through `main`)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    # Any: the context class lives in Typer's vendored click, which is private.
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except CliError as error:
-            click.echo(f"jobstream: {error}", err=True)
+            typer.echo(f"jobstream: {error}", err=True)
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
-            click.echo("jobstream: interrupted", err=True)
+            typer.echo("jobstream: interrupted", err=True)
             raise typer.Exit(INTERRUPTED) from None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-import click
+import typer
 from rich.console import Console
 
 from jobstream_cli.client import ApiClient
@@ -21,7 +21,7 @@ from jobstream_cli.errors import CliError
 # Written by the running local stack (`make run`), removed when it stops.
 LOCAL_ENV: Path = Path(__file__).resolve().parent.parent / ".jobstream" / "local-env.json"
 DEFAULT_URL: Final = "http://127.0.0.1:3000"
-DEFAULT_TOKEN: Final = "local-dev-token"
+DEFAULT_TOKEN: Final = "local-dev-token"  # noqa: S105 - the local stack's public token
 # Tables wider than a pipe's default 80 columns, unless COLUMNS says otherwise.
 PIPE_WIDTH: Final = 160
 
@@ -54,7 +54,7 @@ class Cli:
     def client(self) -> ApiClient:
         parts = urlsplit(self.url)
         if parts.scheme not in {"http", "https"} or not parts.netloc:
-            raise click.BadParameter(
+            raise typer.BadParameter(
                 f"{self.url!r} is not an http(s) URL", param_hint="'--url' / JOBSTREAM_URL"
             )
         return ApiClient(self.url, self.token)
@@ -62,7 +62,7 @@ class Cli:
     def emit_json(self, value: Any, *, line: bool = False) -> None:
         """Indented JSON, or one compact line per value for streams (NDJSON)."""
         text = json.dumps(value, ensure_ascii=False, indent=None if line else 2)
-        click.echo(text)
+        typer.echo(text)
 
 
 def load_local_env(path: Path | None = None) -> dict[str, str]:
@@ -95,9 +95,7 @@ def local_token(env: dict[str, str]) -> str:
     return first.partition("=")[2].strip() or DEFAULT_TOKEN
 
 
-def resolve(
-    *, url: str | None, token: str | None, local: bool, output: Output
-) -> Cli:
+def resolve(*, url: str | None, token: str | None, local: bool, output: Output) -> Cli:
     """Flags first; then the local stack (--local); then the environment; then the defaults."""
     env = load_local_env() if local else {}
     return Cli(
@@ -106,3 +104,11 @@ def resolve(
         or (local_token(env) if local else os.environ.get("JOBSTREAM_TOKEN") or DEFAULT_TOKEN),
         output=output,
     )
+
+
+def current(ctx: typer.Context) -> Cli:
+    """The Cli the root callback resolved for this invocation."""
+    state = ctx.find_object(Cli)
+    if state is None:  # only when a command is invoked without the root group
+        raise RuntimeError("jobstream_cli commands run under the root app")
+    return state

@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any
@@ -92,7 +92,7 @@ def start(
 LOCAL_ENV = REPOSITORY / ".jobstream" / "local-env.json"
 
 
-def _write_local_env(env: MutableMapping[str, str]) -> None:
+def _write_local_env(env: Mapping[str, str]) -> None:
     """What the operator CLI's --local needs to reach this stack (removed on stop)."""
     names = [name for name in env if name.startswith(("JOBSTREAM_", "AWS_"))]
     LOCAL_ENV.parent.mkdir(exist_ok=True)
@@ -113,7 +113,6 @@ def _start_services(
     env.update(template.function_environment(dict(env), resources))
     # Configuration is checked before anything serves: invalid values stop start-up here.
     load_settings(env)
-    _write_local_env(env)
     server = make_server(LocalHttpApi(template.http_routes()), host, port)
     thread = threading.Thread(target=server.serve_forever, name="local-http-api", daemon=True)
     stack = LocalStack(moto=moto, http=server, thread=thread, resources=resources)
@@ -147,4 +146,6 @@ def _start_services(
     thread.start()
     for worker in stack.workers:
         worker.start()
+    # Written once the port is bound: the CLI's --local reads the URL from it.
+    _write_local_env({**env, "JOBSTREAM_URL": stack.base_url})
     return stack

@@ -1,0 +1,1 @@
+"""The command groups: consumer commands over HTTP, operator commands through the layer."""

@@ -1,0 +1,62 @@
+"""`jobs list` and `jobs show`: the consumer's view of its jobs."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from jobstream_cli.render import job_detail, jobs_table, now_ms
+from jobstream_cli.state import current
+
+app = typer.Typer(help="List and inspect jobs (HTTP API).", no_args_is_help=True)
+
+
+class Status(StrEnum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+    expired = "expired"
+
+
+@app.command("list")
+def list_jobs(
+    ctx: typer.Context,
+    status: Annotated[Status | None, typer.Option(help="only jobs in this state")] = None,
+    correlation_id: Annotated[str | None, typer.Option(help="only this correlation id")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, max=500, help="at most this many (server default 100)")
+    ] = None,
+) -> None:
+    """The tenant's jobs, newest first, as a table."""
+    state = current(ctx)
+    page = state.client().list_jobs(
+        status=status.value if status else None, correlation_id=correlation_id, limit=limit
+    )
+    if state.json:
+        state.emit_json(page)
+        return
+    jobs = page.get("jobs") or []
+    if not jobs:
+        state.out.print("no jobs")
+        return
+    state.out.print(jobs_table(jobs, now_ms()))
+    if page.get("next_cursor"):
+        state.out.print(f"[dim]more jobs exist (showing {len(jobs)}; raise --limit)[/dim]")
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(help="the job to show")],
+) -> None:
+    """One job: state, timings, lease, attempt, progress, and its result or error."""
+    state = current(ctx)
+    job = state.client().get_job(job_id)
+    if state.json:
+        state.emit_json(job)
+        return
+    state.out.print(job_detail(job, now_ms()))

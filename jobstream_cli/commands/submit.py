@@ -1,0 +1,121 @@
+"""`submit`: build a candidate_search Task, POST it, print the job, follow its events."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from jobstream_cli.commands.events import print_events
+from jobstream_cli.errors import CliError
+from jobstream_cli.render import job_detail, now_ms
+from jobstream_cli.state import current
+
+
+def load_task(path: Path) -> dict[str, Any]:
+    """A Task from a JSON file (`-` reads stdin)."""
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise CliError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        task = json.loads(text)
+    except ValueError as error:
+        raise CliError(f"{path} is not valid JSON: {error}") from None
+    if not isinstance(task, dict):
+        raise CliError(f"{path} must hold a JSON object (a Task)")
+    return task
+
+
+def build_task(
+    base: dict[str, Any],
+    *,
+    target_id: str | None,
+    tags: list[str],
+    expand: bool | None,
+    limit: int | None,
+    key: str | None,
+    callback_url: str | None,
+    correlation_id: str | None,
+) -> dict[str, Any]:
+    """The file's Task (or a fresh one) with the options laid over it; a random key if none."""
+    task = dict(base)
+    task.setdefault("protocol_version", "1")
+    task.setdefault("job_type", "candidate_search")
+    params = dict(task.get("params") or {})
+    if target_id is not None:
+        params["target_id"] = target_id
+    if tags or expand is not None:
+        query = dict(params.get("query") or {})
+        if tags:
+            query["tags"] = tags
+        if expand is not None:
+            query["expand"] = expand
+        if not query.get("tags"):
+            raise typer.BadParameter("needs at least one --tag", param_hint="'--expand'")
+        params["query"] = query
+    if limit is not None:
+        params["constraints"] = {**(params.get("constraints") or {}), "limit": limit}
+    task["params"] = params
+    task.update(
+        {
+            name: value
+            for name, value in (("callback_url", callback_url), ("correlation_id", correlation_id))
+            if value is not None
+        }
+    )
+    if key is not None:
+        task["idempotency_key"] = key
+    # Idempotency is per key: without one, every submit is a new job.
+    task.setdefault("idempotency_key", f"cli-{uuid.uuid4()}")
+    return task
+
+
+def submit(
+    ctx: typer.Context,
+    *,
+    target_id: Annotated[str | None, typer.Option(help="the target (params.target_id)")] = None,
+    tags: Annotated[
+        list[str] | None, typer.Option("--tag", "-t", help="a query tag (repeat for more)")
+    ] = None,
+    expand: Annotated[
+        bool | None, typer.Option("--expand/--no-expand", help="tag expansion (OR)")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="number of candidates")] = None,
+    key: Annotated[str | None, typer.Option(help="idempotency key (default: a random one)")] = None,
+    callback_url: Annotated[str | None, typer.Option(help="POST every event here")] = None,
+    correlation_id: Annotated[str | None, typer.Option(help="correlation id")] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-F", help="a Task JSON file (`-`: stdin); options override it"),
+    ] = None,
+    follow_stream: Annotated[
+        bool, typer.Option("--follow/--no-follow", help="follow the job's events afterwards")
+    ] = True,
+) -> None:
+    """Submit a candidate_search Task, print the job, then follow its events."""
+    state = current(ctx)
+    task = build_task(
+        load_task(file) if file is not None else {},
+        target_id=target_id,
+        tags=tags or [],
+        expand=expand,
+        limit=limit,
+        key=key,
+        callback_url=callback_url,
+        correlation_id=correlation_id,
+    )
+    answer = state.client().submit(task)
+    job: dict[str, Any] = answer.get("job") or answer
+    if state.json:
+        state.emit_json(job, line=follow_stream)
+    else:
+        state.out.print(Text(f"submitted {job.get('job_id')}", style="bold"))
+        state.out.print(job_detail(job, now_ms()))
+    if follow_stream:
+        print_events(state, str(job.get("job_id")), follow_stream=True)

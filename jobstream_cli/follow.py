@@ -1,0 +1,59 @@
+"""Reading a job's event stream: every page now, or polling until a terminal event."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Final
+
+from jobstream_cli.client import ApiClient
+from jobstream_cli.render import TERMINAL_EVENTS
+
+POLL_INTERVAL_S: Final = 1.0
+
+Waiting = Callable[[], AbstractContextManager[object]]
+
+
+def pause(seconds: float) -> None:
+    """The wait between two polls (Ctrl-C lands here)."""
+    time.sleep(seconds)
+
+
+def stream_events(
+    client: ApiClient,
+    job_id: str,
+    on_event: Callable[[dict[str, Any]], None],
+    *,
+    follow: bool,
+    waiting: Waiting = nullcontext,
+    interval_s: float | None = None,
+) -> bool:
+    """Hand each event to `on_event` once, in order; True when a terminal event was seen.
+
+    Without `follow` it stops at the end of the stream; with it, it polls `?after=<last>` every
+    interval (inside `waiting`, e.g. a spinner) until the job's terminal event arrives.
+    """
+    interval = POLL_INTERVAL_S if interval_s is None else interval_s
+    after: str | None = None
+    # The API replays from the start when `after` names no event it knows: dedupe by id.
+    seen: set[str] = set()
+    with waiting():
+        while True:
+            page = client.events(job_id, after)
+            events: list[dict[str, Any]] = page.get("events") or []
+            for event in events:
+                event_id = str(event.get("event_id"))
+                if event_id in seen:
+                    continue
+                seen.add(event_id)
+                on_event(event)
+                if event.get("type") in TERMINAL_EVENTS:
+                    return True
+            if events:
+                after = str(events[-1].get("event_id"))
+            if page.get("next_after"):
+                continue  # more is already there: no need to wait
+            if not follow:
+                return False
+            pause(interval)

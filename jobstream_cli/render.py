@@ -1,0 +1,214 @@
+"""How jobs, events, dead letters and counts look in a terminal (Rich renderables only)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+STATUS_STYLES: Final = {
+    "queued": "dim",
+    "running": "cyan",
+    "succeeded": "green",
+    "failed": "red",
+    "expired": "yellow",
+    "cancelled": "yellow",
+}
+TERMINAL_EVENTS: Final = frozenset({"job.succeeded", "job.failed", "job.expired", "job.cancelled"})
+FIRST_URLS: Final = 3
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def timestamp(ms: int | None) -> str:
+    """Local wall-clock time of an epoch-ms value, or '-'."""
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration(ms: int) -> str:
+    """A human duration: '850 ms', '12.3 s', '4m 05s', '2h 03m'."""
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(ms // 1000, 60)
+    if minutes < 60:
+        return f"{minutes}m {seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def timing(ms: int) -> str:
+    """Human and exact: '4m 05s (245012 ms)'."""
+    return f"{duration(ms)} ({ms} ms)"
+
+
+def status(value: str) -> Text:
+    return Text(value, style=STATUS_STYLES.get(value, ""))
+
+
+def lease(job: Mapping[str, Any], now: int) -> str:
+    expires = job.get("lease_expires_at")
+    if not job.get("lease_active") or expires is None:
+        return "-"
+    left = expires - now
+    return f"{duration(left)} left" if left > 0 else "expired"
+
+
+def error_code(job: Mapping[str, Any]) -> str:
+    error = job.get("error") or {}
+    return str(error.get("code") or "-")
+
+
+def jobs_table(jobs: Iterable[Mapping[str, Any]], now: int) -> Table:
+    table = Table(show_lines=False, header_style="bold")
+    table.add_column("id", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
+    table.add_column("attempt", justify="right")
+    table.add_column("lease")
+    table.add_column("error code")
+    for job in jobs:
+        table.add_row(
+            str(job.get("job_id")),
+            status(str(job.get("status"))),
+            timestamp(job.get("created_at")),
+            timestamp(job.get("updated_at")),
+            str(job.get("attempt") if job.get("attempt") is not None else "-"),
+            lease(job, now),
+            error_code(job),
+        )
+    return table
+
+
+def job_detail(job: Mapping[str, Any], now: int) -> RenderableType:
+    """State, timings (human + ms), lease, attempt, progress, and the result or the error."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    finished = job.get("status") in STATUS_STYLES and job.get("status") not in {
+        "queued",
+        "running",
+    }
+    created, started = job.get("created_at"), job.get("started_at")
+    end = job.get("updated_at") if finished else now
+    grid.add_row("job", Text(str(job.get("job_id"))))
+    grid.add_row("status", status(str(job.get("status"))))
+    for label in ("idempotency_key", "correlation_id"):
+        if job.get(label):
+            grid.add_row(label.replace("_", " "), Text(str(job[label])))
+    grid.add_row("created", timestamp(created))
+    grid.add_row("started", timestamp(started))
+    grid.add_row("updated", timestamp(job.get("updated_at")))
+    if job.get("deadline_at") is not None:
+        grid.add_row("deadline", timestamp(job["deadline_at"]))
+    if created is not None and started is not None:
+        grid.add_row("waited", timing(started - created))
+    if started is not None and end is not None:
+        grid.add_row("ran" if finished else "running for", timing(max(0, end - started)))
+    if created is not None and end is not None:
+        grid.add_row("total" if finished else "age", timing(max(0, end - created)))
+    if job.get("heartbeat_at") is not None:
+        grid.add_row("heartbeat", timestamp(job["heartbeat_at"]))
+    grid.add_row("lease", lease(job, now))
+    grid.add_row("attempt", str(job.get("attempt") if job.get("attempt") is not None else "-"))
+    progress = job.get("progress")
+    if progress:
+        grid.add_row("progress", Text(progress_text(progress)))
+    parts: list[RenderableType] = [grid]
+    if job.get("result") is not None:
+        parts.append(result_summary(job["result"]))
+    if job.get("error"):
+        parts.append(error_text(job["error"]))
+    return Group(*parts)
+
+
+def progress_text(progress: Mapping[str, Any]) -> str:
+    message = progress.get("message")
+    return f"{progress.get('stage')}: {message}" if message else str(progress.get("stage"))
+
+
+def result_summary(result: Mapping[str, Any]) -> Text:
+    candidates = result.get("candidates") or []
+    text = Text(f"result: {len(candidates)} candidate(s)", style="green")
+    if result.get("scanned") is not None:
+        text.append(f", {result['scanned']} scanned")
+    if result.get("filtered"):
+        text.append(f", {len(result['filtered'])} filtered")
+    urls = [str(c["url"]) for c in candidates if c.get("url")]
+    for url in urls[:FIRST_URLS]:
+        text.append(f"\n  {url}", style="")
+    if len(urls) > FIRST_URLS:
+        text.append(f"\n  (+{len(urls) - FIRST_URLS} more)", style="dim")
+    return text
+
+
+def error_text(error: Mapping[str, Any]) -> Text:
+    text = Text(f"error: {error.get('code')}", style="red")
+    if error.get("message"):
+        text.append(f": {error['message']}")
+    reason = (error.get("detail") or {}).get("reason")
+    if reason:
+        text.append(f" ({reason})", style="dim")
+    return text
+
+
+def event_line(event: Mapping[str, Any]) -> Text:
+    """One line per event: time, type, id, and what it says."""
+    kind = str(event.get("type"))
+    style = STATUS_STYLES.get(kind.removeprefix("job."), "")
+    line = Text(f"{timestamp(event.get('at'))}  ")
+    line.append(f"{kind:<14}", style=style or "bold")
+    line.append(f"  {event.get('event_id')}", style="dim")
+    payload = event.get("payload") or {}
+    detail = payload.get("detail") or {}
+    if kind == "job.progress" and detail:
+        line.append(f"  {progress_text(detail) if 'stage' in detail else detail}")
+    if payload.get("result") is not None:
+        line.append("  ").append_text(result_summary(payload["result"]))
+    if payload.get("error"):
+        line.append("  ").append_text(error_text(payload["error"]))
+    return line
+
+
+def dead_letters_table(dead: Iterable[Mapping[str, Any]]) -> Table:
+    table = Table(header_style="bold")
+    table.add_column("job", no_wrap=True)
+    table.add_column("event", no_wrap=True)
+    table.add_column("target")
+    table.add_column("attempts", justify="right")
+    table.add_column("last status", justify="right")
+    table.add_column("last error")
+    table.add_column("dead at", no_wrap=True)
+    for record in dead:
+        table.add_row(
+            str(record.get("job_id")),
+            str(record.get("event_id")),
+            str(record.get("callback_url")),
+            str(record.get("attempts")),
+            str(record.get("last_status") if record.get("last_status") is not None else "-"),
+            Text(str(record.get("last_error") or "-")),
+            timestamp(record.get("dead_at")),
+        )
+    return table
+
+
+def counts_table(counts: Mapping[str, Any]) -> Table:
+    table = Table(header_style="bold")
+    table.add_column("count")
+    table.add_column("value", justify="right")
+    for name, value in counts.items():
+        table.add_row(
+            name.replace("_", " "), str(value).lower() if isinstance(value, bool) else str(value)
+        )
+    return table

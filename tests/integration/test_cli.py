@@ -1,0 +1,320 @@
+"""The Typer CLI end to end: consumer commands against the real handlers over real HTTP,
+operator commands against the operator runtime (moto)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from jobstream.service.runtime import Runtime
+from jobstream_cli import follow, state
+from jobstream_cli.app import app
+from jobstream_local.gateway import LocalHttpApi, make_server
+from jobstream_local.resources import create_queues
+from jobstream_local.template import Template
+from tests.integration.test_callbacks import drain, intent
+from tests.integration.test_callbacks import submit as submit_with_callback
+from tests.support.harness import Api
+from tests.support.receiver import receiver
+
+TARGET = "bot1-illust-botefuku"
+
+
+@pytest.fixture
+def base_url(rt: Runtime) -> Iterator[str]:
+    """The template's routes served on a free local port, as the local stack serves them."""
+    server = make_server(LocalHttpApi(Template.load().http_routes()), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    yield f"http://{host!s}:{port}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def queues(aws: None) -> dict[str, dict[str, str]]:
+    suffix = uuid.uuid4().hex[:10]
+    return create_queues(
+        Template.load(), boto3.client("sqs"), name_for=lambda name: f"{name}-{suffix}"
+    )
+
+
+@pytest.fixture
+def crt(rt: Runtime, queues: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    """The operator runtime: the callback queues, with local receivers allowed."""
+    from jobstream.service import runtime as runtime_module
+
+    settings = rt.settings.model_copy(
+        update={
+            "callback_queue_url": queues["CallbackQueue"]["Ref"],
+            "callback_dead_letter_url": queues["CallbackDeadLetterQueue"]["Ref"],
+            "callback_allow_http": True,
+            "callback_allow_private": True,
+            "callback_timeout_ms": 2_000,
+        }
+    )
+    runtime = replace(rt, settings=settings)
+    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
+    return runtime
+
+
+@dataclass(frozen=True)
+class Ran:
+    exit_code: int
+    stdout: str
+    stderr: str
+    output: str
+
+
+def cli_lines(text: str) -> str:
+    # The handlers run in this process and write their EMF metric lines to the same stdout.
+    return "".join(
+        line for line in text.splitlines(keepends=True) if not line.startswith('{"_aws"')
+    )
+
+
+def invoke(args: list[str]) -> Ran:
+    # Wide enough that no table cell is cut.
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "240"})
+    return Ran(result.exit_code, cli_lines(result.stdout), cli_lines(result.stderr), result.output)
+
+
+def run(*args: str, url: str | None = None, output: str = "table") -> Ran:
+    prefix = ["--output", output]
+    if url is not None:
+        prefix += ["--url", url, "--token", "acme-token"]
+    return invoke([*prefix, *args])
+
+
+def submitted(base_url: str, key: str = "cli-key") -> str:
+    result = run(
+        "submit", "--target-id", TARGET, "--key", key, "--no-follow", url=base_url, output="json"
+    )
+    assert result.exit_code == 0, result.output
+    job_id: str = json.loads(result.stdout)["job_id"]
+    return job_id
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_submit_without_follow_prints_the_job(base_url: str) -> None:
+    result = run(
+        "submit", "--target-id", TARGET, "--tag", "sky", "--limit", "2", "--no-follow", url=base_url
+    )
+    assert result.exit_code == 0, result.output
+    assert "submitted job-" in result.stdout or "submitted " in result.stdout
+    listed = json.loads(run("jobs", "list", url=base_url, output="json").stdout)["jobs"]
+    (job,) = listed
+    assert job["job_id"] in result.stdout
+    assert job["status"] == "queued"
+
+
+def test_submit_reads_a_task_file_and_options_override_it(base_url: str, tmp_path: Path) -> None:
+    task = tmp_path / "task.json"
+    task.write_text(
+        json.dumps({"idempotency_key": "from-file", "params": {"target_id": TARGET}}),
+        encoding="utf-8",
+    )
+    result = run(
+        "submit", "--file", str(task), "--correlation-id", "chain:7", "--no-follow", url=base_url,
+        output="json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    job = json.loads(result.stdout)
+    assert (job["idempotency_key"], job["correlation_id"]) == ("from-file", "chain:7")
+
+
+def test_jobs_list_and_show(base_url: str) -> None:
+    job_id = submitted(base_url)
+    listed = run("jobs", "list", "--status", "queued", "--limit", "5", url=base_url)
+    assert listed.exit_code == 0, listed.output
+    assert job_id in listed.stdout
+    assert "queued" in listed.stdout
+    assert "error code" in listed.stdout
+    none = run("jobs", "list", "--correlation-id", "nobody", url=base_url)
+    assert (none.exit_code, none.stdout.strip()) == (0, "no jobs")
+    shown = run("jobs", "show", job_id, url=base_url)
+    assert shown.exit_code == 0, shown.output
+    for text in (job_id, "queued", "created", "lease", "attempt", "ms)"):
+        assert text in shown.stdout
+
+
+def test_show_of_a_finished_job_has_its_error(base_url: str, api: Api) -> None:
+    job_id = submitted(base_url)
+    assert api.post(f"/jobs/{job_id}/cancel").status == 200
+    shown = run("jobs", "show", job_id, url=base_url)
+    assert shown.exit_code == 0, shown.output
+    assert "cancelled" in shown.stdout
+    assert "total" in shown.stdout
+
+
+def test_events_shows_accepted(base_url: str) -> None:
+    job_id = submitted(base_url)
+    result = run("events", job_id, url=base_url)
+    assert result.exit_code == 0, result.output
+    assert "job.accepted" in result.stdout
+    lines = run("events", job_id, url=base_url, output="json").stdout.splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["job.accepted"]
+
+
+def test_follow_stops_at_a_terminal_event(base_url: str, api: Api) -> None:
+    job_id = submitted(base_url)
+    assert api.post(f"/jobs/{job_id}/cancel").status == 200
+    result = run("events", job_id, "--follow", url=base_url)
+    assert result.exit_code == 0, result.output
+    assert "job.accepted" in result.stdout
+    assert "job.cancelled" in result.stdout
+
+
+def test_follow_polls_until_the_job_finishes(
+    base_url: str, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(follow, "POLL_INTERVAL_S", 0.05)
+    job_id = submitted(base_url)
+    cancel = threading.Timer(0.3, lambda: api.post(f"/jobs/{job_id}/cancel"))
+    cancel.start()
+    try:
+        result = run("events", job_id, "--follow", url=base_url, output="json")
+    finally:
+        cancel.cancel()
+    assert result.exit_code == 0, result.output
+    types = [json.loads(line)["type"] for line in result.stdout.splitlines()]
+    assert types == ["job.accepted", "job.cancelled"]
+
+
+def test_submit_follows_by_default(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The job never runs here (no work queue): Ctrl-C while following ends it cleanly.
+    def interrupt(_seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(follow, "pause", interrupt)
+    result = run("submit", "--target-id", TARGET, url=base_url)
+    assert result.exit_code == 130
+    assert "job.accepted" in result.stdout
+    assert "interrupted" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_unreachable_url_is_one_line_and_exit_1(rt: Runtime) -> None:
+    result = run("jobs", "list", url=f"http://127.0.0.1:{free_port()}")
+    assert result.exit_code == 1
+    assert "cannot reach" in result.stderr
+    assert "connection refused" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+def test_http_errors_print_the_envelope_code(base_url: str) -> None:
+    result = run("jobs", "show", "job-does-not-exist", url=base_url)
+    assert result.exit_code == 1
+    # The in-process server logs its requests to stderr too: the CLI's line is the last.
+    assert result.stderr.splitlines()[-1] == "jobstream: invalid_params: unknown job (HTTP 404)"
+    assert "Traceback" not in result.output
+    unauthorized = invoke(["--url", base_url, "--token", "wrong", "jobs", "list"])
+    assert unauthorized.exit_code == 1
+    assert "HTTP 401" in unauthorized.stderr
+
+
+def test_bad_input_is_exit_1_and_usage_errors_exit_2(base_url: str, tmp_path: Path) -> None:
+    broken = tmp_path / "task.json"
+    broken.write_text("{not json", encoding="utf-8")
+    result = run("submit", "--file", str(broken), "--no-follow", url=base_url)
+    assert (result.exit_code, "not valid JSON" in result.stderr) == (1, True)
+    missing = run("submit", "--file", str(tmp_path / "nope.json"), url=base_url)
+    assert (missing.exit_code, "cannot read" in missing.stderr) == (1, True)
+    assert run("jobs", "list", "--status", "bogus", url=base_url).exit_code == 2
+    assert run("submit", "--expand", url=base_url).exit_code == 2
+    assert run("--url", "not-a-url", "jobs", "list").exit_code == 2
+    for failed in (result, missing):
+        assert "Traceback" not in failed.output
+
+
+def test_local_reads_the_stacks_port_and_token(
+    base_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = base_url.rsplit(":", 1)[1]
+    env = {"JOBSTREAM_PORT": port, "JOBSTREAM_API_TOKENS": "acme=acme-token"}
+    for name in env:
+        # --local applies the file to os.environ; let monkeypatch restore it afterwards.
+        monkeypatch.delenv(name, raising=False)
+    local_env = tmp_path / "local-env.json"
+    local_env.write_text(json.dumps(env), encoding="utf-8")
+    monkeypatch.setattr(state, "LOCAL_ENV", local_env)
+    job_id = submitted(base_url)
+    result = invoke(["--local", "--output", "json", "jobs", "list"])
+    assert result.exit_code == 0, result.output
+    assert [job["job_id"] for job in json.loads(result.stdout)["jobs"]] == [job_id]
+    monkeypatch.setattr(state, "LOCAL_ENV", tmp_path / "absent.json")
+    stopped = invoke(["--local", "sweep"])
+    assert stopped.exit_code == 1
+    assert "no local stack is running" in stopped.stderr
+
+
+def test_operator_commands_without_configuration_fail_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jobstream.config.settings import ConfigurationError
+    from jobstream.service import runtime as runtime_module
+
+    def unconfigured() -> Runtime:
+        raise ConfigurationError("invalid configuration: JOBSTREAM_TABLE is required")
+
+    monkeypatch.setattr(runtime_module, "runtime", unconfigured)
+    result = run("dlq", "list")
+    assert result.exit_code == 1
+    assert "JOBSTREAM_TABLE is required" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_dlq_list_redrive_and_sweep(crt: Runtime, queues: dict[str, Any]) -> None:
+    with receiver(410, 204) as hook:
+        job_id = submit_with_callback(crt, hook.url)
+        drain(crt, queues)
+        listed = run("dlq", "list")
+        assert listed.exit_code == 0, listed.output
+        assert job_id in listed.stdout
+        assert "410" in listed.stdout
+        (dead,) = json.loads(run("dead-letters", "list", output="json").stdout)
+        assert (dead["job_id"], dead["attempts"]) == (job_id, 1)
+        redriven = run("dlq", "redrive", "--job", job_id)
+        assert redriven.exit_code == 0, redriven.output
+        assert "revived 1 dead callback(s)" in redriven.stdout
+        assert "sent 1 message(s)" in redriven.stdout
+        drain(crt, queues)
+        assert len(hook.requests) == 2
+        assert run("dlq", "list").stdout.strip() == "no dead letters"
+        swept = run("sweep")
+        assert swept.exit_code == 0, swept.output
+        assert "budget exhausted" in swept.stdout
+        counts = json.loads(run("sweep", output="json").stdout)
+        assert counts["budget_exhausted"] is False
+    assert intent(crt, job_id).state == "delivered"
+
+
+def test_redrive_of_everything_moves_the_dead_letter_queue(
+    crt: Runtime, queues: dict[str, Any]
+) -> None:
+    # The first three POSTs are refused (one per job), every later one is delivered.
+    with receiver(400, 400, 400, 204) as hook:
+        job_ids = [submit_with_callback(crt, hook.url, key=f"k{n}") for n in range(3)]
+        drain(crt, queues)
+        report = json.loads(run("dlq", "redrive", output="json").stdout)
+        assert report == {"revived": 3, "messages_moved": 3, "how": "moved"}
+        drain(crt, queues)
+    assert {intent(crt, job_id).state for job_id in job_ids} == {"delivered"}
