@@ -135,4 +135,27 @@ class Template:
         if isinstance(value, dict) and "Fn::GetAtt" in value:
             logical_id, attribute = value["Fn::GetAtt"]
             return physical[logical_id][attribute]
+        if isinstance(value, dict) and "Fn::If" in value:
+            condition, when_true, when_false = value["Fn::If"]
+            chosen = when_true if self.condition(condition, physical) else when_false
+            return self.resolve(chosen, physical)
         return str(value)
+
+    def condition(self, name: str, physical: Physical) -> bool:
+        """A template condition, with parameters at their defaults (Equals, Not, And, Or)."""
+        return self._evaluate(self.document["Conditions"][name], physical)
+
+    def _evaluate(self, expression: Any, physical: Physical) -> bool:
+        ((function, arguments),) = expression.items()
+        if function == "Fn::Equals":
+            left, right = (self.resolve(argument, physical) for argument in arguments)
+            return left == right
+        if function == "Fn::Not":
+            return not self._evaluate(arguments[0], physical)
+        if function == "Fn::And":
+            return all(self._evaluate(argument, physical) for argument in arguments)
+        if function == "Fn::Or":
+            return any(self._evaluate(argument, physical) for argument in arguments)
+        if function == "Condition":
+            return self.condition(arguments, physical)
+        raise ValueError(f"unsupported condition function {function}")

@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from jobstream.observability import instrument
 from jobstream.service import runtime as runtime_module
 from jobstream.service.callbacks import handle_message
 
@@ -22,6 +23,7 @@ def record_handler(record: SQSRecord) -> str:
     return handle_message(runtime_module.runtime(), record.body, record.receipt_handle)
 
 
+@instrument
 def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

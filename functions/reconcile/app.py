@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobstream.observability import instrument
 from jobstream.service import runtime as runtime_module
 from jobstream.service.sweep import sweep
 
 
+@instrument
 def handler(event: dict[str, Any], context: Any) -> dict[str, int | bool]:
     return sweep(runtime_module.runtime()).counts()

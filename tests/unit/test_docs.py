@@ -57,3 +57,29 @@ def test_every_route_is_in_the_protocol_doc(route: str) -> None:
 @pytest.mark.parametrize("number", range(1, 11))
 def test_every_invariant_is_in_the_architecture_doc(number: int) -> None:
     assert re.search(rf"\bI{number}\b", _doc("architecture.md")), f"I{number}"
+
+
+def _metrics_in_code() -> set[str]:
+    from jobstream.observability import METRICS
+
+    return set(METRICS)
+
+
+def _metrics_emitted() -> set[str]:
+    """Names passed to observability.count / duration_ms anywhere in the layer."""
+    call = re.compile(r"observability\.(?:count|duration_ms)\(\s*\"([a-z_]+)\"")
+    found: set[str] = set()
+    for path in (REPOSITORY / "layers").rglob("*.py"):
+        found |= set(call.findall(path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_every_emitted_metric_is_declared() -> None:
+    emitted = _metrics_emitted()
+    assert {"admitted", "rejected", "sweep_duration_ms"} <= emitted  # guards the scan
+    assert emitted == _metrics_in_code()
+
+
+@pytest.mark.parametrize("metric", sorted(_metrics_in_code()))
+def test_every_metric_is_documented(metric: str) -> None:
+    assert re.search(rf"^\| `{metric}` \|", _doc("operations.md"), re.MULTILINE), metric

@@ -45,6 +45,10 @@ READ_ELSEWHERE = {
         "layers/jobstream/jobstream/jobtypes/candidate_search/sources/pixiv.py"
     ),
     "JOBSTREAM_CATALOG": "layers/jobstream/jobstream/jobtypes/candidate_search/sources/catalog.py",
+    # Powertools' own variables: observability.py reads each (service, EMF namespace, Tracer).
+    "POWERTOOLS_SERVICE_NAME": "layers/jobstream/jobstream/observability.py",
+    "POWERTOOLS_METRICS_NAMESPACE": "layers/jobstream/jobstream/observability.py",
+    "POWERTOOLS_TRACE_DISABLED": "layers/jobstream/jobstream/observability.py",
 }
 # Settings variables that may be set per function rather than in Globals.
 PER_FUNCTION_SETTINGS = frozenset({"JOBSTREAM_SWEEP_BUDGET_MS"})

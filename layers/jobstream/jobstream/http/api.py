@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobstream import observability
 from jobstream.config.settings import ConfigurationError
 from jobstream.http.auth import authenticate
 from jobstream.http.request import Request, parse_event
@@ -52,25 +53,30 @@ def http_handler(
                 return json_response(status, body)
             rt = runtime_module.runtime()
             tenant = authenticate(request.headers, rt.settings.api_tokens)
+            observability.bind(tenant=tenant, route=request.route_key)
             route = routes.get(request.route_key)
             if route is None:
                 raise _unknown_route(request)
             status, body = route(rt, tenant, request)
             return json_response(status, body)
         except ProtocolError as error:
-            return error_response(error)
+            return _rejected(error)
         except ConfigurationError as error:
             # Misconfigured deployment: every job route says so rather than pretending.
             logger.error("job API disabled: %s", error)  # noqa: TRY400 - the message is the point
-            return error_response(_api_disabled())
+            return _rejected(_api_disabled())
         except Exception:
             # Never leak internals: log them, answer the catalogue's internal error.
             logger.exception("unhandled error", extra={"route": event.get("routeKey")})
-            return error_response(
-                ProtocolError(ErrorCode.INTERNAL_ERROR, "internal error", status=500)
-            )
+            return _rejected(ProtocolError(ErrorCode.INTERNAL_ERROR, "internal error", status=500))
 
-    return handler
+    # Log keys reset and metrics flushed per invocation; every HTTP function goes through here.
+    return observability.instrument(handler)
+
+
+def _rejected(error: ProtocolError) -> Response:
+    observability.count("rejected", dimension=error.code.value)
+    return error_response(error)
 
 
 def _api_disabled() -> ProtocolError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobstream import observability
 from jobstream.config.targets import Target
 from jobstream.delivery.ssrf import CallbackRefused, check_callback_url
 from jobstream.domain import JobRecord
@@ -29,6 +30,7 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
         _check_callback_url(rt, request.callback_url)
     target = admit_target(request.search, rt.targets())
     job_id = derive_job_id(tenant, request.idempotency_key)
+    observability.bind(job_id=job_id, correlation_id=request.correlation_id)
     existing = rt.store.get_job(job_id)
     if existing is None:
         record = _new_record(rt, tenant, job_id, request, target)
@@ -36,6 +38,8 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
         intent = callback_intent(record, accepted, record.created_at, base_url)
         admitted = after_append(record, accepted)
         if rt.store.create_job(admitted, accepted, intent):
+            observability.count("events_recorded", dimension=accepted.kind)
+            observability.count("admitted")
             if intent is not None:
                 hand_off(rt, [IntentRef(job_id, accepted.sequence)])
             dispatch(rt, [job_id])
@@ -46,6 +50,7 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
             raise RuntimeError(f"job {job_id} vanished during admission")
     _check_replay(existing, request, target)
     record = reconcile(rt, existing, base_url)
+    observability.count("replayed")
     return REPLAYED, documents.submission(record, rt.clock(), base_url)
 
 

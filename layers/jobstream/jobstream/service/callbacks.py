@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from enum import StrEnum
 
+from jobstream import observability
 from jobstream.delivery.backoff import parse_retry_after, retry_delay_ms
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.signing import webhook_headers
@@ -44,14 +45,17 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     )
     if intent is None:
         return _not_claimed(rt, ref, now)
+    observability.bind(event_id=intent.event_id)
     verdict, retry_after_ms = _attempt(rt, intent)
     finished_at = rt.clock()
     if verdict.outcome is Outcome.DELIVERED:
         rt.callbacks.mark_delivered(intent, now=finished_at, status=verdict.status)
+        observability.count("callbacks_delivered")
         return AttemptResult(Disposition.DONE, outcome="delivered")
     if verdict.outcome is Outcome.DEAD or intent.attempts >= intent.max_attempts:
         rt.callbacks.mark_dead(intent, now=finished_at, status=verdict.status, error=verdict.error)
         rt.callback_queue.dead_letter(ref)
+        observability.count("callbacks_dead_lettered")
         return AttemptResult(Disposition.DONE, outcome="dead")
     delay = retry_delay_ms(
         intent.attempts,
@@ -62,6 +66,7 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     rt.callbacks.mark_retry(
         intent, next_attempt_at=finished_at + delay, status=verdict.status, error=verdict.error
     )
+    observability.count("callbacks_retried")
     return AttemptResult(Disposition.RETRY, delay_ms=delay, outcome="retry")
 
 
@@ -71,12 +76,15 @@ class RetryLaterError(Exception):
 
 def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
     """Process one queue message; raises RetryLaterError to keep it (a partial batch failure)."""
+    # One message per record of a batch: no key may carry over from the previous one.
+    observability.bind(job_id=None, event_id=None)
     try:
         ref = parse_message_body(body)
     except ValueError:
         # Not an intent: nothing can ever deliver it. Dropped loudly rather than retried.
         logger.error("dropping a callback message that names no intent: %.200s", body)  # noqa: TRY400
         return "invalid"
+    observability.bind(job_id=ref.job_id)
     result = deliver(rt, ref)
     if result.disposition is Disposition.RETRY:
         rt.callback_queue.delay(receipt_handle, result.delay_ms)

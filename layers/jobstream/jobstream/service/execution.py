@@ -12,6 +12,7 @@ import uuid
 from dataclasses import replace
 from typing import Final
 
+from jobstream import observability
 from jobstream.domain import JobRecord
 from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
 from jobstream.jobtypes.runner import Outcome, run_job
@@ -31,11 +32,13 @@ MAX_COMPLETE_ATTEMPTS: Final = 5
 
 
 def handle_work_message(rt: Runtime, body: str) -> str:
+    observability.bind(job_id=None, correlation_id=None)
     try:
         job_id = parse_work_message(body)
     except ValueError:
         logger.error("dropping a work message that names no job: %.200s", body)  # noqa: TRY400
         return "invalid"
+    observability.bind(job_id=job_id)
     return execute(rt, job_id)
 
 
@@ -72,11 +75,14 @@ def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
         require_status=frozenset({"queued"}),
     )
     try:
-        return record_transition(
+        claimed = record_transition(
             rt, record, kind=EventKind.EXECUTION_STARTED, updated=running, change=change
         )
     except StaleJobError:
         return None
+    observability.count("jobs_claimed")
+    observability.bind(correlation_id=record.correlation_id)
+    return claimed
 
 
 class Lease:
@@ -227,5 +233,9 @@ def complete(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> st
                 return "lost"  # cancelled, expired or taken over: no later outcome
             record = fresh
             continue
+        if status == "succeeded":
+            observability.count("jobs_succeeded")
+        else:
+            observability.count("jobs_failed")  # failed, or expired at its deadline
         return status
     return "lost"

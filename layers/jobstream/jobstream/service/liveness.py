@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from jobstream import observability
 from jobstream.config.settings import Settings
 from jobstream.domain import ACTIVE_STATUSES, JobRecord
 from jobstream.protocol.errors import REASON_MESSAGES, Reason
@@ -53,8 +54,10 @@ def expire(rt: Runtime, record: JobRecord, reason: Reason, now: int) -> JobRecor
         require_lease_expired_at=now if reason is Reason.STALLED_NO_HEARTBEAT else None,
     )
     try:
-        return record_transition(
+        ended = record_transition(
             rt, record, kind=EventKind.OUTCOME_EXPIRED, updated=expired, change=change
         )
     except StaleJobError:
         return None
+    observability.count("verdicts", dimension=reason.value)
+    return ended

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobstream import observability
 from jobstream.domain import JobRecord
 from jobstream.protocol.errors import invalid_params
 from jobstream.service.runtime import Runtime
@@ -10,9 +11,11 @@ from jobstream.service.runtime import Runtime
 def load_owned_job(
     rt: Runtime, tenant: str, job_id: str, *, cancel_route: bool = False
 ) -> JobRecord:
+    observability.bind(job_id=job_id or None)
     record = rt.store.get_job(job_id) if job_id else None
     if record is None or record.tenant != tenant:
         # The cancel route names the job in its 404, like the reference; reads do not.
         detail = {"reason": "unknown_job", "job_id": job_id} if cancel_route else None
         raise invalid_params("unknown job", status=404, detail=detail)
+    observability.bind(correlation_id=record.correlation_id)
     return record

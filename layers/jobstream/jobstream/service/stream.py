@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 from typing import Any, Final
 
+from jobstream import observability
 from jobstream.domain import JobRecord, StoredEvent
 from jobstream.protocol import documents
 from jobstream.protocol.events import (
@@ -87,6 +88,7 @@ def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> Jo
         event = next_event(record, kind, at)
         try:
             _commit(rt, record, event, shown_as=record, base_url=base_url)
+            observability.count("events_repaired")
             record = after_append(record, event)
         except StaleJobError:
             fresh = rt.store.get_job(record.job_id)
@@ -175,5 +177,6 @@ def _commit(
     """
     intent = callback_intent(shown_as, event, rt.clock(), base_url)
     rt.store.append_event(record, event, change=change, intent=intent)
+    observability.count("events_recorded", dimension=event.kind)
     if intent is not None:
         hand_off(rt, [IntentRef(record.job_id, event.sequence)])

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Final
 
+from jobstream import observability
 from jobstream.domain import CALLBACK_OPEN_STATES, JobRecord
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
@@ -45,12 +46,14 @@ def sweep(
     """Re-send callbacks nobody delivered in time; then, for each job still open, issue its
     liveness verdict, re-send its dispatch if it was lost, and record missing events."""
     budget = rt.settings.sweep_budget_ms if budget_ms is None else budget_ms
-    deadline = monotonic() + budget / 1000
+    started = monotonic()
+    deadline = started + budget / 1000
     report = SweepReport()
     report.budget_exhausted = not (
         _resend_due_callbacks(rt, report, lambda: monotonic() < deadline)
         and _reconcile_open_jobs(rt, report, lambda: monotonic() < deadline)
     )
+    observability.duration_ms("sweep_duration_ms", (monotonic() - started) * 1000)
     logger.info("sweep finished", extra={"sweep": report.counts()})
     return report
 

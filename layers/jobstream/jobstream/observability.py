@@ -1,0 +1,270 @@
+"""Structured logs, EMF metrics and opt-in tracing for every function.
+
+- Logs: one Powertools Logger named "jobstream", so every `logging.getLogger("jobstream.x")`
+  record comes out through it as one JSON line (on stderr; stdout is kept for EMF and for the
+  CLI's own output). `bind()` adds keys (tenant, job_id, ...) to every later line of the
+  invocation; `instrument()` clears them and adds the function name and request id.
+- Metrics: counted in memory, written by `flush()` at the end of each invocation as CloudWatch
+  Embedded Metric Format documents on stdout, one per dimension set. Hand-written rather than
+  Powertools Metrics because several metrics carry a second dimension (code, type, reason) and
+  Powertools shares one dimension set per flush. Written only inside Lambda (or when
+  POWERTOOLS_METRICS_DISABLED is "false"): the local stack and the CLI keep stdout to themselves.
+- Tracing: Powertools Tracer only when POWERTOOLS_TRACE_DISABLED is "false"; otherwise neither
+  it nor aws_xray_sdk is ever imported (creating a Tracer costs ~0.8 s of cold start).
+
+Nothing is configured until a handler is instrumented: services called from the CLI or tests
+count metrics (never written) and bind keys (ignored) without touching any stream.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.logging import Logger
+
+# Read here (not in settings): they are Powertools' own variables, shared with its Logger.
+SERVICE_VARIABLE: Final = "POWERTOOLS_SERVICE_NAME"
+NAMESPACE_VARIABLE: Final = "POWERTOOLS_METRICS_NAMESPACE"
+TRACE_DISABLED_VARIABLE: Final = "POWERTOOLS_TRACE_DISABLED"
+METRICS_DISABLED_VARIABLE: Final = "POWERTOOLS_METRICS_DISABLED"
+LAMBDA_FUNCTION_VARIABLE: Final = "AWS_LAMBDA_FUNCTION_NAME"  # set by the Lambda runtime
+# Read by the Powertools Logger itself (POWERTOOLS_LOG_LEVEL, else LOG_LEVEL; INFO by default).
+LOG_LEVEL_VARIABLES: Final = ("POWERTOOLS_LOG_LEVEL", "LOG_LEVEL")
+
+LOGGER_NAME: Final = "jobstream"
+DEFAULT_NAMESPACE: Final = "jobstream"
+SERVICE_DIMENSION: Final = "service"
+
+COUNT: Final = "Count"
+MILLISECONDS: Final = "Milliseconds"
+# EMF limits: at most 100 metrics per directive and 100 values per metric.
+MAX_VALUES: Final = 100
+
+# Every metric the code emits, with its unit and its dimension besides "service".
+METRICS: Final[dict[str, tuple[str, str | None]]] = {
+    "admitted": (COUNT, None),
+    "replayed": (COUNT, None),
+    "rejected": (COUNT, "code"),
+    "events_recorded": (COUNT, "type"),
+    "events_repaired": (COUNT, None),
+    "callbacks_delivered": (COUNT, None),
+    "callbacks_retried": (COUNT, None),
+    "callbacks_dead_lettered": (COUNT, None),
+    "jobs_claimed": (COUNT, None),
+    "jobs_succeeded": (COUNT, None),
+    "jobs_failed": (COUNT, None),
+    "verdicts": (COUNT, "reason"),
+    "sweep_duration_ms": (MILLISECONDS, None),
+}
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+def service_name() -> str:
+    return os.environ.get(SERVICE_VARIABLE) or LOGGER_NAME
+
+
+def namespace() -> str:
+    return os.environ.get(NAMESPACE_VARIABLE) or DEFAULT_NAMESPACE
+
+
+def metrics_enabled() -> bool:
+    setting = os.environ.get(METRICS_DISABLED_VARIABLE, "").strip().lower()
+    if setting:
+        return setting not in {"true", "1"}
+    return bool(os.environ.get(LAMBDA_FUNCTION_VARIABLE))
+
+
+def tracing_enabled() -> bool:
+    # Opt-in: unset means off, unlike Powertools' own default.
+    return os.environ.get(TRACE_DISABLED_VARIABLE, "true").strip().lower() in {"false", "0"}
+
+
+# ------------------------------------------------------------------------------------ logs
+
+
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is at the time (pytest's capture swaps it per test)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+_logger: Logger | None = None
+_setup_lock = threading.Lock()
+_cold_start = True
+
+
+def logger() -> Logger:
+    """The shared Powertools Logger; created on first use (by `instrument`)."""
+    global _logger  # noqa: PLW0603 - one logger per process, created lazily
+    with _setup_lock:
+        if _logger is None:
+            # Deferred: the CLI and the tests import services without wanting any log setup.
+            from aws_lambda_powertools.logging import Logger  # noqa: PLC0415
+
+            # Named "jobstream" whatever the service is called: the modules' loggers
+            # ("jobstream.http", ...) are its children and so come out through it.
+            _logger = Logger(service=LOGGER_NAME, logger_handler=_CurrentStderr())
+        return _logger
+
+
+def bind(**keys: str | int | None) -> None:
+    """Add keys to every later log line of this invocation; a None value removes the key."""
+    if _logger is None:
+        return
+    present = {name: value for name, value in keys.items() if value is not None}
+    absent = [name for name, value in keys.items() if value is None]
+    if present:
+        _logger.append_keys(**present)
+    if absent:
+        _logger.remove_keys(absent)
+
+
+# --------------------------------------------------------------------------------- metrics
+
+DimensionSet = tuple[tuple[str, str], ...]
+
+
+class _Metrics:
+    """Values per (dimension set, metric) until the next flush; counts are summed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[DimensionSet, dict[str, list[float]]] = {}
+
+    def add(self, name: str, value: float, dimension: str | None = None) -> None:
+        unit, dimension_name = METRICS[name]
+        dimensions: DimensionSet = ()
+        if dimension_name is not None:
+            dimensions = ((dimension_name, str(dimension)),)
+        with self._lock:
+            values = self._values.setdefault(dimensions, {}).setdefault(name, [])
+            if unit == COUNT and values:
+                values[0] += value  # bounded however long nothing flushes (the CLI)
+            elif len(values) < MAX_VALUES:
+                values.append(value)
+
+    def drain(self) -> dict[DimensionSet, dict[str, list[float]]]:
+        with self._lock:
+            values, self._values = self._values, {}
+        return values
+
+
+_metrics = _Metrics()
+_properties: dict[str, str] = {}
+
+
+def count(name: str, value: int = 1, *, dimension: str | None = None) -> None:
+    """Count `name` (one of METRICS); `dimension` is the value of its second dimension."""
+    _metrics.add(name, value, dimension)
+
+
+def duration_ms(name: str, value: float) -> None:
+    _metrics.add(name, round(value, 3))
+
+
+def emf_documents(timestamp_ms: int | None = None) -> list[dict[str, Any]]:
+    """The pending metrics as EMF documents (one per dimension set), and forget them."""
+    at = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    service = service_name()
+    documents = []
+    for dimensions, metrics in sorted(_metrics.drain().items()):
+        names = sorted(metrics)
+        directive = {
+            "Namespace": namespace(),
+            "Dimensions": [[SERVICE_DIMENSION, *(name for name, _ in dimensions)]],
+            "Metrics": [{"Name": name, "Unit": METRICS[name][0]} for name in names],
+        }
+        document: dict[str, Any] = {
+            "_aws": {"Timestamp": at, "CloudWatchMetrics": [directive]},
+            **_properties,
+            SERVICE_DIMENSION: service,
+            **dict(dimensions),
+        }
+        for name in names:
+            values = metrics[name]
+            document[name] = values[0] if len(values) == 1 else values
+        documents.append(document)
+    return documents
+
+
+def flush() -> list[dict[str, Any]]:
+    """Write the pending metrics to stdout, one EMF document per line, when metrics are
+    enabled; they are forgotten either way. Returns the documents."""
+    documents = emf_documents()
+    if not metrics_enabled():
+        return documents
+    for document in documents:
+        sys.stdout.write(json.dumps(document, separators=(",", ":")) + "\n")
+    if documents:
+        sys.stdout.flush()
+    return documents
+
+
+# -------------------------------------------------------------------------------- handlers
+
+
+def instrument(handler: Handler) -> Handler:
+    """Wrap a Lambda handler: fresh log keys with the function and request id, metrics
+    flushed when it returns or raises, and the Tracer around it when tracing is on."""
+    log = logger()
+    traced = _traced(handler, log) if tracing_enabled() else handler
+
+    @functools.wraps(handler)
+    def wrapper(event: Any, context: Any) -> Any:
+        global _cold_start  # noqa: PLW0603 - per process, like Lambda's own cold start
+        log.clear_state()
+        function_name = getattr(context, "function_name", None) or os.environ.get(
+            LAMBDA_FUNCTION_VARIABLE
+        )
+        request_id = getattr(context, "aws_request_id", None)
+        bind(
+            service=service_name(),
+            function_name=function_name,
+            function_request_id=request_id,
+            cold_start=_cold_start,
+        )
+        _properties.clear()
+        if function_name:
+            _properties["function_name"] = function_name
+        if request_id:
+            _properties["function_request_id"] = request_id
+        _cold_start = False
+        try:
+            return traced(event, context)
+        finally:
+            flush()
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _traced(handler: Handler, log: Logger) -> Handler:
+    try:
+        # Only here: importing and creating the Tracer patches boto3 and costs ~0.8 s.
+        from aws_lambda_powertools.tracing import Tracer  # noqa: PLC0415
+
+        tracer = Tracer(service=service_name())
+        traced = cast(Handler, tracer.capture_lambda_handler(handler, capture_response=False))
+    except Exception:
+        # No X-Ray SDK in the layer: Lambda's active tracing still records the invocation.
+        log.exception("tracing requested but the Tracer is unavailable; running untraced")
+        return handler
+    return traced
