@@ -19,7 +19,6 @@ from jobstream_cli.state import Cli, current
 
 if TYPE_CHECKING:
     from jobstream.service.runtime import Runtime
-    from jobstream.store.callbacks import IntentRef
 
 # Below this many, a redrive is quick enough that a progress bar would only flash.
 PROGRESS_FROM: Final = 20
@@ -106,42 +105,25 @@ def redrive(
 
 
 def _redrive(state: Cli, rt: Runtime, job_id: str | None) -> dict[str, Any]:
-    """service.dead_letters.redrive, one intent at a time so that progress can be shown."""
-    from jobstream.protocol.events import parse_event_position
-    from jobstream.service.dead_letters import list_dead
-    from jobstream.store.callbacks import IntentRef
+    """service.dead_letters.redrive, with a progress bar when there are many."""
+    from jobstream.service.dead_letters import redrive
 
-    now = rt.clock()
-    with _busy(state, "reading dead letters"):
-        dead = [d for d in list_dead(rt) if job_id is None or d["job_id"] == job_id]
-    revived: list[IntentRef] = []
-    shown = len(dead) >= PROGRESS_FROM and not state.json and state.out.is_terminal
     with Progress(
         TextColumn("reviving"),
         BarColumn(),
         MofNCompleteColumn(),
         console=state.out,
         transient=True,
-        disable=not shown,
+        disable=state.json or not state.out.is_terminal,
     ) as progress:
-        task = progress.add_task("revive", total=len(dead))
-        for record in dead:
-            position = parse_event_position(str(record["event_id"]))
-            if position is not None:
-                ref = IntentRef(str(record["job_id"]), position[1])
-                # None: no longer dead (delivered or revived meanwhile); not ours to count.
-                if rt.callbacks.revive(ref, now=now) is not None:
-                    revived.append(ref)
-            progress.advance(task)
-    queue = rt.callback_queue
-    with _busy(state, "moving messages"):
-        if job_id is None:
-            # Everything in the dead-letter queue goes back to its source queue.
-            moved, how = queue.redrive_dead_letters()
-        else:
-            # One job: send its revived intents; their old dead letters settle on receipt.
-            moved, how = queue.send(revived), "sent"
-    return {"revived": len(revived), "messages_moved": moved, "how": how}
+        task = progress.add_task("revive", total=None)
+
+        def advance(done: int, total: int) -> None:
+            # Shown only for large redrives: a bar for a handful of items is noise.
+            progress.update(task, completed=done, total=total, visible=total >= PROGRESS_FROM)
+
+        report = redrive(rt, job_id=job_id, on_progress=advance)
+    return {"revived": report.revived, "messages_moved": report.messages_moved, "how": report.how}
 
 
 def sweep(ctx: typer.Context) -> None:

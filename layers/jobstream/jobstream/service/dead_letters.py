@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from jobstream.protocol.events import parse_event_position
 from jobstream.service.runtime import Runtime
 from jobstream.store.callbacks import IntentRef
 
@@ -45,17 +47,28 @@ class RedriveReport:
     how: str
 
 
-def redrive(rt: Runtime, *, job_id: str | None = None) -> RedriveReport:
-    """Give dead callbacks (all, or one job's) a fresh budget and send them again."""
+def redrive(
+    rt: Runtime,
+    *,
+    job_id: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> RedriveReport:
+    """Give dead callbacks (all, or one job's) a fresh budget and send them again.
+
+    `on_progress(done, total)` is called after each one (for a progress bar).
+    """
     now = rt.clock()
+    dead = [item for item in list_dead(rt) if job_id is None or item["job_id"] == job_id]
     revived: list[IntentRef] = []
-    for dead in list_dead(rt):
-        if job_id is not None and dead["job_id"] != job_id:
-            continue
-        sequence = int(dead["event_id"].rsplit("-", 1)[1])
-        ref = IntentRef(dead["job_id"], sequence)
-        if rt.callbacks.revive(ref, now=now) is not None:
-            revived.append(ref)
+    for done, item in enumerate(dead, start=1):
+        position = parse_event_position(item["event_id"])
+        if position is not None:
+            ref = IntentRef(item["job_id"], position[1])
+            # None: no longer dead (delivered or revived meanwhile); not ours to count.
+            if rt.callbacks.revive(ref, now=now) is not None:
+                revived.append(ref)
+        if on_progress is not None:
+            on_progress(done, len(dead))
     queue = rt.callback_queue
     if job_id is None:
         # Everything in the dead-letter queue goes back to its source queue.
