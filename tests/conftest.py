@@ -6,11 +6,13 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from pydantic import SecretStr
 
 # Set before any client exists; botocore 1.44 needs the last one for moto in-process.
 os.environ.update(
@@ -33,11 +35,13 @@ from jobstream.service.runtime import Runtime
 from jobstream.store.client import dynamodb_client
 from jobstream.store.jobs import JobStore
 from jobstream_local.moto_atomic import make_dynamodb_atomic
-from jobstream_local.resources import create_tables
+from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
 from tests.support.harness import Api, Clock
 
 TOKENS = "acme=acme-token,globex=globex-token"
+CALLBACK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+CALLBACK_TOKEN = "consumer-issued-token"
 
 # The reference test harness: one illustration target with a 20-minute execution ceiling.
 REFERENCE_TARGETS: dict[str, Any] = {
@@ -113,3 +117,33 @@ def api(rt: Runtime) -> Api:
 @pytest.fixture
 def other_tenant(rt: Runtime) -> Api:
     return Api(token="globex-token")
+
+
+@pytest.fixture
+def queues(aws: None) -> dict[str, dict[str, str]]:
+    """The template's queues, under names of this test's own."""
+    suffix = uuid.uuid4().hex[:10]
+    return create_queues(
+        Template.load(), boto3.client("sqs"), name_for=lambda name: f"{name}-{suffix}"
+    )
+
+
+@pytest.fixture
+def crt(rt: Runtime, queues: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    """A runtime with the callback queues, a signing secret, a token and local receivers allowed."""
+    settings = rt.settings.model_copy(
+        update={
+            "callback_queue_url": queues["CallbackQueue"]["Ref"],
+            "callback_dead_letter_url": queues["CallbackDeadLetterQueue"]["Ref"],
+            "callback_signing_secret": SecretStr(CALLBACK_SECRET),
+            "callback_token": SecretStr(CALLBACK_TOKEN),
+            "callback_allow_http": True,
+            "callback_allow_private": True,
+            "callback_timeout_ms": 2_000,
+            "callback_retry_base_ms": 1_000,
+            "callback_retry_max_ms": 2_000,
+        }
+    )
+    runtime = replace(rt, settings=settings)
+    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
+    return runtime

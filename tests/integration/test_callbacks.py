@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -18,53 +17,14 @@ from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.callbacks import IntentRef
 from jobstream_local.gateway import load_handler
-from jobstream_local.resources import create_queues
 from jobstream_local.template import Template
 from jobstream_local.workers import QueuePoller
+from tests.conftest import CALLBACK_SECRET as SECRET
+from tests.conftest import CALLBACK_TOKEN as TOKEN
 from tests.support.harness import Clock, canonical_task
 from tests.support.receiver import receiver
 from tests.support.state import mark_failed
 from tests.support.validation import validate
-
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-TOKEN = "consumer-issued-token"
-
-
-@pytest.fixture
-def queues(aws: None) -> dict[str, dict[str, str]]:
-    suffix = uuid.uuid4().hex[:10]
-    return create_queues(
-        Template.load(), boto3.client("sqs"), name_for=lambda name: f"{name}-{suffix}"
-    )
-
-
-@pytest.fixture
-def crt(rt: Runtime, queues: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> Runtime:
-    """A runtime with the callback queue, a signing secret, a token and local receivers allowed."""
-    settings = rt.settings.model_copy(
-        update={
-            "callback_queue_url": queues["CallbackQueue"]["Ref"],
-            "callback_dead_letter_url": queues["CallbackDeadLetterQueue"]["Ref"],
-            "callback_signing_secret": _secret(SECRET),
-            "callback_token": _secret(TOKEN),
-            "callback_allow_http": True,
-            "callback_allow_private": True,
-            "callback_timeout_ms": 2_000,
-            "callback_retry_base_ms": 1_000,
-            "callback_retry_max_ms": 2_000,
-        }
-    )
-    runtime = replace(rt, settings=settings)
-    from jobstream.service import runtime as runtime_module
-
-    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
-    return runtime
-
-
-def _secret(value: str) -> Any:
-    from pydantic import SecretStr
-
-    return SecretStr(value)
 
 
 def messages(rt: Runtime, url: str | None = None) -> list[dict[str, Any]]:

@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from typer.testing import CliRunner
 
@@ -20,7 +18,6 @@ from jobstream.service.runtime import Runtime
 from jobstream_cli import follow, state
 from jobstream_cli.app import app
 from jobstream_local.gateway import LocalHttpApi, make_server
-from jobstream_local.resources import create_queues
 from jobstream_local.template import Template
 from tests.integration.test_callbacks import drain, intent
 from tests.integration.test_callbacks import submit as submit_with_callback
@@ -40,33 +37,6 @@ def base_url(rt: Runtime) -> Iterator[str]:
     yield f"http://{host!s}:{port}"
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture
-def queues(aws: None) -> dict[str, dict[str, str]]:
-    suffix = uuid.uuid4().hex[:10]
-    return create_queues(
-        Template.load(), boto3.client("sqs"), name_for=lambda name: f"{name}-{suffix}"
-    )
-
-
-@pytest.fixture
-def crt(rt: Runtime, queues: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> Runtime:
-    """The operator runtime: the callback queues, with local receivers allowed."""
-    from jobstream.service import runtime as runtime_module
-
-    settings = rt.settings.model_copy(
-        update={
-            "callback_queue_url": queues["CallbackQueue"]["Ref"],
-            "callback_dead_letter_url": queues["CallbackDeadLetterQueue"]["Ref"],
-            "callback_allow_http": True,
-            "callback_allow_private": True,
-            "callback_timeout_ms": 2_000,
-        }
-    )
-    runtime = replace(rt, settings=settings)
-    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
-    return runtime
 
 
 @dataclass(frozen=True)
