@@ -20,7 +20,7 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def record_handler(record: SQSRecord) -> str:
-    return handle_work_message(runtime_module.runtime(), record.body)
+    return handle_work_message(runtime_module.runtime(), record.body, record.message_id)
 
 
 @instrument

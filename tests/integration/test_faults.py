@@ -4,6 +4,7 @@ and a sweep converges to the state a run without the failure reaches."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -181,3 +182,45 @@ def test_a_crash_at_any_call_converges(
     assert run_case(case, rt, clock, fault) == expected
     if not fault.fired:
         pytest.skip(f"{case.name} makes fewer than {at} DynamoDB calls")
+
+
+WORKER_CALLS = 5
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("at", range(1, WORKER_CALLS + 1))
+def test_a_worker_crash_at_any_call_converges_on_redelivery(
+    rt: Runtime, clock: Clock, mode: str, at: int
+) -> None:
+    """The worker fails at one DynamoDB call; SQS redelivers the same message; the job ends
+    exactly as without the crash (same status, one of each lifecycle event)."""
+    from jobstream.service import execution
+
+    def run(runtime: Runtime, fault: Fault | None) -> dict[str, Any]:
+        api = Api(token="acme-token")
+        from jobstream.service import runtime as runtime_module
+
+        previous = runtime_module.runtime
+        runtime_module.runtime = lambda: runtime  # type: ignore[assignment]
+        try:
+            task = canonical_task(callback_url=None)
+            task["params"] = {"query": {"tags": ["botefuku"]}}
+            job_id = str(api.post("/jobs", task).body["job"]["job_id"])
+            body = json.dumps({"job_id": job_id})
+            if fault is not None:
+                with injected(runtime, fault), contextlib.suppress(Exception):
+                    # The invocation may fail (the message is redelivered) or absorb the fault.
+                    execution.handle_work_message(runtime, body, "message-1")
+            execution.handle_work_message(runtime, body, "message-1")
+            result = state(runtime, job_id)
+            # Progress events depend on timing; the lifecycle must not.
+            result["kinds"] = [kind for kind in result["kinds"] if kind != "job.progressed"]
+            return result
+        finally:
+            runtime_module.runtime = previous  # type: ignore[assignment]
+
+    expected = run(fresh_runtime(rt), None)
+    fault = Fault(at=at, mode=mode)
+    assert run(rt, fault) == expected
+    if not fault.fired:
+        pytest.skip(f"the worker makes fewer than {at} DynamoDB calls")

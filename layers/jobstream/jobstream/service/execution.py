@@ -31,7 +31,10 @@ MAX_PROGRESS_EVENTS: Final = 50
 MAX_COMPLETE_ATTEMPTS: Final = 5
 
 
-def handle_work_message(rt: Runtime, body: str) -> str:
+def handle_work_message(rt: Runtime, body: str, message_id: str | None = None) -> str:
+    """Run the job a work message names. The lease owner is derived from the message, so a
+    redelivery of the same message (its invocation crashed) resumes the job it had claimed;
+    another message for the same job finds it claimed and does nothing."""
     observability.bind(job_id=None, correlation_id=None)
     try:
         job_id = parse_work_message(body)
@@ -39,12 +42,15 @@ def handle_work_message(rt: Runtime, body: str) -> str:
         logger.error("dropping a work message that names no job: %.200s", body)  # noqa: TRY400
         return "invalid"
     observability.bind(job_id=job_id)
-    return execute(rt, job_id)
+    return execute(rt, job_id, owner=f"message:{message_id}" if message_id else None)
 
 
 def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
-    """queued -> running with a fresh lease and `job.started`, in one transaction."""
+    """queued -> running with a fresh lease and `job.started`, in one transaction; or the job
+    this owner already holds (its earlier attempt crashed after claiming)."""
     record = rt.store.get_job(job_id)
+    if record is not None and record.status == "running" and record.lease_owner == owner:
+        return record
     if record is None or record.status != "queued":
         return None
     now = max(rt.clock(), record.updated_at)
@@ -172,16 +178,28 @@ class Lease:
                 self.rt, record, kind=EventKind.PROGRESSED, updated=updated, change=change
             )
         except StaleJobError:
-            fresh = self.rt.store.get_job(record.job_id)
-            if fresh is None or fresh.status != "running" or fresh.lease_owner != self.owner:
-                self.lost.set()
-            elif fresh is not None:
-                self.record = fresh
+            self._refresh()
+        except Exception:
+            # Progress is best effort: a failed write must not fail the job. It may have been
+            # written with its answer lost, so the next write starts from a fresh read.
+            logger.warning("progress not recorded", exc_info=True)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        try:
+            fresh = self.rt.store.get_job(self.record.job_id)
+        except Exception:
+            logger.warning("could not re-read the job after a progress write", exc_info=True)
+            return
+        if fresh is None or fresh.status != "running" or fresh.lease_owner != self.owner:
+            self.lost.set()
+        else:
+            self.record = fresh
 
 
-def execute(rt: Runtime, job_id: str) -> str:
+def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
     """Claim, run and complete one job. Returns what happened, for logs and tests."""
-    owner = uuid.uuid4().hex
+    owner = owner or uuid.uuid4().hex
     record = claim(rt, job_id, owner)
     if record is None:
         return "not-claimed"
