@@ -224,3 +224,40 @@ def test_a_worker_crash_at_any_call_converges_on_redelivery(
     assert run(rt, fault) == expected
     if not fault.fired:
         pytest.skip(f"the worker makes fewer than {at} DynamoDB calls")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("at", range(1, 4))
+def test_a_delivery_crash_at_any_call_still_delivers(
+    crt: Runtime, queues: dict[str, Any], clock: Clock, mode: str, at: int
+) -> None:
+    """The delivery fails at one DynamoDB call; the message comes back, the sweep re-sends
+    what was left in flight; the callback ends delivered (at least once: a receiver dedupes
+    on X-Idempotency-Key)."""
+    from jobstream.service import admission, callbacks
+    from jobstream.service.sweep import sweep
+    from jobstream.store import keys
+    from jobstream.store.callbacks import IntentRef
+    from tests.integration.test_callbacks import drain
+    from tests.support.receiver import receiver
+
+    with receiver(204) as hook:
+        task = canonical_task(callback_url=hook.url)
+        job_id = admission.submit(crt, "acme", task, None)[1]["job"]["job_id"]
+        ref = IntentRef(job_id, 1)
+        fault = Fault(at=at, mode=mode)
+        with injected(crt, fault), contextlib.suppress(Exception):
+            callbacks.deliver(crt, ref)
+        # The same message again (its invocation failed or it was kept), then time passes.
+        callbacks.deliver(crt, ref)
+        clock.advance(crt.settings.callback_timeout_ms + keys.HANDOFF_GRACE_MS * 3)
+        sweep(crt)
+        drain(crt, queues)
+        record = crt.callbacks.get(ref)
+        assert record is not None
+        assert record.state == "delivered"
+        assert 1 <= len(hook.requests) <= 2
+        ids = {request.headers["x-idempotency-key"] for request in hook.requests}
+        assert ids == {record.idempotency_key}
+    if not fault.fired:
+        pytest.skip(f"a delivery makes fewer than {at} DynamoDB calls")
