@@ -51,8 +51,8 @@ class LocalStack:
         self.http.shutdown()
         self.http.server_close()
         self.thread.join(timeout=5)
-        # Workers finish the call they are in; they are daemons, so a slow one cannot hold us.
-        deadline = time.monotonic() + 10
+        # Workers finish the call they are in; they are daemons, so a busy one cannot hold us.
+        deadline = time.monotonic() + 2
         for worker in self.workers:
             worker.join(timeout=max(0.0, deadline - time.monotonic()))
         self.moto.stop()

@@ -54,7 +54,7 @@ def test_8_submit_answers_202_with_the_wrapped_queued_job(api: Api) -> None:
     response = api.post("/jobs", canonical_task())
     assert response.status == 202
     assert list(response.body) == ["job"]
-    validate(response.body, "JobSubmission")
+    validate(response.body, "JobReceipt")
     job = response.body["job"]
     validate(job, "Job")
     assert job["protocol_version"] == "1"

@@ -21,7 +21,7 @@ EVENTS = REPOSITORY / "events"
 
 # In the order a consumer would send them; each with the status and document it must produce.
 SEQUENCE = [
-    ("admission-submit.json", 202, "JobSubmission"),
+    ("admission-submit.json", 202, "JobReceipt"),
     # The worker runs the job before anything else reads it (the SQS integration would).
     ("worker-sqs-batch.json", None, None),
     ("jobs-capabilities.json", 200, "Capabilities"),

@@ -155,7 +155,7 @@ def test_the_whole_pull_protocol_over_http(stack: Client) -> None:
 
     status, submitted = stack.call("POST", "/jobs", _task("stack-key-1", "slow-illustration"))
     assert status == 202
-    validate(submitted, "JobSubmission")
+    validate(submitted, "JobReceipt")
     job = submitted["job"]
     assert job["events_url"].startswith(stack.base_url)
 

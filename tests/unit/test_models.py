@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from jobstream.domain import JobRecord, StoredEvent
 from jobstream.protocol import documents
-from jobstream.protocol.models import MODELS_BY_DEF, ErrorEnvelope, Job, JobSubmission
+from jobstream.protocol.models import MODELS_BY_DEF, ErrorEnvelope, Job, JobReceipt
 from tests.support.validation import FIXTURES, PUBLISHED_SCHEMA
 
 FIXTURE_MODELS = {
@@ -108,7 +108,7 @@ def test_produced_documents_parse_with_our_models(status: str) -> None:
     record = _record(status, reason=reason, labels={"a": "b"}, correlation_id="c")
     job = documents.job_document(record, 3_000, "https://host")
     assert Job.model_validate(job).document() == job
-    assert JobSubmission.model_validate(documents.submission(record, 3_000)).job.status == status
+    assert JobReceipt.model_validate(documents.submission(record, 3_000)).job.status == status
     events = [StoredEvent("job_x", 1, "job.requested", 1_000)]
     if record.is_terminal:
         kind = {

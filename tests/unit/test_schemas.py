@@ -57,10 +57,10 @@ EXPECTED_DEFS = frozenset(
         "JobTypeDeclaration",
         "Capabilities",
         "ErrorEnvelope",
-        "JobSubmission",
+        "JobReceipt",
     }
 )
-CLOSED_DEFS = frozenset({"ErrorEnvelope", "JobSubmission"})
+CLOSED_DEFS = frozenset({"ErrorEnvelope", "JobReceipt"})
 FIXTURE_DEFS = {
     "task": "Task",
     "job": "Job",
@@ -315,9 +315,7 @@ def test_protocol_objects_stay_open_to_unknown_fields() -> None:
                 assert not closes, f"$defs/{name}{path} restricts unknown properties"
 
 
-@pytest.mark.parametrize(
-    ("definition", "key"), [("ErrorEnvelope", "error"), ("JobSubmission", "job")]
-)
+@pytest.mark.parametrize(("definition", "key"), [("ErrorEnvelope", "error"), ("JobReceipt", "job")])
 def test_envelopes_have_exactly_one_key(definition: str, key: str) -> None:
     envelope = _schema()["$defs"][definition]
     assert envelope["required"] == [key]
@@ -376,7 +374,7 @@ def test_job_fixture_with_unknown_fields_still_validates(shared_protocol: Path) 
     candidate["assets"][0]["locator"]["x_future"] = "deep"
     job["result"]["filtered"][0]["x_future"] = 0
     _assert_valid(job, "Job")
-    _assert_valid({"job": job}, "JobSubmission")
+    _assert_valid({"job": job}, "JobReceipt")
 
 
 # --- everything we produce -------------------------------------------------------------------
@@ -387,7 +385,7 @@ def test_job_fixture_with_unknown_fields_still_validates(shared_protocol: Path) 
 def test_produced_jobs_validate(state: str, base_url: str | None) -> None:
     record = RECORDS[state]
     _assert_valid(documents.job_document(record, NOW, base_url), "Job")
-    _assert_valid(documents.submission(record, NOW, base_url), "JobSubmission")
+    _assert_valid(documents.submission(record, NOW, base_url), "JobReceipt")
     if record.status == "succeeded":
         _assert_valid(documents.job_document(record, NOW)["result"], "Result_CandidateSearch")
     if record.is_terminal and record.status != "succeeded":
@@ -471,9 +469,9 @@ def test_error_envelope_with_a_second_key_is_rejected() -> None:
 
 def test_job_submission_with_a_second_key_is_rejected() -> None:
     submission = {"job": _job()}
-    _assert_valid(submission, "JobSubmission")
-    _assert_invalid({**submission, "replayed": True}, "JobSubmission")
-    _assert_invalid(_job(), "JobSubmission")
+    _assert_valid(submission, "JobReceipt")
+    _assert_invalid({**submission, "replayed": True}, "JobReceipt")
+    _assert_invalid(_job(), "JobReceipt")
 
 
 @pytest.mark.parametrize(
@@ -585,8 +583,8 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
     # (path, method): {status: schema the body is, None for "an ErrorEnvelope"}
     ("/capabilities", "get"): {"200": "Capabilities"},
     ("/jobs", "post"): {
-        "202": "JobSubmission",
-        "200": "JobSubmission",
+        "202": "JobReceipt",
+        "200": "JobReceipt",
         "400": None,
         "404": None,
         "409": None,

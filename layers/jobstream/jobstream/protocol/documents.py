@@ -155,7 +155,10 @@ def event_page(
     page: dict[str, Any] = {"job_id": record.job_id, "events": documents}
     if has_more and documents:
         page["next_after"] = documents[-1]["event_id"]
-    page["unacked"] = unacked_count(record)
+    # The job was read before its events: a writer may have appended since, and the page must
+    # never show more events than it counts.
+    newest = max((event.sequence for event in events), default=0)
+    page["unacked"] = max(0, max(record.event_count, newest) - record.ack_sequence)
     page["server_time"] = now
     return page
 

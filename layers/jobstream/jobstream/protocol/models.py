@@ -135,7 +135,7 @@ class Job(ProtocolModel):
     error: Error | None = None
 
 
-class JobSubmission(ProtocolModel):
+class JobReceipt(ProtocolModel):
     """The body of `POST /jobs`: the Job wrapped under one key."""
 
     job: Job
