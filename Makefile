@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR)
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 
-.PHONY: setup run test lint typecheck cfn-lint pytest bench openapi deploy-check clean
+.PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check clean
 
 setup: $(STAMP)
 
@@ -47,6 +47,13 @@ pytest: setup
 
 bench: setup
 	$(BIN)/python -m bench
+
+# The bounded load test against the local stack (LOAD_ARGS="--jobs 200" for a quicker run).
+load: setup
+	$(BIN)/python -m bench.load $(LOAD_ARGS)
+
+# Everything: every gate and suite (conformance, fuzzing, faults), the benchmarks, the load test.
+proof: test bench load
 
 # Re-bundle the OpenAPI document served at GET /openapi.json (a test says when it is stale).
 openapi: setup

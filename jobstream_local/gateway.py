@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from jobstream.http.request import MAX_BODY_BYTES
 from jobstream_local.template import FunctionSpec, HttpRoute
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -174,13 +175,17 @@ def make_server(api: LocalHttpApi, host: str, port: int) -> ThreadingHTTPServer:
 
         def _serve(self) -> None:
             length = int(self.headers.get("content-length") or 0)
-            if length > MAX_REQUEST_BYTES:
-                self.send_error(413)
-                return
-            body = self.rfile.read(length) if length else b""
             headers = {name.lower(): value for name, value in self.headers.items()}
             headers.setdefault("x-forwarded-proto", "http")
-            response = api.invoke(self.command, self.path, headers, body)
+            if length > MAX_REQUEST_BYTES:
+                # Not read at all: the handler answers its 413 envelope for any oversized body.
+                self.close_connection = True
+                body = b" " * (MAX_BODY_BYTES + 1)
+            else:
+                body = self.rfile.read(length) if length else b""
+            self._answer(api.invoke(self.command, self.path, headers, body))
+
+        def _answer(self, response: dict[str, Any]) -> None:
             payload = response.get("body") or ""
             data = (
                 base64.b64decode(payload)
@@ -192,9 +197,15 @@ def make_server(api: LocalHttpApi, host: str, port: int) -> ThreadingHTTPServer:
                 self.send_header(name, str(value))
             self.send_header("content-length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            if self.command != "HEAD":
+                self.wfile.write(data)
 
-        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _serve  # noqa: N815
+        def __getattr__(self, name: str) -> Any:
+            # Every method reaches the API, as behind API Gateway: unknown routes and methods
+            # get the protocol's 404 envelope, not the stdlib's HTML 501.
+            if name.startswith("do_"):
+                return self._serve
+            raise AttributeError(name)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002, ARG002 - stdlib signature
             sys.stderr.write(f"{self.command} {self.path} -> {args[1] if len(args) > 1 else ''}\n")
