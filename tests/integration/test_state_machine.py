@@ -9,6 +9,7 @@ Every example runs on a fresh table.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import uuid
 from collections.abc import Callable, Mapping
@@ -17,10 +18,11 @@ from typing import Any, ClassVar
 
 import boto3
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
+    initialize,
     invariant,
     precondition,
     rule,
@@ -54,6 +56,7 @@ from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.callbacks import IntentRef
+from jobstream.store.client import dynamodb_client
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.jobs import MAX_CALLBACK_ATTEMPTS, JobStore, item_to_record
 from jobstream_local.resources import create_tables
@@ -78,6 +81,38 @@ LARGE_STEPS = (180_001, 900_001, 1_200_001, 1_800_001, 21_600_001)
 
 Item = dict[str, Any]
 Snapshot = dict[tuple[str, str], Item]
+
+
+WRITES = frozenset(
+    {"put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item"}
+)
+
+
+class WatchedClient:
+    """The DynamoDB client, telling the world whenever a call may have written."""
+
+    def __init__(self, client: Any, on_write: Callable[[], None]) -> None:
+        self._client = client
+        self._on_write = on_write
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name not in WRITES:
+            return attribute
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            self._on_write()
+            try:
+                return attribute(*args, **kwargs)
+            finally:
+                self._on_write()
+
+        return write
+
+
+@functools.cache
+def template() -> Template:
+    return Template.load()
 
 
 @dataclass
@@ -112,12 +147,13 @@ class World:
 
     def __init__(self, base: Runtime) -> None:
         table = f"sm-{uuid.uuid4().hex[:10]}"
-        create_tables(Template.load(), boto3.client("dynamodb"), name_for=lambda _: table)
+        create_tables(template(), boto3.client("dynamodb"), name_for=lambda _: table)
         self.clock = Clock()
+        client = WatchedClient(dynamodb_client(), self._written)
         self.rt = replace(
             base,
             settings=base.settings.model_copy(update={"table_name": table}),
-            store=JobStore(table),
+            store=JobStore(table, client_factory=lambda: client),
             clock=self.clock,
             poster=self._post,
         )
@@ -129,6 +165,12 @@ class World:
         self.seen: dict[str, dict[int, tuple[str, int]]] = {}
         self.best_ack: dict[str, int] = {}
         self.final_intents: dict[tuple[str, int], str] = {}
+        # The last scan, kept until something writes (scans dominate the run time).
+        self._cached: Snapshot | None = None
+        self._views: tuple[Snapshot, dict[str, JobView]] | None = None
+
+    def _written(self) -> None:
+        self._cached = None
 
     # -- the fake receiver ------------------------------------------------------------------
 
@@ -141,19 +183,29 @@ class World:
     # -- reading the table ------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        client = self.rt.store.client
-        request: dict[str, Any] = {"TableName": self.rt.settings.table_name, "ConsistentRead": True}
-        items: Snapshot = {}
-        while True:
-            response = client.scan(**request)
-            for item in response.get("Items", []):
-                items[(item[keys.PK]["S"], item[keys.SK]["S"])] = item
-            if "LastEvaluatedKey" not in response:
-                return items
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        """Every item of the table, by key (a copy: callers compare before and after)."""
+        if self._cached is None:
+            client = self.rt.store.client
+            request: dict[str, Any] = {
+                "TableName": self.rt.settings.table_name,
+                "ConsistentRead": True,
+            }
+            items: Snapshot = {}
+            while True:
+                response = client.scan(**request)
+                for item in response.get("Items", []):
+                    items[(item[keys.PK]["S"], item[keys.SK]["S"])] = item
+                if "LastEvaluatedKey" not in response:
+                    break
+                request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+            self._cached = items
+        # Shared, never mutated: callers compare snapshots, they do not edit them.
+        return self._cached
 
-    def views(self, snapshot: Snapshot | None = None) -> dict[str, JobView]:
-        snapshot = self.snapshot() if snapshot is None else snapshot
+    def views(self) -> dict[str, JobView]:
+        snapshot = self.snapshot()
+        if self._views is not None and self._views[0] is snapshot:
+            return self._views[1]
         views: dict[str, JobView] = {}
         for (pk, sk), item in sorted(snapshot.items()):
             job_id = pk.removeprefix("JOB#")
@@ -169,6 +221,7 @@ class World:
                 )
             elif sk.startswith(keys.INTENT_PREFIX):
                 views[job_id].intents.append(from_item(item))
+        self._views = (snapshot, views)
         return views
 
     def view(self, job_id: str) -> JobView:
@@ -221,9 +274,9 @@ class World:
         assert (record.started_at is not None) == (EventKind.EXECUTION_STARTED in kinds)
         # I3: an event id always names the same event.
         seen = self.seen.setdefault(job_id, {})
-        for event in events:
-            known = seen.setdefault(event.sequence, (event.kind, event.at))
-            assert known == (event.kind, event.at), f"event {event.sequence} of {job_id} changed"
+        for stored in events:
+            known = seen.setdefault(stored.sequence, (stored.kind, stored.at))
+            assert known == (stored.kind, stored.at), f"event {stored.sequence} of {job_id} changed"
         assert len(seen) == len(events), f"events of {job_id} disappeared"
         # I4: the cursor stays within the stream and never moves back.
         assert 0 <= record.ack_sequence <= record.event_count
@@ -239,12 +292,12 @@ class World:
             return
         assert view.record.callback_url == model.task["callback_url"]
         assert [i["sequence"] for i in view.intents] == [e.sequence for e in view.events]
-        for intent, event in zip(view.intents, view.events, strict=True):
-            assert intent["event_id"] == event_id(event.at, event.sequence)
+        for intent, stored in zip(view.intents, view.events, strict=True):
+            assert intent["event_id"] == event_id(stored.at, stored.sequence)
             assert json.loads(intent["event"])["event_id"] == intent["event_id"]
             assert intent["state"] in INTENT_STATES
             assert intent.get("attempts", 0) <= intent["max_attempts"] <= MAX_CALLBACK_ATTEMPTS
-            ref = (model.job_id, event.sequence)
+            ref = (model.job_id, stored.sequence)
             if ref in self.final_intents:
                 assert intent["state"] == self.final_intents[ref], f"intent {ref} reopened"
             if intent["state"] in FINAL_INTENT_STATES:
@@ -284,6 +337,7 @@ def job_key(job_id: str) -> tuple[str, str]:
 
 
 picks = st.integers(0, 63)
+whos = st.sampled_from(("holder", "holder", *WORKERS))
 
 
 class ServiceMachine(RuleBasedStateMachine):
@@ -306,9 +360,8 @@ class ServiceMachine(RuleBasedStateMachine):
         return models[pick % len(models)]
 
     def record(self, job_id: str) -> JobRecord:
-        record = self.rt.store.get_job(job_id)
-        assert record is not None
-        return record
+        """The job as the table holds it now (from the last scan while nothing wrote)."""
+        return self.world.view(job_id).record
 
     def foreign_id(self, model: JobModel, pick: int) -> str | None:
         others = [m for m in self.world.jobs.values() if m.job_id != model.job_id]
@@ -319,6 +372,11 @@ class ServiceMachine(RuleBasedStateMachine):
         return ids[pick % len(ids)]
 
     # -- admission --------------------------------------------------------------------------
+
+    @initialize(tenant=st.sampled_from(TENANTS), key=st.sampled_from(KEYS), callback=st.booleans())
+    def first_job(self, tenant: str, key: str, callback: bool) -> None:
+        # Most rules need a job: every run starts with one.
+        self.submit(tenant, key, callback)
 
     @rule(tenant=st.sampled_from(TENANTS), key=st.sampled_from(KEYS), callback=st.booleans())
     def submit(self, tenant: str, key: str, callback: bool) -> None:
@@ -371,28 +429,41 @@ class ServiceMachine(RuleBasedStateMachine):
         before = self.record(model.job_id)
         claimed = execution.claim(self.rt, model.job_id, worker)
         after = self.record(model.job_id)
+        event(f"claim: {before.status} -> {after.status}")
         if before.status == "queued":
             assert claimed is not None
             assert (after.status, after.lease_owner, after.attempt) == ("running", worker, 1)
             assert claimed.event_count == after.event_count
             self.world.leases[(model.job_id, worker)] = execution.Lease(self.rt, claimed, worker)
+        elif before.status == "running" and before.lease_owner == worker:
+            # The same owner again (a redelivered message): it resumes the job it holds.
+            assert claimed == before
+            assert after == before
         else:
             # I6: one execution; a second claim is a no-op.
             assert claimed is None
             assert after == before
 
+    def worker_for(self, pick: int, who: str) -> tuple[str, str]:
+        """A job and a worker: the holder of a lease, or a named worker on any job."""
+        held = self.held()
+        if who == "holder" and held:
+            return held[pick % len(held)]
+        return self.job(pick).job_id, who if who in WORKERS else WORKERS[0]
+
     @precondition(has_jobs)
-    @rule(pick=picks, worker=st.sampled_from(WORKERS))
-    def heartbeat(self, pick: int, worker: str) -> None:
-        model = self.job(pick)
-        before = self.record(model.job_id)
+    @rule(pick=picks, who=whos)
+    def heartbeat(self, pick: int, who: str) -> None:
+        job_id, worker = self.worker_for(pick, who)
+        before = self.record(job_id)
         snapshot = self.world.snapshot()
         now = self.world.clock.now
         alive = self.rt.store.renew_lease(
-            model.job_id, worker, now=now, lease_ms=self.rt.settings.lease_ms
+            job_id, worker, now=now, lease_ms=self.rt.settings.lease_ms
         )
+        event(f"heartbeat: {alive}")
         assert alive == (before.status == "running" and before.lease_owner == worker)
-        after = self.record(model.job_id)
+        after = self.record(job_id)
         if alive:
             assert (after.heartbeat_at, after.lease_expires_at) == (
                 now,
@@ -401,14 +472,31 @@ class ServiceMachine(RuleBasedStateMachine):
         else:
             assert after == before
         # A heartbeat touches the job item only.
-        assert without(self.world.snapshot(), job_key(model.job_id)) == without(
-            snapshot, job_key(model.job_id)
-        )
+        key = job_key(job_id)
+        assert without(self.world.snapshot(), key) == without(snapshot, key)
+
+    def held(self) -> list[tuple[str, str]]:
+        """The (job, worker) pairs whose lease is still held (the job is running for it)."""
+        views = self.world.views()
+        return [
+            (job_id, worker)
+            for job_id, worker in sorted(self.world.leases)
+            if views[job_id].record.status == "running"
+            and views[job_id].record.lease_owner == worker
+        ]
 
     @precondition(lambda self: bool(self.world.leases))
-    @rule(pick=picks, stage=st.sampled_from(["searching", "ranking"]), message=st.booleans())
-    def progress(self, pick: int, stage: str, message: bool) -> None:
-        (job_id, worker), lease = sorted(self.world.leases.items())[pick % len(self.world.leases)]
+    @rule(
+        pick=picks,
+        stage=st.sampled_from(["searching", "ranking"]),
+        message=st.booleans(),
+        live=st.booleans(),
+    )
+    def progress(self, pick: int, stage: str, message: bool, live: bool) -> None:
+        """Progress from a worker holding its lease, or (not `live`) any worker that claimed."""
+        pairs = (live and self.held()) or sorted(self.world.leases)
+        job_id, worker = pairs[pick % len(pairs)]
+        lease = self.world.leases[(job_id, worker)]
         before = self.record(job_id)
         now = self.world.clock.now
         recent = lease._last_progress_at is not None and (
@@ -418,38 +506,40 @@ class ServiceMachine(RuleBasedStateMachine):
         fresh = lease.record.event_count == before.event_count
         lease.progress(stage, "looking" if message else None)
         after = self.record(job_id)
+        event(f"progress: {after.progress_events - before.progress_events}")
         if mine and fresh and not recent and before.progress_events < execution.MAX_PROGRESS_EVENTS:
             assert after.event_count == before.event_count + 1
             assert after.progress_events == before.progress_events + 1
             assert self.world.view(job_id).events[-1].kind == EventKind.PROGRESSED
         elif not mine:
-            # A cancelled, expired or never-held job gets no progress.
+            # A cancelled, expired or finished job gets no progress.
             assert after == before
 
     @precondition(has_jobs)
-    @rule(pick=picks, worker=st.sampled_from(WORKERS))
-    def complete(self, pick: int, worker: str) -> None:
-        self._finish(pick, worker, Outcome(result={"candidates": [], "scanned": 0}), "succeeded")
+    @rule(pick=picks, who=whos)
+    def complete(self, pick: int, who: str) -> None:
+        outcome = Outcome(result={"candidates": [], "scanned": 0})
+        self._finish(*self.worker_for(pick, who), outcome, "succeeded")
 
     @precondition(has_jobs)
-    @rule(pick=picks, worker=st.sampled_from(WORKERS))
-    def fail(self, pick: int, worker: str) -> None:
+    @rule(pick=picks, who=whos)
+    def fail(self, pick: int, who: str) -> None:
         outcome = Outcome(reason="internal_error", message="the executor crashed")
-        self._finish(pick, worker, outcome, "failed")
+        self._finish(*self.worker_for(pick, who), outcome, "failed")
 
-    def _finish(self, pick: int, worker: str, outcome: Outcome, status: str) -> None:
-        model = self.job(pick)
-        before = self.record(model.job_id)
+    def _finish(self, job_id: str, worker: str, outcome: Outcome, status: str) -> None:
+        before = self.record(job_id)
         snapshot = self.world.snapshot()
-        lease = self.world.leases.get((model.job_id, worker))
+        lease = self.world.leases.get((job_id, worker))
         # A worker that never claimed the job completes from what it reads.
         held = lease.record if lease is not None else before
         result = execution.complete(self.rt, held, worker, outcome)
-        after = self.record(model.job_id)
+        event(f"complete: {result}")
+        after = self.record(job_id)
         if before.status == "running" and before.lease_owner == worker:
             assert result == status
             assert (after.status, after.lease_owner) == (status, None)
-            assert self.world.view(model.job_id).events[-1].kind == (
+            assert self.world.view(job_id).events[-1].kind == (
                 TERMINAL_KIND_BY_STATUS[status].value
             )
         else:
@@ -551,12 +641,10 @@ class ServiceMachine(RuleBasedStateMachine):
         key = job_key(model.job_id)
         assert without(self.world.snapshot(), key) == without(snapshot, key)
 
-    @precondition(has_jobs)
+    @precondition(lambda self: any(m.callback for m in self.world.jobs.values()))
     @rule(pick=picks, which=picks, status=st.sampled_from([204, 503, 404]))
     def deliver(self, pick: int, which: int, status: int) -> None:
         with_callback = [m for m in self.world.jobs.values() if m.callback]
-        if not with_callback:
-            return
         model = sorted(with_callback, key=lambda m: m.job_id)[pick % len(with_callback)]
         view = self.world.view(model.job_id)
         intent = view.intents[which % len(view.intents)]
@@ -575,6 +663,7 @@ class ServiceMachine(RuleBasedStateMachine):
         assert without(self.world.snapshot(), item_key) == without(snapshot, item_key)
         after = self.rt.callbacks.get(ref)
         assert after is not None
+        event(f"deliver: {after.state if claimable else 'not due'}")
         if not claimable:
             assert len(self.world.posts) == posts
             assert self.world.snapshot() == snapshot
@@ -653,6 +742,9 @@ class ServiceMachine(RuleBasedStateMachine):
     @rule()
     def run_sweep(self) -> None:
         report = sweep(self.rt)
+        for reason in ("queued_too_long", "stalled_no_heartbeat", "execution_timeout"):
+            if getattr(report, reason):
+                event(f"sweep: {reason}")
         assert report.errors == 0
         # Nothing was missing from any stream, and every verdict due has been issued.
         assert report.events_repaired == 0
