@@ -34,3 +34,69 @@ def make_dynamodb_atomic() -> None:
         if callable(member) and not name.startswith("_"):
             setattr(DynamoDBBackend, name, _atomic(member))
     setattr(DynamoDBBackend, _PATCHED, True)
+    make_transactions_cheap()
+
+
+def make_transactions_cheap() -> None:
+    """moto copies every table a transaction touches (to roll back a failed one), which makes a
+    transaction cost grow with the table. Under the lock above, conditions can be checked first
+    and the transaction refused before anything is written; then no rollback, and no copy, is
+    needed. (A malformed expression failing half-way would not be rolled back: jobstream never
+    sends one, and the tests would show it.)"""
+    import copy
+    import types
+
+    from moto.dynamodb import models
+    from moto.dynamodb.comparisons import get_filter_expression
+    from moto.dynamodb.exceptions import TransactionCanceledException
+    from moto.dynamodb.models.table import Table
+
+    backend = models.DynamoDBBackend
+    if getattr(backend, "_jobstream_cheap", False):
+        return
+    original = backend.transact_write_items
+
+    def key_of(self: Any, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
+        if op_type != "Put":
+            key: dict[str, Any] = op["Key"]
+            return key
+        table = self.get_table(op["TableName"])
+        attrs = op["Item"]
+        key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+        if table.range_key_attr is not None:
+            key[table.range_key_attr] = attrs[table.range_key_attr]
+        return key
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        reasons: list[tuple[Any, Any, Any]] = []
+        for entry in transact_items:
+            op_type, op = next(iter(entry.items()))
+            condition = op.get("ConditionExpression")
+            if condition is None or op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+                reasons.append((None, None, None))
+                continue
+            current = self.get_item(op["TableName"], key_of(self, op_type, op))
+            holds = get_filter_expression(
+                condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+            ).expr(current)
+            reasons.append(
+                (None, None, None)
+                if holds
+                else ("ConditionalCheckFailed", "The conditional request failed", None)
+            )
+        if any(code is not None for code, _, _ in reasons):
+            raise TransactionCanceledException(reasons)
+        # Conditions hold: let moto apply it without copying whole tables.
+        shim = types.SimpleNamespace(
+            deepcopy=lambda value, *a: (
+                value if isinstance(value, Table) else copy.deepcopy(value, *a)
+            )
+        )
+        setattr(models, "copy", shim)  # noqa: B010 - the module moto's code looks `copy` up in
+        try:
+            original(self, transact_items)
+        finally:
+            setattr(models, "copy", copy)  # noqa: B010
+
+    backend.transact_write_items = _atomic(transact_write_items)  # type: ignore[method-assign]
+    backend._jobstream_cheap = True  # type: ignore[attr-defined]
