@@ -61,16 +61,6 @@ ERROR_CODES = frozenset(
         "internal_error",
     }
 )
-BUSINESS_TERMS = (
-    "refetch",
-    "review",
-    "slot",
-    "telegram",
-    "message_id",
-    "disposition",
-    "submission",
-    "moderation",
-)
 LEGACY_JOB_KEYS = (
     "requestId",
     "jobId",
@@ -196,22 +186,6 @@ def seg(value: str) -> str:
 
 def query(**values: str) -> str:
     return "?" + "&".join(f"{name}={seg(value)}" for name, value in values.items())
-
-
-def keys_of(document: Any) -> set[str]:
-    found: set[str] = set()
-    if isinstance(document, dict):
-        for name, value in document.items():
-            found.add(name)
-            found |= keys_of(value)
-    elif isinstance(document, list):
-        for item in document:
-            found |= keys_of(item)
-    return found
-
-
-def business_keys(document: Any) -> list[str]:
-    return sorted(k for k in keys_of(document) if any(t in k.lower() for t in BUSINESS_TERMS))
 
 
 DEFAULT: Any = object()  # "the client's own token"

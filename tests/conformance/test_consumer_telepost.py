@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from tests.conformance._support import (
-    BUSINESS_TERMS,
     CALLBACK_TOKEN,
     ERROR_CODES,
     LEGACY_JOB_KEYS,
@@ -26,7 +25,6 @@ from tests.conformance._support import (
     Client,
     Stack,
     key,
-    keys_of,
     now_ms,
     same_event,
     seg,
@@ -36,7 +34,7 @@ from tests.conformance._support import (
 )
 from tests.conformance.test_job_facade import misconfigured_answers_503
 from tests.support.receiver import Received, receiver
-from tests.support.validation import validate
+from tests.support.validation import BUSINESS_TERMS, keys_of, validate
 
 pytestmark = pytest.mark.stack
 

@@ -22,7 +22,6 @@ from tests.conformance._support import (
     SLOW_TARGET,
     Client,
     Stack,
-    business_keys,
     canonical_task,
     key,
     now_ms,
@@ -30,6 +29,7 @@ from tests.conformance._support import (
     types,
 )
 from tests.support.receiver import Receiver
+from tests.support.validation import business_keys
 
 pytestmark = pytest.mark.stack
 

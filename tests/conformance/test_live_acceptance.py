@@ -18,9 +18,9 @@ from tests.conformance._support import (
     Stack,
     canonical_task,
     key,
-    keys_of,
     types,
 )
+from tests.support.validation import keys_of
 
 pytestmark = pytest.mark.stack
 

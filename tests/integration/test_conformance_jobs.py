@@ -13,34 +13,7 @@ from jobstream.service.runtime import Runtime
 from tests.conftest import REFERENCE_TARGETS
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import mark_running, mark_succeeded
-from tests.support.validation import validate, validate_error
-
-BUSINESS_TERMS = (
-    "refetch",
-    "review",
-    "slot",
-    "telegram",
-    "message_id",
-    "disposition",
-    "submission",
-    "moderation",
-)
-
-
-def _keys(document: Any) -> set[str]:
-    found: set[str] = set()
-    if isinstance(document, dict):
-        for key, value in document.items():
-            found.add(key)
-            found |= _keys(value)
-    elif isinstance(document, list):
-        for item in document:
-            found |= _keys(item)
-    return found
-
-
-def _has_business_term(document: Any) -> bool:
-    return any(term in key.lower() for key in _keys(document) for term in BUSINESS_TERMS)
+from tests.support.validation import business_keys, validate, validate_error
 
 
 def submit(api: Api, **overrides: Any) -> dict[str, Any]:
@@ -225,7 +198,7 @@ def test_18_no_business_terms_on_the_wire(api: Api) -> None:
     page = api.get("/jobs?idempotency_key=6eb50329-20f2-4ea7-b95b-e4676b50d9f1").body
     missing = api.get("/jobs/does-not-exist").body
     for document in (capabilities, posted, page, missing):
-        assert not _has_business_term(document), document
+        assert business_keys(document) == [], document
     assert list(posted) == ["job"]
     assert "slotId" not in posted["job"]
 

@@ -50,3 +50,33 @@ def validate_error(document: Any) -> None:
     assert set(document) == {"error"}, document
     validate(document["error"], "Error")
     assert isinstance(document["error"]["retryable"], bool)
+
+
+# Consumer business words no published key may contain (reference §8 items 7 and 18).
+BUSINESS_TERMS = (
+    "refetch",
+    "review",
+    "slot",
+    "telegram",
+    "message_id",
+    "disposition",
+    "submission",
+    "moderation",
+)
+
+
+def keys_of(document: Any) -> set[str]:
+    """Every object key anywhere in a JSON document."""
+    found: set[str] = set()
+    if isinstance(document, dict):
+        for name, value in document.items():
+            found.add(name)
+            found |= keys_of(value)
+    elif isinstance(document, list):
+        for item in document:
+            found |= keys_of(item)
+    return found
+
+
+def business_keys(document: Any) -> list[str]:
+    return sorted(k for k in keys_of(document) if any(t in k.lower() for t in BUSINESS_TERMS))

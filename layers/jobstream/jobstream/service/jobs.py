@@ -9,7 +9,7 @@ from jobstream.domain import ACTIVE_STATUSES, JobRecord
 from jobstream.protocol import documents
 from jobstream.protocol.errors import Reason, invalid_params
 from jobstream.protocol.events import EventKind
-from jobstream.protocol.queries import Query, parse_list_query
+from jobstream.protocol.queries import JobListQuery, Query, parse_list_query
 from jobstream.service.identity import derive_job_id
 from jobstream.service.ownership import load_owned_job
 from jobstream.service.runtime import Runtime
@@ -77,7 +77,7 @@ def list_jobs(rt: Runtime, tenant: str, query: Query, base_url: str | None) -> d
     return documents.job_page(records, next_cursor=next_cursor, now=now, base_url=base_url)
 
 
-def _matches(record: JobRecord, tenant: str, key: str, filters: Any) -> bool:
+def _matches(record: JobRecord, tenant: str, key: str, filters: JobListQuery) -> bool:
     return (
         record.tenant == tenant
         and record.idempotency_key == key
