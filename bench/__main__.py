@@ -110,11 +110,11 @@ def operations() -> list[Row]:
     from jobstream.service.runtime import Runtime
     from jobstream.store.client import dynamodb_client
     from jobstream.store.jobs import JobStore
-    from jobstream_local.moto_atomic import make_dynamodb_atomic
+    from jobstream_local.moto_patches import patch_moto
     from jobstream_local.resources import create_queues, create_tables
     from jobstream_local.template import Template
 
-    make_dynamodb_atomic()
+    patch_moto()
     rows: list[Row] = []
     with mock_aws():
         client = boto3.client("dynamodb")

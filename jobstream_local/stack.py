@@ -14,7 +14,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from jobstream_local.gateway import LocalHttpApi, load_handler, make_server
-from jobstream_local.moto_atomic import make_dynamodb_atomic
+from jobstream_local.moto_patches import patch_moto
 from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import REPOSITORY, Template
 from jobstream_local.workers import QueuePoller, Schedule
@@ -70,7 +70,7 @@ def start(
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     for name, value in LOCAL_DEFAULTS.items():
         env.setdefault(name, value)
-    make_dynamodb_atomic()
+    patch_moto()
     # A fixed port lets `sam local` reach the same endpoint (see README); 0 picks a free one.
     moto = ThreadedMotoServer(
         ip_address=env.get("JOBSTREAM_MOTO_HOST", "127.0.0.1"),

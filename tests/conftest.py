@@ -34,7 +34,7 @@ from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
 from jobstream.store.client import dynamodb_client
 from jobstream.store.jobs import JobStore
-from jobstream_local.moto_atomic import make_dynamodb_atomic
+from jobstream_local.moto_patches import patch_moto
 from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
 from tests.support.harness import Api, Clock
@@ -66,7 +66,7 @@ def public_resolver(host: str, port: int) -> list[str]:
 
 @pytest.fixture(scope="session")
 def aws() -> Iterator[None]:
-    make_dynamodb_atomic()
+    patch_moto()
     with mock_aws():
         yield
 

@@ -1,0 +1,15 @@
+"""Everything the local stack, the tests and the benchmarks change in moto, in one call."""
+
+from __future__ import annotations
+
+from jobstream_local.moto_atomic import make_dynamodb_atomic
+from jobstream_local.moto_queries import make_queries_cheap
+from jobstream_local.moto_sqs import make_queue_attributes_cheap
+
+
+def patch_moto() -> None:
+    """Atomic DynamoDB requests and transactions (as on AWS), and DynamoDB queries and SQS
+    requests whose cost does not grow with the whole table or queue."""
+    make_dynamodb_atomic()
+    make_queries_cheap()
+    make_queue_attributes_cheap()
