@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jobstream_local.moto_atomic import make_dynamodb_atomic
 from jobstream_local.moto_queries import make_queries_cheap
-from jobstream_local.moto_sqs import make_queue_attributes_cheap
+from jobstream_local.moto_sqs import make_sqs_cheap
 
 
 def patch_moto() -> None:
@@ -12,4 +12,4 @@ def patch_moto() -> None:
     requests whose cost does not grow with the whole table or queue."""
     make_dynamodb_atomic()
     make_queries_cheap()
-    make_queue_attributes_cheap()
+    make_sqs_cheap()

@@ -4,14 +4,17 @@ moto builds every attribute of a queue, message counts included (each a pass ove
 messages), whenever it reads any one of them: per received message (for the retention period),
 per sent message (for content-based deduplication) and three times per name in
 GetQueueAttributes. With a backlog of a thousand jobs, every receive walked the queue a thousand
-times. Here a queue's attributes are a mapping that computes an attribute when it is read, with
-the same value moto would give; the counts are only computed when they are asked for.
+times. And every message's visibility check read the clock through a datetime built for the
+purpose. Here a queue's attributes are a mapping that computes an attribute when it is read, with
+the same value moto would give; the counts are only computed when they are asked for; and the
+current time is read from `time.time()`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -64,12 +67,29 @@ def _as_dict(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def make_queue_attributes_cheap() -> None:
+def _read_the_clock_directly(models: Any) -> None:
+    """moto's `unix_time()` is the epoch difference of two datetimes, the same number as
+    `time.time()`; the SQS model reads it for every message it looks at."""
+    moto_unix_time: Callable[..., float] = models.unix_time
+
+    def unix_time(dt: Any = None) -> float:
+        return time.time() if dt is None else moto_unix_time(dt)
+
+    def unix_time_millis(dt: Any = None) -> float:
+        return unix_time(dt) * 1000.0
+
+    models.unix_time = unix_time
+    models.unix_time_millis = unix_time_millis
+
+
+def make_sqs_cheap() -> None:
+    from moto.sqs import models
     from moto.sqs.models import Queue, SQSBackend
 
     if getattr(SQSBackend, _PATCHED, False):
         return
     Queue.moto_attributes = Queue.attributes  # type: ignore[attr-defined]  # kept for comparison
     Queue.attributes = property(QueueAttributes)  # type: ignore[assignment,method-assign]
+    _read_the_clock_directly(models)
     SQSBackend.get_queue_attributes = _as_dict(SQSBackend.get_queue_attributes)  # type: ignore[method-assign]
     setattr(SQSBackend, _PATCHED, True)
