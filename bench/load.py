@@ -634,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2000, help="jobs to submit (2000)")
     parser.add_argument("--consumers", type=int, default=8, help="submitting threads (8)")
     parser.add_argument(
-        "--timeout", type=float, default=600, help="seconds to wait for every job (600)"
+        "--timeout", type=float, default=1200, help="seconds to wait for every job (1200)"
     )
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.consumers < 1 or args.timeout <= 0:
