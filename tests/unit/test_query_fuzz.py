@@ -1,0 +1,111 @@
+"""Hypothesis-generated query strings and ack bodies against the pure facade.
+
+Whatever a client puts after `?` (or in an ack body), the facade either returns well-formed
+values or raises a ProtocolError whose body is a valid error envelope, with a 4xx status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jobstream.http.request import parse_event
+from jobstream.protocol.errors import ProtocolError
+from jobstream.protocol.queries import (
+    JOB_STATUSES,
+    MAX_LIST_LIMIT,
+    parse_ack_body,
+    parse_events_query,
+    parse_list_query,
+)
+from tests.support.validation import validate_error
+
+NAMES = ["after", "unacked", "limit", "status", "cursor", "idempotency_key", "correlation_id"]
+
+values = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["", "0", "1", "true", "false", "500", "501", "-1", "1e2", "running", " "]),
+    st.integers(-(10**6), 10**6).map(str),
+    st.sampled_from(["%", "%zz", "%00", "%E2%82%AC", "%ff", "+", "&", "="]),
+)
+pairs = st.tuples(st.one_of(st.sampled_from(NAMES), st.text(max_size=6)), values)
+
+
+@st.composite
+def raw_query_strings(draw: st.DrawFn) -> str:
+    """As API Gateway hands them over: encoded pairs, raw junk, or both."""
+    encoded = "&".join(
+        f"{quote(name, safe='')}={quote(value, safe='%')}"
+        for name, value in draw(st.lists(pairs, max_size=6))
+    )
+    junk = draw(st.text(max_size=20))
+    return draw(st.sampled_from([encoded, junk, f"{encoded}&{junk}", f"{junk}{encoded}"]))
+
+
+def _query(raw: str) -> Any:
+    event = {"rawQueryString": raw, "requestContext": {"http": {"method": "GET"}}}
+    return parse_event(event).query
+
+
+def _is_protocol_4xx(error: ProtocolError) -> None:
+    assert 400 <= error.status < 500
+    validate_error(error.body())
+
+
+@given(raw_query_strings())
+def test_any_events_query_parses_or_is_a_protocol_error(raw: str) -> None:
+    query = _query(raw)
+    try:
+        after, unacked = parse_events_query(query)
+    except ProtocolError as error:
+        _is_protocol_4xx(error)
+        return
+    assert isinstance(unacked, bool)
+    assert after is None or (isinstance(after, str) and after)
+    given_unacked = query.get("unacked")
+    assert unacked == (given_unacked is not None and given_unacked[0] in {"1", "true"})
+
+
+@given(raw_query_strings())
+def test_any_list_query_parses_or_is_a_protocol_error(raw: str) -> None:
+    query = _query(raw)
+    try:
+        parsed = parse_list_query(query)
+    except ProtocolError as error:
+        _is_protocol_4xx(error)
+        return
+    assert 1 <= parsed.limit <= MAX_LIST_LIMIT
+    assert parsed.status is None or parsed.status in JOB_STATUSES
+    for name in ("cursor", "correlation_id"):
+        value = getattr(parsed, name)
+        assert value is None or (value and query[name] == [value])
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=12), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    st.one_of(
+        json_values,
+        st.dictionaries(st.just("ack_through"), json_values, min_size=1),
+        st.fixed_dictionaries({"ack_through": st.text(max_size=40)}, optional={"x": json_values}),
+    )
+)
+def test_any_ack_body_parses_or_is_a_protocol_error(body: Any) -> None:
+    try:
+        ack_through = parse_ack_body(body)
+    except ProtocolError as error:
+        _is_protocol_4xx(error)
+        return
+    assert isinstance(ack_through, str)
+    assert ack_through
+    assert body["ack_through"] == ack_through
