@@ -1,0 +1,335 @@
+"""One guard at a time (design §3): tests that leave a single condition between the code and a
+broken invariant.
+
+Most invariants are kept by layered conditions; a history that breaks one layer is usually
+stopped by another, so removing one guard alone fails no end-to-end test. Each test here builds
+the situation in which only the guard it names stands in the way: it drives the store directly,
+or lands a competing write between a service's read and its conditional write. docs/invariants.md
+lists which mutation each test catches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from jobstream.delivery.http import HttpResult
+from jobstream.jobtypes.runner import Outcome
+from jobstream.protocol.errors import Reason
+from jobstream.protocol.events import EventKind, event_id
+from jobstream.service import admission, callbacks, execution, jobs, stream
+from jobstream.service.liveness import expire
+from jobstream.service.runtime import Runtime
+from jobstream.service.sweep import sweep
+from jobstream.store import keys
+from jobstream.store.callbacks import IntentRef
+from jobstream.store.jobs import StaleJobError
+from tests.support.harness import Clock, canonical_task
+from tests.support.state import mark_running, set_job_attributes
+
+
+def admit(rt: Runtime, key: str = "guard-key", *, callback: bool = False) -> str:
+    task = canonical_task(idempotency_key=key)
+    if not callback:
+        task["callback_url"] = None
+    status, body = admission.submit(rt, "acme", task, None)
+    assert status == 202
+    job_id: str = body["job"]["job_id"]
+    return job_id
+
+
+def kinds(rt: Runtime, job_id: str) -> list[str]:
+    events, _ = rt.store.events_after(job_id, 0, 100)
+    return [event.kind for event in events]
+
+
+def ids(rt: Runtime, job_id: str) -> list[str]:
+    events, _ = rt.store.events_after(job_id, 0, 100)
+    return [event_id(event.at, event.sequence) for event in events]
+
+
+def before_first_call(
+    monkeypatch: pytest.MonkeyPatch, target: object, name: str, interloper: Callable[[], object]
+) -> None:
+    """Run `interloper` once, just before the first call of `target.name` goes out: a competing
+    write that lands between the caller's read and its conditional write."""
+    original = getattr(target, name)
+    pending = [interloper]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        while pending:
+            pending.pop()()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, call)
+
+
+# -- I2 / I1: at most one event of each lifecycle kind, whatever the caller believes ---------
+
+
+@pytest.mark.parametrize("kind", [EventKind.REQUESTED, EventKind.OUTCOME_CANCELLED])
+def test_the_store_refuses_a_lifecycle_kind_already_recorded(rt: Runtime, kind: EventKind) -> None:
+    """`NOT contains(recorded_kinds, :kind)` alone: the record is current (the event-count check
+    passes, the next event slot is free), yet the kind is already in the stream."""
+    job_id = admit(rt)
+    if kind is EventKind.OUTCOME_CANCELLED:
+        jobs.cancel(rt, "acme", job_id, None)
+    current = rt.store.get_job(job_id)
+    assert current is not None
+    assert kind.value in current.recorded_kinds
+    before = kinds(rt, job_id)
+    with pytest.raises(StaleJobError):
+        rt.store.append_event(current, stream.next_event(current, kind, current.last_event_at))
+    assert kinds(rt, job_id) == before
+
+
+# -- I1 / I6: a state move only from the states it leaves --------------------------------------
+
+
+def test_cancel_loses_to_a_status_change_after_its_read(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job fails between cancel's read and its write, by a write the event count does not
+    see: only `require_status` stops a second terminal outcome (cancelled after failed)."""
+    job_id = admit(rt)
+    failed_at = clock.advance(1_000)
+    before_first_call(
+        monkeypatch,
+        rt.store,
+        "append_event",
+        lambda: set_job_attributes(
+            rt, job_id, status="failed", reason="no_candidate", updated_at=failed_at
+        ),
+    )
+    document = jobs.cancel(rt, "acme", job_id, None)
+    assert document["status"] == "failed"
+    assert kinds(rt, job_id) == ["job.requested", "job.outcome_failed"]
+
+
+def test_claim_loses_to_a_status_change_after_its_read(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled between the claim's read and its write: only `require_status` (queued) keeps
+    the cancelled job from starting."""
+    job_id = admit(rt)
+    at = clock.advance(1_000)
+    before_first_call(
+        monkeypatch,
+        rt.store,
+        "append_event",
+        lambda: set_job_attributes(
+            rt, job_id, status="cancelled", reason="cancelled_by_consumer", updated_at=at
+        ),
+    )
+    assert execution.claim(rt, job_id, "worker-a") is None
+    record = rt.store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.lease_owner, record.started_at) == ("cancelled", None, None)
+    assert EventKind.EXECUTION_STARTED.value not in kinds(rt, job_id)
+
+
+def test_a_verdict_loses_to_a_claim_after_its_read(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep judged the job queued too long; a worker claims it before the verdict is
+    written: only `require_status` (the status judged) keeps the verdict off the running job."""
+    job_id = admit(rt)
+    now = clock.advance(rt.settings.queued_timeout_ms)
+    judged = rt.store.get_job(job_id)
+    assert judged is not None
+    before_first_call(
+        monkeypatch,
+        rt.store,
+        "append_event",
+        lambda: mark_running(rt, job_id, at=now, lease_until=now + rt.settings.lease_ms),
+    )
+    assert expire(rt, judged, Reason.QUEUED_TOO_LONG, now) is None
+    record = rt.store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.lease_owner) == ("running", "worker-1")
+    assert kinds(rt, job_id) == ["job.requested"]
+
+
+def test_only_the_lease_holder_completes_a_running_job(rt: Runtime) -> None:
+    """Another worker completing from a current read: only `lease_owner = :owner` stands
+    (the status is running and the event count matches)."""
+    job_id = admit(rt)
+    assert execution.claim(rt, job_id, "worker-a") is not None
+    current = rt.store.get_job(job_id)
+    assert current is not None
+    outcome = Outcome(result={"candidates": [], "scanned": 0})
+    assert execution.complete(rt, current, "worker-b", outcome) == "lost"
+    record = rt.store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.lease_owner) == ("running", "worker-a")
+    assert kinds(rt, job_id) == ["job.requested", "job.execution_started"]
+
+
+# -- I2 / I3: an event slot is written once ------------------------------------------------------
+
+
+def test_an_event_slot_taken_after_the_read_is_not_overwritten(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A progress event takes the next slot between cancel's read and its write. The event-count
+    condition and the event item's `attribute_not_exists` each refuse the cancel (either one
+    alone suffices; without both, the cancel overwrites the progress event and its id)."""
+    job_id = admit(rt)
+    claimed = execution.claim(rt, job_id, "worker-a")
+    assert claimed is not None
+    lease = execution.Lease(rt, claimed, "worker-a")  # not entered: no heartbeat thread
+
+    def progress() -> None:
+        clock.advance(execution.PROGRESS_MIN_INTERVAL_MS)
+        lease.progress("ranking")
+
+    before_first_call(monkeypatch, rt.store, "append_event", progress)
+    assert jobs.cancel(rt, "acme", job_id, None)["status"] == "cancelled"
+    assert kinds(rt, job_id) == [
+        "job.requested",
+        "job.execution_started",
+        "job.progressed",
+        "job.outcome_cancelled",
+    ]
+
+
+def test_the_stream_stays_in_order_past_nine_events(rt: Runtime, clock: Clock) -> None:
+    """Event sort keys are zero-padded: the tenth event sorts after the ninth, not after the
+    first, in pages and in `after` cursors."""
+    job_id = admit(rt)
+    claimed = execution.claim(rt, job_id, "worker-a")
+    assert claimed is not None
+    lease = execution.Lease(rt, claimed, "worker-a")
+    for step in range(10):
+        clock.advance(execution.PROGRESS_MIN_INTERVAL_MS)
+        lease.progress("searching", f"step {step}")
+    page = stream.events_page(rt, "acme", job_id, {}, None)
+    sequences = [int(event["event_id"].rsplit("-", 1)[1]) for event in page["events"]]
+    assert sequences == list(range(1, 13))
+    all_ids = [event["event_id"] for event in page["events"]]
+    after = stream.events_page(rt, "acme", job_id, {"after": [all_ids[8]]}, None)
+    assert [event["event_id"] for event in after["events"]] == all_ids[9:]
+
+
+# -- I4: the cursor never moves back ------------------------------------------------------------
+
+
+def test_an_ack_that_lost_a_race_does_not_move_the_cursor_back(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ack of event 1 read the cursor at 0; an ack of event 2 lands before its write. The
+    service's own check saw 0 < 1: only the store's forward-only condition refuses."""
+    job_id = admit(rt)
+    clock.advance(1_000)
+    jobs.cancel(rt, "acme", job_id, None)
+    first, second = ids(rt, job_id)
+    store = rt.store
+    before_first_call(
+        monkeypatch,
+        store,
+        "advance_ack",
+        lambda: stream.acknowledge(rt, "acme", job_id, {"ack_through": second}, None),
+    )
+    result = stream.acknowledge(rt, "acme", job_id, {"ack_through": first}, None)
+    assert (result["acked"], result["unacked"]) == (2, 0)
+    record = rt.store.get_job(job_id)
+    assert record is not None
+    assert record.ack_sequence == 2
+
+
+# -- I5: one delivery attempt at a time ---------------------------------------------------------
+
+
+def test_a_duplicate_message_during_an_attempt_does_not_post_again(crt: Runtime) -> None:
+    """A duplicate message arrives while the first attempt is still posting: the claim
+    condition (an in-flight intent is taken only after its lease) is all that stops a second
+    POST and a second charge to the 8-attempt budget."""
+    job_id = admit(crt, callback=True)
+    ref = IntentRef(job_id, 1)
+    posts: list[str] = []
+    nested: list[str] = []
+
+    def post(target: Any, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
+        posts.append(headers["X-Idempotency-Key"])
+        if len(posts) == 1:
+            nested.append(callbacks.deliver(runtime, ref).outcome)
+        return HttpResult(status=204, body_excerpt="", retry_after=None)
+
+    runtime = replace(crt, poster=post)
+    assert callbacks.deliver(runtime, ref).outcome == "delivered"
+    assert nested == ["held"]
+    assert len(posts) == 1
+    record = crt.callbacks.get(ref)
+    assert record is not None
+    assert (record.state, record.attempts) == ("delivered", 1)
+
+
+# -- I5 / I10: an attempt that died in flight is sent again ---------------------------------------
+
+
+class SentRefs:
+    """The callback queue, reduced to what it was asked to send."""
+
+    def __init__(self) -> None:
+        self.sent: list[IntentRef] = []
+
+    def send(self, refs: Sequence[IntentRef]) -> int:
+        self.sent.extend(refs)
+        return len(refs)
+
+
+def test_the_sweep_resends_an_attempt_that_died_in_flight(rt: Runtime, clock: Clock) -> None:
+    """A delivery claimed the intent, then its invocation died and took the message with it:
+    the queue holds nothing. Only the intent's place in the sweep index (kept while in flight)
+    and the reclaim of an expired attempt bring the callback back."""
+    queue = SentRefs()
+
+    def post(target: Any, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
+        return HttpResult(status=204, body_excerpt="", retry_after=None)
+
+    runtime = replace(rt, queue=queue, poster=post)  # type: ignore[arg-type]
+    job_id = admit(runtime, callback=True)
+    ref = IntentRef(job_id, 1)
+    assert queue.sent == [ref]
+    lease_ms = 30_000
+    assert runtime.callbacks.claim(ref, now=clock.now, lease_ms=lease_ms) is not None
+    queue.sent.clear()
+    clock.advance(lease_ms + keys.HANDOFF_GRACE_MS + 1)
+    assert sweep(runtime).callbacks_resent == 1
+    assert queue.sent == [ref]
+    assert callbacks.deliver(runtime, ref).outcome == "delivered"
+    record = runtime.callbacks.get(ref)
+    assert record is not None
+    assert (record.state, record.attempts) == ("delivered", 2)
+
+
+# -- I10: a lost dispatch is sent again -------------------------------------------------------
+
+
+class SentJobs:
+    """The work queue, reduced to what it was asked to send."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send(self, job_ids: Sequence[str]) -> int:
+        self.sent.extend(job_ids)
+        return len(job_ids)
+
+
+def test_the_sweep_sends_a_queued_job_again_after_the_grace_period(
+    rt: Runtime, clock: Clock
+) -> None:
+    """The dispatch after admission was lost: the sweep's re-send is the only one that follows
+    (counted by the queue itself, not by the sweep's report)."""
+    queue = SentJobs()
+    runtime = replace(rt, work=queue)  # type: ignore[arg-type]
+    job_id = admit(runtime)
+    assert queue.sent == [job_id]
+    queue.sent.clear()
+    clock.advance(keys.HANDOFF_GRACE_MS)
+    sweep(runtime)
+    assert queue.sent == [job_id]
