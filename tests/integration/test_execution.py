@@ -254,8 +254,9 @@ def test_lost_dispatch_is_resent_by_the_sweep(
     assert sweep(recording).jobs_redispatched == 0
     clock.advance(keys.HANDOFF_GRACE_MS)
     assert sweep(recording).jobs_redispatched == 1
-    assert sent[-1] == [job_id]
+    assert sent == [[job_id], [job_id]]  # the admission's send, then the sweep's
     assert sweep(recording).jobs_redispatched == 0  # not again until another grace period
+    assert len(sent) == 2
 
 
 def test_a_worker_past_the_deadline_expires_the_job(

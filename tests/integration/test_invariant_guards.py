@@ -10,8 +10,11 @@ lists which mutation each test catches.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,8 +30,11 @@ from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import StaleJobError
-from tests.support.harness import Clock, canonical_task
+from tests.conftest import REFERENCE_TARGETS
+from tests.integration.test_conformance_jobs import FOUR_TARGETS
+from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import mark_running, set_job_attributes
+from tests.support.validation import validate_error
 
 
 def admit(rt: Runtime, key: str = "guard-key", *, callback: bool = False) -> str:
@@ -333,3 +339,75 @@ def test_the_sweep_sends_a_queued_job_again_after_the_grace_period(
     clock.advance(keys.HANDOFF_GRACE_MS)
     sweep(runtime)
     assert queue.sent == [job_id]
+
+
+# -- I6 / I9: replays after a configuration change, and refusals that write nothing -----------
+
+
+def _whole_table(rt: Runtime) -> list[dict[str, Any]]:
+    import boto3
+
+    pages = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=rt.store.table_name)
+    items = [item for page in pages for item in page["Items"]]
+    return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+
+
+def _write_targets(path: Path, targets: Mapping[str, Any], mtime: int) -> None:
+    path.write_text(json.dumps(targets), encoding="utf-8")
+    os.utime(path, (mtime, mtime))  # the runtime re-reads the file when its mtime changes
+
+
+def test_a_key_replayed_after_its_target_changed_conflicts(
+    rt: Runtime, api: Api, targets_path: Path
+) -> None:
+    """The target comparison of the replay check alone: the params are the same, but the
+    operator has since re-pointed them at another target; the key keeps its first job."""
+    admitted = api.post("/jobs", canonical_task())
+    assert admitted.status == 202
+    renamed = json.loads(json.dumps(REFERENCE_TARGETS))
+    renamed["targets"][0]["id"] = "bot1-illust-renamed"
+    _write_targets(targets_path, renamed, 5)
+    before = _whole_table(rt)
+    replay = api.post("/jobs", canonical_task())
+    assert replay.status == 409
+    validate_error(replay.body)
+    assert replay.body["error"]["code"] == "idempotency_conflict"
+    assert replay.body["error"]["detail"]["job_id"] == admitted.body["job"]["job_id"]
+    assert _whole_table(rt) == before
+
+
+REFUSED_TASKS: list[tuple[str, dict[str, Any], int]] = [
+    ("unknown target", {"params": {"target_id": "nope"}}, 404),
+    (
+        "ambiguous target",
+        {"params": {"source": {"platform": "pixiv"}, "query": {"tags": ["x"]}}},
+        409,
+    ),
+    ("bad selector", {"params": {"target_id": 42}}, 400),
+    ("bad params", {"params": {"query": {"tags": []}}}, 400),
+    ("unknown job type", {"job_type": "video_upload"}, 400),
+    ("protocol version", {"protocol_version": "2"}, 400),
+    ("refused callback", {"callback_url": "http://127.0.0.1:9/hook"}, 400),
+    ("bad deadline", {"deadline_ms": -1}, 400),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "status"),
+    [pytest.param(overrides, status, id=name) for name, overrides, status in REFUSED_TASKS],
+)
+def test_a_refused_task_writes_nothing_anywhere_in_the_table(
+    rt: Runtime, api: Api, targets_path: Path, overrides: dict[str, Any], status: int
+) -> None:
+    """I9 over the whole table (not only the tenant's listing), with several targets."""
+    _write_targets(targets_path, FOUR_TARGETS, 6)
+    admitted = canonical_task(
+        idempotency_key="admitted-key", callback_url=None, params={"target_id": "bot1-illust-a"}
+    )
+    assert api.post("/jobs", admitted).status == 202
+    task = canonical_task(idempotency_key="refused-key", **overrides)
+    before = _whole_table(rt)
+    response = api.post("/jobs", task)
+    assert response.status == status, response.body
+    validate_error(response.body)
+    assert _whole_table(rt) == before
