@@ -55,7 +55,7 @@ class Meter:
             total = float(entry.get("CapacityUnits", 0) or 0)
             if not entry.get("ReadCapacityUnits") and not entry.get("WriteCapacityUnits"):
                 # Some operations report only a total.
-                if model.name in {"GetItem", "Query"}:
+                if model.name in {"GetItem", "BatchGetItem", "Query"}:
                     self.read_units += total
                 else:
                     self.write_units += total

@@ -280,6 +280,7 @@ def test_foreign_event_ids_are_no_ops(api: Api, rt: Runtime, clock: Clock) -> No
     for job_id in (ours, theirs):
         mark_failed(rt, job_id, at=clock.advance(1_000), reason="no_candidate")
     their_events = page(api, theirs)["events"]
+    assert len(page(api, ours)["events"]) == len(their_events) == 2  # both streams written
     # Same shape and an existing sequence here, but another job's event: nothing moves.
     result = ack(api, ours, their_events[-1]["event_id"])
     assert (result["acked"], result["unacked"]) == (0, 2)

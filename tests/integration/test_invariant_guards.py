@@ -411,3 +411,52 @@ def test_a_refused_task_writes_nothing_anywhere_in_the_table(
     assert response.status == status, response.body
     validate_error(response.body)
     assert _whole_table(rt) == before
+
+
+class _ThrottledBatchReads:
+    """A DynamoDB client whose BatchGetItem leaves every key unprocessed `times` times."""
+
+    def __init__(self, client: Any, times: int) -> None:
+        self._client = client
+        self.left = times
+        self.get_items = 0
+
+    def batch_get_item(self, **request: Any) -> dict[str, Any]:
+        if self.left > 0:
+            self.left -= 1
+            return {"Responses": {}, "UnprocessedKeys": request["RequestItems"]}
+        answer: dict[str, Any] = self._client.batch_get_item(**request)
+        return answer
+
+    def get_item(self, **request: Any) -> dict[str, Any]:
+        self.get_items += 1
+        answer: dict[str, Any] = self._client.get_item(**request)
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.parametrize("throttled", [0, 2, 5])
+def test_an_ack_reads_the_job_and_its_event_even_when_throttled(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch, throttled: int
+) -> None:
+    """The ack's one read of the job and the named event: unprocessed keys are asked for
+    again, and read one by one if the batch keeps refusing them; the ack still moves."""
+    job_id = admit(rt)
+    clock.advance(1_000)
+    jobs.cancel(rt, "acme", job_id, None)
+    first, second = ids(rt, job_id)
+    client = _ThrottledBatchReads(rt.store.client, throttled)
+    monkeypatch.setattr(rt.store, "client_factory", lambda: client)
+    record, at = rt.store.get_job_and_event_at(job_id, 2)
+    assert record is not None
+    assert record.job_id == job_id
+    assert at is not None
+    assert second == event_id(at, 2)
+    assert client.get_items == (2 if throttled >= 3 else 0)
+    client.left = throttled
+    result = stream.acknowledge(rt, "acme", job_id, {"ack_through": second}, None)
+    assert (result["acked"], result["unacked"]) == (2, 0)
+    assert rt.store.get_job_and_event_at(job_id, 9) == (rt.store.get_job(job_id), None)
+    assert first != second

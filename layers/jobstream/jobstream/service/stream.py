@@ -17,7 +17,7 @@ from jobstream.protocol.events import (
 )
 from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
 from jobstream.service.handoff import hand_off
-from jobstream.service.ownership import load_owned_job
+from jobstream.service.ownership import load_owned_job, load_owned_job_and_event_at
 from jobstream.service.runtime import Runtime
 from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import CallbackIntent, StaleJobError, StateChange
@@ -132,14 +132,18 @@ def acknowledge(
     rt: Runtime, tenant: str, job_id: str, body: Any, base_url: str | None
 ) -> dict[str, Any]:
     ack_through = parse_ack_body(body)
-    record = reconcile(rt, load_owned_job(rt, tenant, job_id), base_url)
     position = parse_event_position(ack_through)
-    if position is not None and record.ack_sequence < position[1] <= record.event_count:
-        at, sequence = position
-        if rt.store.advance_ack(record.job_id, sequence, at):
-            record = replace(record, ack_sequence=sequence)
+    owned, event_at = load_owned_job_and_event_at(
+        rt, tenant, job_id, position[1] if position is not None else None
+    )
+    record = reconcile(rt, owned, base_url)
+    # The id must name this job's event exactly (`at` too): a foreign id whose sequence
+    # happens to exist here, or an id of no event, is a no-op.
+    if position is not None and event_at == position[0] and record.ack_sequence < position[1]:
+        if rt.store.advance_ack(record.job_id, position[1]):
+            record = replace(record, ack_sequence=position[1])
         else:
-            # A foreign id, or a concurrent ack went further first: report the durable state.
+            # A concurrent ack went further first: report the durable state.
             record = rt.store.get_job(record.job_id) or record
     return documents.ack_result(record, rt.clock())
 

@@ -23,6 +23,10 @@ _RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
 _LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
 
 
+# BatchGetItem may leave keys unprocessed under throttling: ask again this many times.
+_BATCH_READ_ATTEMPTS: Final = 3
+
+
 class InvalidCursorError(ValueError):
     """A listing cursor that this listing did not issue."""
 
@@ -324,38 +328,48 @@ class JobStore:
             raise
         return True
 
-    def advance_ack(self, job_id: str, sequence: int, at: int) -> bool:
-        """Move the ack cursor forward to the event (`sequence`, `at`); False when that is not
-        an event of this job or would not move the cursor forward (nothing written)."""
+    def get_job_and_event_at(
+        self, job_id: str, sequence: int | None
+    ) -> tuple[JobRecord | None, int | None]:
+        """The job and the `at` of its event `sequence` (None if there is no such event), read
+        together in one call. An event is never rewritten, so its `at` read here stays true."""
+        if sequence is None:
+            return self.get_job(job_id), None
+        event_key = to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)})
+        wanted = [_job_key(job_id), event_key]
+        found: list[Mapping[str, Any]] = []
+        for _ in range(_BATCH_READ_ATTEMPTS):
+            response = self.client.batch_get_item(
+                RequestItems={self.table_name: {"Keys": wanted, "ConsistentRead": True}},
+                ReturnConsumedCapacity="TOTAL",
+            )
+            found += response.get("Responses", {}).get(self.table_name, [])
+            wanted = response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
+            if not wanted:
+                break
+        else:
+            # Throttled throughout: read what is left one item at a time.
+            for key in wanted:
+                item = self.client.get_item(TableName=self.table_name, Key=key, ConsistentRead=True)
+                if "Item" in item:
+                    found.append(item["Item"])
+        job_sk = to_attribute(keys.JOB_SK)
+        job = next((item for item in found if item[keys.SK] == job_sk), None)
+        event = next((item for item in found if item[keys.SK] != job_sk), None)
+        record = item_to_record(job) if job else None
+        return record, (int(from_attribute(event["at"])) if event and "at" in event else None)
+
+    def advance_ack(self, job_id: str, sequence: int) -> bool:
+        """Move the ack cursor forward to `sequence`; False when that would not move it forward
+        (nothing written). The caller has checked that the event exists."""
         try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "ConditionCheck": {
-                            "TableName": self.table_name,
-                            "Key": to_item(
-                                {keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)}
-                            ),
-                            # The id must name this job's event exactly: a foreign id whose
-                            # sequence happens to exist here is a no-op.
-                            "ConditionExpression": "attribute_exists(#pk) AND #at = :at",
-                            "ExpressionAttributeNames": {"#pk": keys.PK, "#at": "at"},
-                            "ExpressionAttributeValues": to_item({":at": at}),
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table_name,
-                            "Key": _job_key(job_id),
-                            "UpdateExpression": "SET ack_sequence = :seq",
-                            # Monotonic: an older or equal position is a no-op.
-                            "ConditionExpression": (
-                                "attribute_not_exists(ack_sequence) OR ack_sequence < :seq"
-                            ),
-                            "ExpressionAttributeValues": to_item({":seq": sequence}),
-                        }
-                    },
-                ],
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=_job_key(job_id),
+                UpdateExpression="SET ack_sequence = :seq",
+                # Monotonic: an older or equal position is a no-op, whoever got there first.
+                ConditionExpression="attribute_not_exists(ack_sequence) OR ack_sequence < :seq",
+                ExpressionAttributeValues=to_item({":seq": sequence}),
                 ReturnConsumedCapacity="TOTAL",
             )
         except ClientError as error:
