@@ -783,6 +783,63 @@ def test_table_policy_covers_table_and_indexes() -> None:
         )
 
 
+# How a DynamoDB call of the store is authorised: the API call's own action, or, inside a
+# transaction, the action of each kind of item it writes or checks.
+CALL_ACTIONS = {
+    "get_item": "GetItem",
+    "put_item": "PutItem",
+    "update_item": "UpdateItem",
+    "delete_item": "DeleteItem",
+    "query": "Query",
+    "scan": "Scan",
+    "batch_get_item": "BatchGetItem",
+    "batch_write_item": "BatchWriteItem",
+    "transact_get_items": "GetItem",
+}
+TRANSACTION_ITEM_ACTIONS = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
+STORE = REPOSITORY / "layers" / "jobstream" / "jobstream" / "store"
+
+
+def store_table_actions() -> set[str]:
+    """The IAM actions the store's code needs: the DynamoDB client calls it makes and the item
+    kinds of its transactions (the store is the only DynamoDB user)."""
+    needed: set[str] = set()
+    for path in STORE.glob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        for call in re.findall(r"client\.([a-z_]+)\(", source):
+            assert call in CALL_ACTIONS or call == "transact_write_items", (
+                f"{path.name}: client.{call} has no action mapped here"
+            )
+            needed.add(CALL_ACTIONS.get(call, ""))
+        needed |= {
+            TRANSACTION_ITEM_ACTIONS[kind]
+            for kind in re.findall(r'"(Put|Update|Delete|ConditionCheck)": \{', source)
+        }
+    return needed - {""}
+
+
+def test_table_policy_grants_exactly_the_actions_the_store_uses() -> None:
+    """Least privilege both ways: a call the policy lacks fails on AWS only (moto checks no
+    IAM), and an action nothing uses is a grant too many."""
+    (policy,) = table_policies(TEMPLATE_NOW)
+    granted = {
+        str(action).removeprefix("dynamodb:")
+        for statement in policy_statements(
+            TEMPLATE_NOW.resources_of_type("AWS::IAM::ManagedPolicy")[policy]
+        )
+        for action in as_list(statement.get("Action") or [])
+    }
+    needed = store_table_actions()
+    assert "GetItem" in needed
+    assert "UpdateItem" in needed
+    assert granted == needed, f"grant {sorted(needed - granted)}, drop {sorted(granted - needed)}"
+
+
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_function_policies_include_table_policy(function: str) -> None:
     policies = TEMPLATE_NOW.resources_of_type(FUNCTION)[function].get("Policies") or []
