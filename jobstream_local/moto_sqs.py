@@ -52,6 +52,9 @@ class QueueAttributes(Mapping[str, Any]):
         value = getattr(queue, camelcase_to_underscores(name))
         return str(value).lower() if isinstance(value, bool) else value
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._names  # Mapping's default would compute the value
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 

@@ -414,19 +414,29 @@ def test_a_refused_task_writes_nothing_anywhere_in_the_table(
 
 
 class _ThrottledBatchReads:
-    """A DynamoDB client whose BatchGetItem leaves every key unprocessed `times` times."""
+    """A DynamoDB client whose BatchGetItem leaves keys unprocessed `times` times: all of them,
+    or (`partial`) all but the first, which it answers."""
 
-    def __init__(self, client: Any, times: int) -> None:
+    def __init__(self, client: Any, times: int, *, partial: bool = False) -> None:
         self._client = client
         self.left = times
+        self.partial = partial
         self.get_items = 0
 
     def batch_get_item(self, **request: Any) -> dict[str, Any]:
-        if self.left > 0:
-            self.left -= 1
+        if self.left <= 0:
+            answer: dict[str, Any] = self._client.batch_get_item(**request)
+            return answer
+        self.left -= 1
+        ((table, asked),) = request["RequestItems"].items()
+        keys_asked = asked["Keys"]
+        if not self.partial or len(keys_asked) < 2:
             return {"Responses": {}, "UnprocessedKeys": request["RequestItems"]}
-        answer: dict[str, Any] = self._client.batch_get_item(**request)
-        return answer
+        first = self._client.batch_get_item(RequestItems={table: {**asked, "Keys": keys_asked[:1]}})
+        return {
+            "Responses": first["Responses"],
+            "UnprocessedKeys": {table: {**asked, "Keys": keys_asked[1:]}},
+        }
 
     def get_item(self, **request: Any) -> dict[str, Any]:
         self.get_items += 1
@@ -437,9 +447,11 @@ class _ThrottledBatchReads:
         return getattr(self._client, name)
 
 
-@pytest.mark.parametrize("throttled", [0, 2, 5])
+@pytest.mark.parametrize(
+    ("throttled", "partial"), [(0, False), (2, False), (5, False), (1, True), (5, True)]
+)
 def test_an_ack_reads_the_job_and_its_event_even_when_throttled(
-    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch, throttled: int
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch, throttled: int, partial: bool
 ) -> None:
     """The ack's one read of the job and the named event: unprocessed keys are asked for
     again, and read one by one if the batch keeps refusing them; the ack still moves."""
@@ -447,14 +459,15 @@ def test_an_ack_reads_the_job_and_its_event_even_when_throttled(
     clock.advance(1_000)
     jobs.cancel(rt, "acme", job_id, None)
     first, second = ids(rt, job_id)
-    client = _ThrottledBatchReads(rt.store.client, throttled)
+    client = _ThrottledBatchReads(rt.store.client, throttled, partial=partial)
     monkeypatch.setattr(rt.store, "client_factory", lambda: client)
     record, at = rt.store.get_job_and_event_at(job_id, 2)
     assert record is not None
     assert record.job_id == job_id
     assert at is not None
     assert second == event_id(at, 2)
-    assert client.get_items == (2 if throttled >= 3 else 0)
+    # Past three refusals, what is left is read one item at a time.
+    assert client.get_items == (0 if throttled < 3 else 1 if partial else 2)
     client.left = throttled
     result = stream.acknowledge(rt, "acme", job_id, {"ack_through": second}, None)
     assert (result["acked"], result["unacked"]) == (2, 0)

@@ -30,6 +30,7 @@ from jobstream.protocol.events import (
     EventType,
     event_id,
     parse_event_id,
+    parse_event_position,
     protocol_type,
 )
 from tests.support.validation import validate_error
@@ -430,3 +431,18 @@ def test_parse_event_id_only_accepts_ascii_shaped_ids(value: str) -> None:
     if sequence is not None:
         assert EVENT_ID_SHAPE.fullmatch(value), value
         assert sequence >= 1
+
+
+@pytest.mark.parametrize(
+    "value", ["evt-01790481174570-2", "evt-1790481174570-02", "evt-00-1", "evt-0001-0001"]
+)
+def test_only_canonical_ids_name_an_event(value: str) -> None:
+    """Ids we issue have no leading zeros; a padded copy of one names no event (I4)."""
+    assert parse_event_id(value) is None
+
+
+@given(st.text(alphabet="evt-0123456789", max_size=24))
+def test_a_parsed_id_is_exactly_the_id_of_its_position(value: str) -> None:
+    position = parse_event_position(value)
+    if position is not None:
+        assert event_id(*position) == value

@@ -102,12 +102,13 @@ def event_id(at: int, sequence: int) -> str:
 
 
 def parse_event_position(value: str) -> tuple[int, int] | None:
-    """The (at, sequence) an event id names, or None when the id is not one of ours."""
+    """The (at, sequence) an event id names, or None when the id is not one of ours (ids we
+    issue are canonical: `evt-0<at>-02` names no event, though its numbers are an event's)."""
     match = _EVENT_ID.fullmatch(value)
     if match is None:
         return None
     at, sequence = int(match.group(1)), int(match.group(2))
-    return (at, sequence) if sequence >= 1 else None
+    return (at, sequence) if sequence >= 1 and event_id(at, sequence) == value else None
 
 
 def parse_event_id(value: str) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
@@ -25,6 +26,7 @@ _LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
 
 # BatchGetItem may leave keys unprocessed under throttling: ask again this many times.
 _BATCH_READ_ATTEMPTS: Final = 3
+_BATCH_READ_BACKOFF_S: Final = 0.05
 
 
 class InvalidCursorError(ValueError):
@@ -338,7 +340,9 @@ class JobStore:
         event_key = to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)})
         wanted = [_job_key(job_id), event_key]
         found: list[Mapping[str, Any]] = []
-        for _ in range(_BATCH_READ_ATTEMPTS):
+        for attempt in range(_BATCH_READ_ATTEMPTS):
+            if attempt:
+                time.sleep(_BATCH_READ_BACKOFF_S * 2 ** (attempt - 1))  # as AWS advises
             response = self.client.batch_get_item(
                 RequestItems={self.table_name: {"Keys": wanted, "ConsistentRead": True}},
                 ReturnConsumedCapacity="TOTAL",
@@ -350,7 +354,12 @@ class JobStore:
         else:
             # Throttled throughout: read what is left one item at a time.
             for key in wanted:
-                item = self.client.get_item(TableName=self.table_name, Key=key, ConsistentRead=True)
+                item = self.client.get_item(
+                    TableName=self.table_name,
+                    Key=key,
+                    ConsistentRead=True,
+                    ReturnConsumedCapacity="TOTAL",
+                )
                 if "Item" in item:
                     found.append(item["Item"])
         job_sk = to_attribute(keys.JOB_SK)
@@ -367,8 +376,13 @@ class JobStore:
                 TableName=self.table_name,
                 Key=_job_key(job_id),
                 UpdateExpression="SET ack_sequence = :seq",
-                # Monotonic: an older or equal position is a no-op, whoever got there first.
-                ConditionExpression="attribute_not_exists(ack_sequence) OR ack_sequence < :seq",
+                # Monotonic: an older or equal position is a no-op, whoever got there first;
+                # and never a job item made of a cursor alone.
+                ConditionExpression=(
+                    "attribute_exists(#pk) AND "
+                    "(attribute_not_exists(ack_sequence) OR ack_sequence < :seq)"
+                ),
+                ExpressionAttributeNames={"#pk": keys.PK},
                 ExpressionAttributeValues=to_item({":seq": sequence}),
                 ReturnConsumedCapacity="TOTAL",
             )
