@@ -29,6 +29,8 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 TOKEN = "local-dev-token"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 MAX_EXAMPLES = 15
+# What the stack wrote to stderr: a failing case shows the stack's own account of its errors.
+STACK_LOG: list[str] = []
 pytestmark = pytest.mark.stack
 
 # Every phase with its defaults, including the coverage phase's unexpected methods (TRACE, ...):
@@ -51,7 +53,7 @@ def stack_url() -> Iterator[str]:
     )
     assert process.stdout is not None
     assert process.stderr is not None
-    stderr: list[str] = []
+    stderr = STACK_LOG
     threading.Thread(target=lambda: stderr.extend(process.stderr or []), daemon=True).start()
     url = ""
     deadline = time.monotonic() + 60
@@ -67,7 +69,8 @@ def stack_url() -> Iterator[str]:
         process.communicate(timeout=10)
         pytest.fail(f"local stack did not become ready: {''.join(stderr)}")
     # Keep reading stdout so a full pipe never blocks the stack.
-    threading.Thread(target=lambda: process.stdout and process.stdout.read(), daemon=True).start()
+    # (the functions log to stdout, as on Lambda: kept for a failing case to show).
+    threading.Thread(target=lambda: STACK_LOG.extend(process.stdout or []), daemon=True).start()
     try:
         yield url
     finally:
@@ -87,12 +90,19 @@ def stack_url() -> Iterator[str]:
     suppress_health_check=list(HealthCheck),
 )
 def test_every_operation(case: schemathesis.Case[Any], stack_url: str) -> None:
-    response = case.call_and_validate(
-        base_url=stack_url,
-        headers=HEADERS,
-        checks=[not_a_server_error, response_schema_conformance],
-        timeout=30,
-    )
+    seen = len(STACK_LOG)
+    try:
+        response = case.call_and_validate(
+            base_url=stack_url,
+            headers=HEADERS,
+            checks=[not_a_server_error, response_schema_conformance],
+            timeout=30,
+        )
+    except Exception:
+        time.sleep(0.5)  # let the reader threads catch up with the stack's output
+        errors = [line for line in STACK_LOG[seen:] if '"level":"ERROR"' in line]
+        print("stack errors during this case:", *errors[-3:], sep="\n", file=sys.stderr)
+        raise
     if 400 <= response.status_code < 500:
         try:
             body = json.loads(response.content)
