@@ -11,6 +11,7 @@ from tests.conformance._support import (
     CALLBACK_TOKEN,
     MAIN_TARGETS,
     MULTI_TARGETS,
+    Client,
     Stack,
     start_stack,
 )
@@ -64,3 +65,15 @@ def sink() -> Iterator[Receiver]:
     """A callback receiver that accepts everything (the canonical Task's callback_url)."""
     with receiver(204) as hook:
         yield hook
+
+
+@pytest.fixture(scope="session")
+def main(main_stack: Stack) -> Client:
+    """A consumer of the main stack."""
+    return main_stack.client
+
+
+@pytest.fixture(scope="session")
+def multi(multi_stack: Stack) -> Client:
+    """A consumer of the multi-target stack."""
+    return multi_stack.client

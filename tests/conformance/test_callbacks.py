@@ -14,7 +14,6 @@ import pytest
 
 from tests.conformance._support import (
     Client,
-    Stack,
     canonical_task,
     key,
     same_event,
@@ -25,11 +24,6 @@ from tests.support.receiver import Received, receiver
 from tests.support.validation import validate
 
 pytestmark = pytest.mark.stack
-
-
-@pytest.fixture(scope="module")
-def main(main_stack: Stack) -> Client:
-    return main_stack.client
 
 
 def posted(requests: list[Received], job_id: str) -> list[tuple[Received, Any]]:

@@ -39,16 +39,6 @@ from tests.support.validation import BUSINESS_TERMS, keys_of, validate
 pytestmark = pytest.mark.stack
 
 
-@pytest.fixture(scope="module")
-def main(main_stack: Stack) -> Client:
-    return main_stack.client
-
-
-@pytest.fixture(scope="module")
-def multi(multi_stack: Stack) -> Client:
-    return multi_stack.client
-
-
 def negotiate(client: Client) -> None:
     """TelePost's capability check before every submit and read (§2.3)."""
     capabilities = client.capabilities()

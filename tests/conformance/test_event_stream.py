@@ -11,7 +11,6 @@ import pytest
 from tests.conformance._support import (
     SLOW_TARGET,
     Client,
-    Stack,
     canonical_task,
     key,
     types,
@@ -19,16 +18,6 @@ from tests.conformance._support import (
 from tests.support.receiver import Receiver
 
 pytestmark = pytest.mark.stack
-
-
-@pytest.fixture(scope="module")
-def main(main_stack: Stack) -> Client:
-    return main_stack.client
-
-
-@pytest.fixture(scope="module")
-def multi(multi_stack: Stack) -> Client:
-    return multi_stack.client
 
 
 def finished(client: Client, prefix: str, **overrides: Any) -> tuple[str, Any]:

@@ -34,16 +34,6 @@ from tests.support.validation import business_keys
 pytestmark = pytest.mark.stack
 
 
-@pytest.fixture(scope="module")
-def main(main_stack: Stack) -> Client:
-    return main_stack.client
-
-
-@pytest.fixture(scope="module")
-def multi(multi_stack: Stack) -> Client:
-    return multi_stack.client
-
-
 def test_08_submit_answers_202_with_the_wrapped_queued_job(main: Client, sink: Receiver) -> None:
     idempotency_key = key("ref-08")
     before = now_ms()

@@ -15,7 +15,6 @@ from tests.conformance._support import (
     SLOW_TARGET,
     TERMINAL,
     Client,
-    Stack,
     canonical_task,
     key,
     types,
@@ -23,16 +22,6 @@ from tests.conformance._support import (
 from tests.support.validation import keys_of
 
 pytestmark = pytest.mark.stack
-
-
-@pytest.fixture(scope="module")
-def main(main_stack: Stack) -> Client:
-    return main_stack.client
-
-
-@pytest.fixture(scope="module")
-def multi(multi_stack: Stack) -> Client:
-    return multi_stack.client
 
 
 def test_46_every_projected_event_is_a_protocol_type(main: Client, multi: Client) -> None:
