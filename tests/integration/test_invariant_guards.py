@@ -33,7 +33,7 @@ from jobstream.store.jobs import StaleJobError
 from tests.conftest import REFERENCE_TARGETS
 from tests.integration.test_conformance_jobs import FOUR_TARGETS
 from tests.support.harness import Api, Clock, canonical_task
-from tests.support.state import mark_running, set_job_attributes
+from tests.support.state import mark_running, set_job_attributes, whole_table
 from tests.support.validation import validate_error
 
 
@@ -344,14 +344,6 @@ def test_the_sweep_sends_a_queued_job_again_after_the_grace_period(
 # -- I6 / I9: replays after a configuration change, and refusals that write nothing -----------
 
 
-def _whole_table(rt: Runtime) -> list[dict[str, Any]]:
-    import boto3
-
-    pages = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=rt.store.table_name)
-    items = [item for page in pages for item in page["Items"]]
-    return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
-
-
 def _write_targets(path: Path, targets: Mapping[str, Any], mtime: int) -> None:
     path.write_text(json.dumps(targets), encoding="utf-8")
     os.utime(path, (mtime, mtime))  # the runtime re-reads the file when its mtime changes
@@ -367,13 +359,13 @@ def test_a_key_replayed_after_its_target_changed_conflicts(
     renamed = json.loads(json.dumps(REFERENCE_TARGETS))
     renamed["targets"][0]["id"] = "bot1-illust-renamed"
     _write_targets(targets_path, renamed, 5)
-    before = _whole_table(rt)
+    before = whole_table(rt)
     replay = api.post("/jobs", canonical_task())
     assert replay.status == 409
     validate_error(replay.body)
     assert replay.body["error"]["code"] == "idempotency_conflict"
     assert replay.body["error"]["detail"]["job_id"] == admitted.body["job"]["job_id"]
-    assert _whole_table(rt) == before
+    assert whole_table(rt) == before
 
 
 REFUSED_TASKS: list[tuple[str, dict[str, Any], int]] = [
@@ -406,11 +398,11 @@ def test_a_refused_task_writes_nothing_anywhere_in_the_table(
     )
     assert api.post("/jobs", admitted).status == 202
     task = canonical_task(idempotency_key="refused-key", **overrides)
-    before = _whole_table(rt)
+    before = whole_table(rt)
     response = api.post("/jobs", task)
     assert response.status == status, response.body
     validate_error(response.body)
-    assert _whole_table(rt) == before
+    assert whole_table(rt) == before
 
 
 class _ThrottledBatchReads:

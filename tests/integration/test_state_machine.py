@@ -62,6 +62,7 @@ from jobstream.store.jobs import MAX_CALLBACK_ATTEMPTS, JobStore, item_to_record
 from jobstream_local.resources import create_tables
 from jobstream_local.template import Template
 from tests.support.harness import Clock, canonical_task
+from tests.support.state import whole_table
 
 TENANTS = ("acme", "globex")
 KEYS = ("key-1", "key-2", "key-3")
@@ -185,20 +186,7 @@ class World:
     def snapshot(self) -> Snapshot:
         """Every item of the table, by key (a copy: callers compare before and after)."""
         if self._cached is None:
-            client = self.rt.store.client
-            request: dict[str, Any] = {
-                "TableName": self.rt.settings.table_name,
-                "ConsistentRead": True,
-            }
-            items: Snapshot = {}
-            while True:
-                response = client.scan(**request)
-                for item in response.get("Items", []):
-                    items[(item[keys.PK]["S"], item[keys.SK]["S"])] = item
-                if "LastEvaluatedKey" not in response:
-                    break
-                request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-            self._cached = items
+            self._cached = whole_table(self.rt)
         # Shared, never mutated: callers compare snapshots, they do not edit them.
         return self._cached
 

@@ -65,3 +65,17 @@ def mark_succeeded(
 
 def mark_failed(rt: Runtime, job_id: str, *, at: int, reason: str, status: str = "failed") -> None:
     set_job_attributes(rt, job_id, status=status, updated_at=at, reason=reason)
+
+
+def whole_table(rt: Runtime) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every item of the runtime's table, by key (a consistent scan of all pages)."""
+    client = rt.store.client
+    request: dict[str, Any] = {"TableName": rt.store.table_name, "ConsistentRead": True}
+    items: dict[tuple[str, str], dict[str, Any]] = {}
+    while True:
+        response = client.scan(**request)
+        for item in response.get("Items", []):
+            items[(item[keys.PK]["S"], item[keys.SK]["S"])] = item
+        if "LastEvaluatedKey" not in response:
+            return items
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
