@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,39 @@ def test_log_lines_are_json_with_the_invocation_keys(
     assert "tenant" not in line
     assert "job_id" not in line
     assert line["cold_start"] is False
+
+
+def test_concurrent_invocations_keep_their_own_log_keys(
+    captured: pytest.CaptureFixture[str],
+) -> None:
+    # The local stack runs several functions in one process: no line may carry another's keys.
+    both_bound = threading.Barrier(2)
+
+    def handler(event: Any, context: Any) -> None:
+        observability.bind(tenant=event["tenant"])
+        both_bound.wait(timeout=10)
+        logging.getLogger("jobstream.test").info("from %s", event["tenant"])
+
+    invocations = [
+        threading.Thread(
+            target=observability.instrument(handler),
+            args=({"tenant": tenant}, LambdaContext(function)),
+        )
+        for tenant, function in (("acme", "JobsFunction"), ("globex", "ReconcileFunction"))
+    ]
+    for invocation in invocations:
+        invocation.start()
+    for invocation in invocations:
+        invocation.join(timeout=10)
+    lines = {line["message"]: line for line in log_lines(captured.readouterr().err)}
+    assert (lines["from acme"]["tenant"], lines["from acme"]["function_name"]) == (
+        "acme",
+        "JobsFunction",
+    )
+    assert (lines["from globex"]["tenant"], lines["from globex"]["function_name"]) == (
+        "globex",
+        "ReconcileFunction",
+    )
 
 
 def test_exceptions_are_logged_as_json_and_metrics_still_flushed(

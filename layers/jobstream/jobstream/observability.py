@@ -3,7 +3,9 @@
 - Logs: one Powertools Logger named "jobstream", so every `logging.getLogger("jobstream.x")`
   record comes out through it as one JSON line (on stderr; stdout is kept for EMF and for the
   CLI's own output). `bind()` adds keys (tenant, job_id, ...) to every later line of the
-  invocation; `instrument()` clears them and adds the function name and request id.
+  invocation; `instrument()` clears them and adds the function name and request id. The keys
+  belong to the thread (Powertools' thread-safe keys): where several invocations share a process,
+  as in the local stack, each line carries its own invocation's keys.
 - Metrics: counted in memory, written by `flush()` at the end of each invocation as CloudWatch
   Embedded Metric Format documents on stdout, one per dimension set. Hand-written rather than
   Powertools Metrics because several metrics carry a second dimension (code, type, reason) and
@@ -133,9 +135,9 @@ def bind(**keys: str | int | None) -> None:
     present = {name: value for name, value in keys.items() if value is not None}
     absent = [name for name, value in keys.items() if value is None]
     if present:
-        _logger.append_keys(**present)
+        _logger.thread_safe_append_keys(**present)
     if absent:
-        _logger.remove_keys(absent)
+        _logger.thread_safe_remove_keys(absent)
 
 
 # --------------------------------------------------------------------------------- metrics
@@ -231,7 +233,7 @@ def instrument(handler: Handler) -> Handler:
     @functools.wraps(handler)
     def wrapper(event: Any, context: Any) -> Any:
         global _cold_start  # noqa: PLW0603 - per process, like Lambda's own cold start
-        log.clear_state()
+        log.thread_safe_clear_keys()
         function_name = getattr(context, "function_name", None) or os.environ.get(
             LAMBDA_FUNCTION_VARIABLE
         )
