@@ -368,6 +368,24 @@ def test_labels_are_stored_and_echoed(api: Api) -> None:
     assert event["labels"] == {"origin": "moderation", "tenant": "bot1"}
 
 
+# Names DynamoDB would refuse or read as syntax if labels were stored as a map.
+ODD_LABELS = {"": "empty name", "#n": "", ":v": "x", "a.b": "y", "S": "z", "M": "{}", "NULL": "1"}
+
+
+def test_labels_with_any_names_are_kept_exactly(api: Api, rt: Runtime) -> None:
+    job = submit(api, labels=ODD_LABELS)
+    assert job["labels"] == ODD_LABELS
+    job_id = job["job_id"]
+    assert api.get(f"/jobs/{job_id}").body["labels"] == ODD_LABELS
+    for query in ("", "?status=queued", f"?idempotency_key={job['idempotency_key']}"):
+        listing = api.get(f"/jobs{query}")
+        assert listing.status == 200, listing.body
+        assert [listed["labels"] for listed in listing.body["jobs"]] == [ODD_LABELS]
+    page = api.get(f"/jobs/{job_id}/events")
+    assert page.body["events"][0]["labels"] == ODD_LABELS
+    assert rt.store.get_job(job_id).labels == ODD_LABELS  # type: ignore[union-attr]
+
+
 def test_replay_keeps_the_first_request_correlation_and_callback(api: Api, rt: Runtime) -> None:
     job = submit(api)
     replay = api.post(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from jobstream.service.runtime import Runtime
 from tests.support.harness import Api, canonical_task
+from tests.support.state import whole_table
 from tests.support.validation import validate, validate_error
 
 
@@ -57,6 +61,51 @@ def test_malformed_json_is_400(api: Api) -> None:
     validate_error(response.body)
     assert response.body["error"]["message"] == "request body must be valid JSON"
     assert api.get("/jobs").body["jobs"] == []
+
+
+# A JSON text may escape half of a surrogate pair; no Unicode string holds one. Where it sits:
+UNPAIRED_SURROGATES = {
+    "idempotency_key": '"idempotency_key": "key-\\ud800"',
+    "correlation_id": '"correlation_id": "\\udfff"',
+    "label_name": '"labels": {"\\ud83d": "x"}',
+    "label_value": '"labels": {"origin": "a\\udc00b"}',
+    "nested_tag": '"params": {"query": {"tags": ["ok", "\\ud800"]}}',
+}
+
+
+@pytest.mark.parametrize("where", sorted(UNPAIRED_SURROGATES))
+def test_unpaired_surrogates_are_not_json_and_write_nothing(
+    api: Api, rt: Runtime, where: str
+) -> None:
+    task = json.dumps(canonical_task())
+    member = UNPAIRED_SURROGATES[where]
+    raw = task[:-1] + ", " + member + "}"
+    response = api.post("/jobs", raw=raw.encode(), headers={"content-type": "application/json"})
+    assert response.status == 400
+    validate_error(response.body)
+    assert response.body["error"]["code"] == "invalid_params"
+    assert response.body["error"]["message"] == "request body must be valid JSON"
+    assert response.body["error"]["detail"] == {"reason": "unpaired_surrogate"}
+    assert whole_table(rt) == {}
+
+
+def test_an_escaped_surrogate_pair_is_one_character(api: Api) -> None:
+    # "\ud83d\ude00" is U+1F600: valid text, stored and echoed as that character.
+    raw = json.dumps(canonical_task(labels={"mood": "x"})).replace('"x"', '"\\ud83d\\ude00"')
+    response = api.post("/jobs", raw=raw.encode(), headers={"content-type": "application/json"})
+    assert response.status == 202
+    assert response.body["job"]["labels"] == {"mood": "\U0001f600"}
+
+
+def test_an_ack_body_with_an_unpaired_surrogate_is_400(api: Api) -> None:
+    job_id = api.post("/jobs", canonical_task()).body["job"]["job_id"]
+    response = api.post(
+        f"/jobs/{job_id}/events/ack",
+        raw=b'{"event_id": "evt-\\ud800"}',
+        headers={"content-type": "application/json"},
+    )
+    assert response.status == 400
+    assert response.body["error"]["detail"] == {"reason": "unpaired_surrogate"}
 
 
 def test_nan_is_not_json(api: Api) -> None:

@@ -3,6 +3,7 @@
 Queries read one partition instead of sorting the table: checked against a model of the items
 written, for table and (sparse) index queries, both directions, key ranges and pagination.
 SQS queue attributes are computed per name: checked equal to moto's own computation.
+An empty attribute name is refused as DynamoDB refuses it, wherever a request carries one.
 """
 
 from __future__ import annotations
@@ -239,3 +240,75 @@ def test_fifo_content_based_deduplication_still_applies(aws: None) -> None:
         sqs.send_message(QueueUrl=url, MessageBody="same", MessageGroupId="g")
     counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
     assert counts["Attributes"]["ApproximateNumberOfMessages"] == "1"
+
+
+def _requests_with_an_empty_name(table: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    key = {"pk": {"S": "a"}, "sk": {"N": "1"}}
+    nested = {"M": {"outer": {"L": [{"M": {"": {"S": "x"}}}]}}}
+    return {
+        "top-level attribute": ("put_item", {"Item": {**key, "": {"S": "x"}}}),
+        "map key deep in a value": ("put_item", {"Item": {**key, "doc": nested}}),
+        "update value": (
+            "update_item",
+            {
+                "Key": key,
+                "UpdateExpression": "SET doc = :d",
+                "ExpressionAttributeValues": {":d": nested},
+            },
+        ),
+        "attribute name alias": (
+            "update_item",
+            {
+                "Key": key,
+                "UpdateExpression": "SET #n = :v",
+                "ExpressionAttributeNames": {"#n": ""},
+                "ExpressionAttributeValues": {":v": {"S": "x"}},
+            },
+        ),
+        "transaction": (
+            "transact_write_items",
+            {"TransactItems": [{"Put": {"TableName": table, "Item": {**key, "doc": nested}}}]},
+        ),
+        "query start key": (
+            "query",
+            {
+                "KeyConditionExpression": "pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": "a"}},
+                "ExclusiveStartKey": {**key, "": {"S": "x"}},
+            },
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "top-level attribute",
+        "map key deep in a value",
+        "update value",
+        "attribute name alias",
+        "transaction",
+        "query start key",
+    ],
+)
+def test_an_empty_attribute_name_is_refused_and_writes_nothing(aws: None, case: str) -> None:
+    # As DynamoDB does: a ValidationException at once, rather than an item no read can return.
+    client = boto3.client("dynamodb")
+    table = _table(client)
+    operation, parameters = _requests_with_an_empty_name(table)[case]
+    if operation != "transact_write_items":
+        parameters = {"TableName": table, **parameters}
+    with pytest.raises(client.exceptions.ClientError) as refused:
+        getattr(client, operation)(**parameters)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert refused.value.response["Error"]["Message"] == "Empty attribute name"
+    assert client.scan(TableName=table)["Items"] == []
+
+
+def test_names_that_are_not_empty_are_stored_as_sent(aws: None) -> None:
+    client = boto3.client("dynamodb")
+    table = _table(client)
+    doc = {"M": {"S": {"S": "type tag as a name"}, " ": {"M": {"#": {"NULL": True}}}}}
+    client.put_item(TableName=table, Item={"pk": {"S": "a"}, "sk": {"N": "1"}, "doc": doc})
+    item = client.get_item(TableName=table, Key={"pk": {"S": "a"}, "sk": {"N": "1"}})["Item"]
+    assert item["doc"] == doc

@@ -1,11 +1,13 @@
-"""Hypothesis-generated query strings and ack bodies through the real handlers (moto).
+"""Hypothesis-generated query strings, ack bodies and Task strings through the real handlers (moto).
 
-Every answer is a 200 with a conforming document or a 4xx protocol error; never a 5xx; and a
-refused ack changes nothing (I4, I9).
+Every answer is a 200 with a conforming document or a 4xx protocol error; never a 5xx; a refused
+ack changes nothing (I4, I9); an admitted Task's strings come back exactly as sent.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 from typing import Any
 
 import pytest
@@ -86,3 +88,49 @@ def test_an_ack_moves_only_for_the_id_of_an_event(api: Api, job_id: str, body: A
         assert (response.body["acked"], response.body["unacked"]) == (1, 0)
     elif response.status == 200:
         assert response.body["acked"] == (0 if before["events"] else 1)
+
+
+# Any code point, unpaired surrogates included (Hypothesis leaves them out unless asked), and
+# names that mean something to DynamoDB expressions or its type tags.
+_characters = st.characters(exclude_categories=()) | st.sampled_from(
+    ["\ud800", "\udfff", "\U0001f600"]
+)
+# Joined by hand: st.text drops surrogates whatever its alphabet allows.
+any_text = st.lists(_characters, max_size=6).map("".join) | st.sampled_from(
+    ["", " ", "#n", ":v", "a.b", "S", "M", "NULL", "\x00"]
+)
+_submissions = itertools.count()
+
+
+def _holds_unpaired_surrogate(*texts: str) -> bool:
+    return any(0xD800 <= ord(char) <= 0xDFFF for text in texts for char in text)
+
+
+@FUZZ
+@given(
+    labels=st.dictionaries(any_text, any_text, max_size=4),
+    correlation=any_text,
+    key_suffix=any_text,
+)
+def test_task_strings_round_trip_exactly_or_are_refused(
+    api: Api, labels: dict[str, str], correlation: str, key_suffix: str
+) -> None:
+    key = f"fuzz-{next(_submissions)}-{key_suffix}"
+    task = canonical_task(idempotency_key=key, labels=labels, correlation_id=correlation)
+    # ensure_ascii writes an unpaired surrogate as its \\u escape, as a client's JSON would.
+    raw = json.dumps(task, ensure_ascii=True).encode()
+    response = api.post("/jobs", raw=raw, headers={"content-type": "application/json"})
+    texts = [key, correlation, *labels, *labels.values()]
+    if _holds_unpaired_surrogate(*texts):
+        assert response.status == 400, response.body
+        assert response.body["error"]["detail"] == {"reason": "unpaired_surrogate"}
+        return
+    assert response.status == 202, response.body
+    job = response.body["job"]
+    validate(job, "Job")
+    assert job.get("labels", {}) == labels
+    assert job.get("correlation_id", "") == correlation
+    assert api.get(f"/jobs/{job['job_id']}").body == job
+    listing = api.get("/jobs?status=queued&limit=500")
+    _check(listing, "JobPage")
+    assert job in listing.body["jobs"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -13,6 +14,10 @@ from urllib.parse import parse_qs, unquote
 from jobstream.protocol.errors import invalid_params
 
 MAX_BODY_BYTES: Final = 256 * 1024
+# What JSON's \uXXXX escapes can carry but Unicode text cannot: a surrogate not in a pair
+# (json.loads joins the pairs). No such string can be stored (DynamoDB strings are UTF-8) or
+# answered, so a body holding one is refused like any other body that is not valid JSON text.
+_UNPAIRED_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +53,31 @@ class Request:
                 detail={"content_type": content_type},
             )
         try:
-            return json.loads(self.raw_body, parse_constant=_reject_constant)
+            body = json.loads(self.raw_body, parse_constant=_reject_constant)
         except (ValueError, RecursionError):
             raise invalid_params("request body must be valid JSON") from None
+        if _holds_unpaired_surrogate(body):
+            raise invalid_params(
+                "request body must be valid JSON",
+                detail={"reason": "unpaired_surrogate"},
+            )
+        return body
+
+
+def _holds_unpaired_surrogate(value: Any) -> bool:
+    # Iterative: json.loads already bounds the depth, but a walk should not add recursion.
+    pending = [value]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, str):
+            if _UNPAIRED_SURROGATE.search(current):
+                return True
+        elif isinstance(current, dict):
+            pending.extend(current.keys())
+            pending.extend(current.values())
+        elif isinstance(current, list):
+            pending.extend(current)
+    return False
 
 
 def _reject_constant(name: str) -> Any:

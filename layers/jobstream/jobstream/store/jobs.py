@@ -89,12 +89,22 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
         ):
             continue
         values[name] = value
+    if record.labels:
+        values["labels"] = _labels_text(record.labels)
     return to_item(values)
 
 
 def item_to_record(item: Mapping[str, Any]) -> JobRecord:
     values = from_item(item)
+    if isinstance(values.get("labels"), str):
+        values["labels"] = json.loads(values["labels"])
     return JobRecord(**{name: values[name] for name in _RECORD_FIELDS if name in values})
+
+
+def _labels_text(labels: Mapping[str, str]) -> str:
+    # Labels are the consumer's own object: any key, "" included. DynamoDB refuses an empty map
+    # key, so they are kept as one JSON string, which holds every object exactly.
+    return json.dumps(labels, ensure_ascii=False, separators=(",", ":"))
 
 
 class JobStore:
