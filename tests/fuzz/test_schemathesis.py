@@ -28,7 +28,7 @@ from tests.support.validation import validate_error
 REPOSITORY = Path(__file__).resolve().parents[2]
 TOKEN = "local-dev-token"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
-MAX_EXAMPLES = 15
+MAX_EXAMPLES = 50
 # What the stack wrote to stderr: a failing case shows the stack's own account of its errors.
 STACK_LOG: list[str] = []
 pytestmark = pytest.mark.stack
