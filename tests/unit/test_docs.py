@@ -83,3 +83,32 @@ def test_every_emitted_metric_is_declared() -> None:
 @pytest.mark.parametrize("metric", sorted(_metrics_in_code()))
 def test_every_metric_is_documented(metric: str) -> None:
     assert re.search(rf"^\| `{metric}` \|", _doc("operations.md"), re.MULTILINE), metric
+
+
+TEST_NAME_IN_DOCS = re.compile(r"::(test_[a-z0-9_]+)")
+TEST_FILE_IN_DOCS = re.compile(r"\b(test_[a-z0-9_]+\.py)\b")
+
+
+def _doc_texts() -> dict[str, str]:
+    paths = [*DOCS.glob("*.md"), REPOSITORY / "README.md"]
+    return {path.name: path.read_text(encoding="utf-8") for path in paths}
+
+
+def test_every_test_the_docs_cite_exists() -> None:
+    # The docs name the test that proves each claim; a renamed or removed test must not linger.
+    sources = [path.read_text(encoding="utf-8") for path in (REPOSITORY / "tests").rglob("*.py")]
+    defined = {name for text in sources for name in re.findall(r"def (test_[a-z0-9_]+)", text)}
+    files = {path.name for path in (REPOSITORY / "tests").rglob("test_*.py")}
+    cited_names = {
+        (doc, name)
+        for doc, text in _doc_texts().items()
+        for name in TEST_NAME_IN_DOCS.findall(text)
+    }
+    cited_files = {
+        (doc, name)
+        for doc, text in _doc_texts().items()
+        for name in TEST_FILE_IN_DOCS.findall(text)
+    }
+    assert cited_names, "the docs cite tests"
+    assert sorted((doc, name) for doc, name in cited_names if name not in defined) == []
+    assert sorted((doc, name) for doc, name in cited_files if name not in files) == []
