@@ -11,12 +11,16 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from jobstream.http.api import error_response
 from jobstream.http.request import MAX_BODY_BYTES
+from jobstream.protocol.errors import invalid_params
+from jobstream_local.request_body import BODY_TIMEOUT_S, OversizedBody, UnreadableBody, read_body
 from jobstream_local.template import FunctionSpec, HttpRoute
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -169,21 +173,53 @@ def _is_text(body: bytes) -> bool:
 MAX_REQUEST_BYTES = 10 * 1024 * 1024
 
 
+def _bad_request(message: str, reason: str, status: int = 400) -> dict[str, Any]:
+    """A request the gateway refuses before any function sees it (API Gateway's own 4xx)."""
+    return error_response(
+        invalid_params(
+            message, status=status if 400 <= status < 500 else 400, detail={"reason": reason}
+        )
+    )
+
+
 def make_server(api: LocalHttpApi, host: str, port: int) -> ThreadingHTTPServer:
     class RequestHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def _serve(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
             headers = {name.lower(): value for name, value in self.headers.items()}
             headers.setdefault("x-forwarded-proto", "http")
-            if length > MAX_REQUEST_BYTES:
+            self.connection.settimeout(BODY_TIMEOUT_S)
+            try:
+                if len(set(self.headers.get_all("content-length") or ())) > 1:
+                    raise UnreadableBody("Content-Length is given twice, differently")
+                body = read_body(headers, self.rfile, MAX_REQUEST_BYTES)
+            except OversizedBody:
                 # Not read at all: the handler answers its 413 envelope for any oversized body.
                 self.close_connection = True
                 body = b" " * (MAX_BODY_BYTES + 1)
-            else:
-                body = self.rfile.read(length) if length else b""
+            except UnreadableBody as error:
+                # What is left on the connection cannot be framed: answer and close it.
+                self.close_connection = True
+                self._answer(_bad_request(str(error), "unreadable_body"))
+                return
+            finally:
+                self.connection.settimeout(None)
             self._answer(api.invoke(self.command, self.path, headers, body))
+
+        def send_error(
+            self,
+            code: int,
+            message: str | None = None,
+            explain: str | None = None,  # noqa: ARG002 - the stdlib's signature
+        ) -> None:
+            # The stdlib's own refusals (a malformed request line, headers too long, ...) are
+            # envelopes too, never its HTML page.
+            self.close_connection = True
+            # An unparsable request line leaves HTTP/0.9 behind, which has no status line.
+            if getattr(self, "request_version", "") not in {"HTTP/1.0", "HTTP/1.1"}:
+                self.request_version = self.protocol_version
+            self._answer(_bad_request(message or HTTPStatus(code).phrase, "bad_http_request", code))
 
         def _answer(self, response: dict[str, Any]) -> None:
             payload = response.get("body") or ""
@@ -208,7 +244,9 @@ def make_server(api: LocalHttpApi, host: str, port: int) -> ThreadingHTTPServer:
             raise AttributeError(name)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002, ARG002 - stdlib signature
-            sys.stderr.write(f"{self.command} {self.path} -> {args[1] if len(args) > 1 else ''}\n")
+            # A request refused while its first line is read has no command or path yet.
+            command, path = getattr(self, "command", None) or "", getattr(self, "path", "")
+            sys.stderr.write(f"{command} {path} -> {args[1] if len(args) > 1 else ''}\n")
 
     server = ThreadingHTTPServer((host, port), RequestHandler)
     server.daemon_threads = True

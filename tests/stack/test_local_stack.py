@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -288,3 +290,84 @@ def test_a_submitted_job_runs_to_succeeded(stack: Client) -> None:
     assert kinds[:2] == ["job.accepted", "job.started"]
     assert kinds[-1] == "job.succeeded"
     assert set(kinds[2:-1]) <= {"job.progress"}
+
+
+def _exchange(stack: Client, request: bytes, *, half_close: bool = False) -> tuple[int, Any]:
+    """Send raw bytes; the status and JSON body of the answer (the gateway closes after it)."""
+    address = urllib.parse.urlsplit(stack.base_url)
+    with socket.create_connection((address.hostname, address.port), timeout=30) as connection:
+        connection.sendall(request)
+        if half_close:
+            connection.shutdown(socket.SHUT_WR)  # "I have sent everything I will send"
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def _raw_request(method: str, path: str, headers: dict[str, str], body: bytes = b"") -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: localhost", f"Authorization: Bearer {TOKEN}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({"Content-Length": ":"}, "Content-Length must be a number of bytes"),
+        ({"Content-Length": "-1"}, "Content-Length must be a number of bytes"),
+        ({"Transfer-Encoding": "gzip"}, "Transfer-Encoding must be chunked"),
+    ],
+)
+def test_a_body_that_cannot_be_framed_is_a_400_envelope(
+    stack: Client, headers: dict[str, str], message: str
+) -> None:
+    # API Gateway refuses these itself; locally they used to drop the connection.
+    status, body = _exchange(stack, _raw_request("GET", "/capabilities", headers))
+    assert status == 400
+    validate_error(body)
+    assert body["error"]["message"] == message
+    assert body["error"]["detail"] == {"reason": "unreadable_body"}
+
+
+def test_a_body_shorter_than_its_length_is_a_400_envelope(stack: Client) -> None:
+    # The client announces a byte it never sends: answered, not waited for until a timeout.
+    request = _raw_request("GET", "/capabilities", {"Content-Length": "1"})
+    status, body = _exchange(stack, request, half_close=True)
+    assert status == 400
+    validate_error(body)
+    assert body["error"]["message"] == "request body is shorter than its Content-Length"
+
+
+def test_a_chunked_body_is_read(stack: Client) -> None:
+    task = json.dumps(_task("stack-chunked")).encode()
+    chunked = b"".join(
+        b"%x\r\n%s\r\n" % (len(part), part) for part in (task[:10], task[10:]) if part
+    )
+    request = _raw_request(
+        "POST",
+        "/jobs",
+        {"Content-Type": "application/json", "Transfer-Encoding": "chunked", "Connection": "close"},
+        chunked + b"0\r\n\r\n",
+    )
+    status, body = _exchange(stack, request)
+    assert status == 202, body
+    assert body["job"]["idempotency_key"] == "stack-chunked"
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"NOT A REQUEST LINE AT ALL\r\n\r\n", 400),
+        (b"GET /" + b"x" * 70_000 + b" HTTP/1.1\r\n\r\n", 414),
+        (b"GET /capabilities HTTP/9.9\r\n\r\n", 400),
+    ],
+)
+def test_what_the_http_server_refuses_is_an_envelope_too(
+    stack: Client, request_bytes: bytes, status: int
+) -> None:
+    answered, body = _exchange(stack, request_bytes)
+    assert answered == status
+    validate_error(body)
+    assert body["error"]["detail"] == {"reason": "bad_http_request"}
