@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
 from jobstream.service.runtime import Runtime
@@ -87,6 +90,51 @@ def test_bad_filters_are_400(api: Api, query: str) -> None:
     assert response.status == 400
     validate_error(response.body)
     assert response.body["error"]["code"] == "invalid_params"
+
+
+def _cursor(**start_key: str) -> str:
+    raw = json.dumps(start_key).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+JOB_A = "job_" + "A" * 32
+JOB_B = "job_" + "B" * 32
+
+
+@pytest.mark.parametrize(
+    "start_key",
+    [
+        # Shaped by hand: DynamoDB would refuse a key over 1 KiB, or text that is not UTF-8.
+        {"pk": f"JOB#{JOB_A}", "sk": "#JOB", "gsi1sk": "1" * 13 + "#" + "x" * 2000},
+        {"pk": f"JOB#{JOB_A}", "sk": "#JOB", "gsi1sk": f"{'1' * 13}#{JOB_A}\ud800"},
+        {"pk": "JOB#" + "y" * 3000, "sk": "#JOB", "gsi1sk": f"{'1' * 13}#{JOB_A}"},
+        {"pk": f"JOB#{JOB_A}", "sk": "EVT#0000000001", "gsi1sk": f"{'1' * 13}#{JOB_A}"},
+        {"pk": f"JOB#{JOB_A}", "sk": "#JOB", "gsi1sk": f"{'1' * 13}#{JOB_B}"},
+        {"pk": f"JOB#{JOB_A}", "sk": "#JOB", "gsi1sk": f"1#{JOB_A}"},
+    ],
+)
+def test_a_cursor_not_shaped_like_ours_is_400(api: Api, start_key: dict[str, str]) -> None:
+    cursor = _cursor(**start_key).replace("%", "%25")
+    response = api.get(f"/jobs?cursor={cursor}")
+    assert response.status == 400, response.body
+    assert response.body["error"]["detail"] == {"field": "cursor"}
+
+
+def test_a_cursor_shaped_like_ours_pages_on(api: Api, seven_jobs: list[str]) -> None:
+    first = api.get("/jobs?limit=3").body
+    start_key = json.loads(base64.urlsafe_b64decode(first["next_cursor"] + "==="))
+    rebuilt = _cursor(**start_key)
+    assert (
+        api.get(f"/jobs?limit=3&cursor={rebuilt}").body["jobs"]
+        == (api.get(f"/jobs?limit=3&cursor={first['next_cursor']}").body["jobs"])
+    )
+
+
+def test_a_correlation_filter_longer_than_any_job_can_carry_is_400(api: Api) -> None:
+    response = api.get(f"/jobs?correlation_id={'c' * 201}")
+    assert response.status == 400
+    assert response.body["error"]["message"] == "correlation_id must be at most 200 characters"
+    assert api.get(f"/jobs?correlation_id={'c' * 200}").body["jobs"] == []
 
 
 def test_cursor_from_another_listing_is_rejected(api: Api, seven_jobs: list[str]) -> None:

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from jobstream.protocol.errors import invalid_params
-from jobstream.protocol.js import is_blank
+from jobstream.protocol.js import is_blank, js_length
+from jobstream.protocol.task import MAX_CORRELATION_ID
 
 Query = Mapping[str, Sequence[str]]
 
@@ -70,6 +71,12 @@ def parse_list_query(query: Query) -> JobListQuery:
     if correlation_id is not None and correlation_id == "":
         raise invalid_params(
             "correlation_id must be a non-empty string", detail={"field": "correlation_id"}
+        )
+    # No job can carry a longer one (admission's limit), and it is part of an index key.
+    if correlation_id is not None and js_length(correlation_id) > MAX_CORRELATION_ID:
+        raise invalid_params(
+            f"correlation_id must be at most {MAX_CORRELATION_ID} characters",
+            detail={"field": "correlation_id"},
         )
     status = _single(query, "status")
     if status is not None and status not in JOB_STATUSES:

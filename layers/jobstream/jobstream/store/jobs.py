@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -520,7 +521,16 @@ def encode_cursor(start_key: Mapping[str, Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-_CURSOR_KEYS: Final = frozenset({keys.PK, keys.SK, "gsi1sk", "gsi2sk"})
+_JOB_ID: Final = r"job_[A-Za-z0-9_-]{32}"
+# Exactly the keys of a job row we could have returned as LastEvaluatedKey. A cursor is the
+# client's text: anything else (another shape, a key too long for DynamoDB, text that is not
+# UTF-8) must be a 400, never a request DynamoDB refuses.
+_CURSOR_VALUES: Final = {
+    keys.PK: re.compile(rf"JOB#({_JOB_ID})"),
+    keys.SK: re.compile(re.escape(keys.JOB_SK)),
+    "gsi1sk": re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#({_JOB_ID})"),
+    "gsi2sk": re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#({_JOB_ID})"),
+}
 
 
 def decode_cursor(cursor: str) -> dict[str, Any] | None:
@@ -530,8 +540,13 @@ def decode_cursor(cursor: str) -> dict[str, Any] | None:
         value = json.loads(raw)
     except (ValueError, binascii.Error):
         return None
-    if not isinstance(value, dict) or not value or not set(value) <= _CURSOR_KEYS:
+    if not isinstance(value, dict) or not value or not set(value) <= set(_CURSOR_VALUES):
         return None
-    if not all(isinstance(item, str) and item for item in value.values()):
-        return None
-    return value
+    job_ids: set[str] = set()
+    for name, item in value.items():
+        match = _CURSOR_VALUES[name].fullmatch(item) if isinstance(item, str) else None
+        if match is None:
+            return None
+        job_ids.update(match.groups())
+    # Every key names the same job.
+    return value if len(job_ids) <= 1 else None
