@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -14,10 +13,6 @@ from urllib.parse import parse_qs, unquote
 from jobstream.protocol.errors import invalid_params
 
 MAX_BODY_BYTES: Final = 256 * 1024
-# What JSON's \uXXXX escapes can carry but Unicode text cannot: a surrogate not in a pair
-# (json.loads joins the pairs). No such string can be stored (DynamoDB strings are UTF-8) or
-# answered, so a body holding one is refused like any other body that is not valid JSON text.
-_UNPAIRED_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,30 +49,20 @@ class Request:
             )
         try:
             body = json.loads(self.raw_body, parse_constant=_reject_constant)
+            # Written back out to check it is text (below); as deep as json.loads allows.
+            written = json.dumps(body, ensure_ascii=False)
         except (ValueError, RecursionError):
             raise invalid_params("request body must be valid JSON") from None
-        if _holds_unpaired_surrogate(body):
+        try:
+            written.encode("utf-8")
+        except UnicodeEncodeError:
+            # JSON's \\uXXXX escapes can carry a surrogate without its pair (json.loads joins the
+            # pairs). Such a string is not Unicode text: it cannot be stored (DynamoDB strings
+            # are UTF-8) or answered, so the body is refused as not valid JSON.
             raise invalid_params(
-                "request body must be valid JSON",
-                detail={"reason": "unpaired_surrogate"},
-            )
+                "request body must be valid JSON", detail={"reason": "unpaired_surrogate"}
+            ) from None
         return body
-
-
-def _holds_unpaired_surrogate(value: Any) -> bool:
-    # Iterative: json.loads already bounds the depth, but a walk should not add recursion.
-    pending = [value]
-    while pending:
-        current = pending.pop()
-        if isinstance(current, str):
-            if _UNPAIRED_SURROGATE.search(current):
-                return True
-        elif isinstance(current, dict):
-            pending.extend(current.keys())
-            pending.extend(current.values())
-        elif isinstance(current, list):
-            pending.extend(current)
-    return False
 
 
 def _reject_constant(name: str) -> Any:

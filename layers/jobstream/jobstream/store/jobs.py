@@ -525,11 +525,12 @@ _JOB_ID: Final = r"job_[A-Za-z0-9_-]{32}"
 # Exactly the keys of a job row we could have returned as LastEvaluatedKey. A cursor is the
 # client's text: anything else (another shape, a key too long for DynamoDB, text that is not
 # UTF-8) must be a 400, never a request DynamoDB refuses.
+_CREATED_SK: Final = re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#({_JOB_ID})")
 _CURSOR_VALUES: Final = {
     keys.PK: re.compile(rf"JOB#({_JOB_ID})"),
     keys.SK: re.compile(re.escape(keys.JOB_SK)),
-    "gsi1sk": re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#({_JOB_ID})"),
-    "gsi2sk": re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#({_JOB_ID})"),
+    "gsi1sk": _CREATED_SK,
+    "gsi2sk": _CREATED_SK,
 }
 
 
