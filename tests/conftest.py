@@ -30,6 +30,7 @@ os.environ.pop("AWS_PROFILE", None)
 from moto import mock_aws
 
 from jobstream.config.settings import Settings, parse_api_tokens
+from jobstream.retries import RetryPolicy, set_default_policy
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
 from jobstream.store.client import dynamodb_client
@@ -69,6 +70,17 @@ def aws() -> Iterator[None]:
     patch_moto()
     with mock_aws():
         yield
+
+
+@pytest.fixture(autouse=True)
+def retries_without_sleeping() -> Iterator[list[float]]:
+    """The clients' retries wait on no clock: the waits are recorded, never slept."""
+    waits: list[float] = []
+    previous = set_default_policy(
+        RetryPolicy(sleep=waits.append, monotonic=lambda: 0.0, rand=lambda: 0.5)
+    )
+    yield waits
+    set_default_policy(previous)
 
 
 @pytest.fixture

@@ -16,11 +16,15 @@ from jobstream.observability import instrument
 from jobstream.service import runtime as runtime_module
 from jobstream.service.execution import handle_work_message
 
-processor = BatchProcessor(event_type=EventType.SQS)
+# A failed record (a deferred completion) is a batch item failure that SQS redelivers, not an
+# invocation error: with one message per batch, every failure would otherwise be one.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def record_handler(record: SQSRecord) -> str:
-    return handle_work_message(runtime_module.runtime(), record.body, record.message_id)
+    return handle_work_message(
+        runtime_module.runtime(), record.body, record.message_id, record.receipt_handle
+    )
 
 
 @instrument

@@ -1,33 +1,58 @@
-"""Crashes at the boto3 boundary (design I10): for each operation, a failure at each DynamoDB call
-— before the call, or after it succeeded with its response lost — followed by the client's retry
-and a sweep converges to the state a run without the failure reaches."""
+"""Faults at the boto3 boundary.
+
+Crashes (design I10): for each operation, the invocation dies at each DynamoDB call — before the
+call, or after it succeeded — and the client's retry and a sweep converge to the state a run
+without the crash reaches.
+
+Transient faults (what AWS raises: a transaction cancelled by a race, throttling, a server
+error): at every DynamoDB and SQS call of every operation, each kind either is absorbed by the
+retries (one failure of every call: the operation answers as without it) or outlasts them (one
+call and all its retries: the HTTP answer is a retryable 503, the worker keeps its message);
+then the client repeats what was refused, sweeps run, the queues are drained, and the final
+state equals the fault-free run's, nothing lost.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError
 
+from jobstream.delivery.http import HttpResult
+from jobstream.domain import JobRecord
+from jobstream.retries import default_policy
+from jobstream.service import callbacks, execution
+from jobstream.service.identity import derive_job_id
 from jobstream.service.runtime import Runtime
+from jobstream.service.sweep import sweep
+from jobstream.store import keys
 from jobstream.store.jobs import JobStore
-from jobstream_local.resources import create_tables
+from jobstream_local.gateway import load_handler
+from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
-from tests.support.harness import Api, Clock, canonical_task
+from tests.support.faults import KINDS, Faults, injected
+from tests.support.harness import START_MS, Api, Clock, Response, canonical_task
 from tests.support.state import mark_failed
+from tests.support.validation import validate_error
 
 MODES = ("before", "after")
 
 
+class CrashError(Exception):
+    """The invocation dies here (not an AWS error: nothing retries it)."""
+
+
 @dataclass
 class Fault:
-    """Fails the `at`-th DynamoDB call (1-based): before it is sent, or after it succeeded."""
+    """Crashes at the `at`-th DynamoDB call (1-based): before it is sent, or after it succeeded."""
 
     at: int
     mode: str
@@ -38,19 +63,34 @@ class Fault:
         self.calls += 1
         if self.mode == "before" and self.calls == self.at:
             self.fired = True
-            raise EndpointConnectionError(endpoint_url="https://dynamodb.invalid")
+            raise CrashError("before the call")
 
     def after(self, **_: Any) -> None:
         if self.mode == "after" and self.calls == self.at and not self.fired:
             self.fired = True
-            # The write (if any) happened; the caller never learns it.
-            raise ClientError(
-                {"Error": {"Code": "InternalServerError", "Message": "response lost"}}, "Call"
-            )
+            # The write (if any) happened; the invocation dies before it learns so.
+            raise CrashError("after the call")
+
+
+@cache
+def _template() -> Template:
+    return Template.load()
+
+
+@cache
+def _dynamodb() -> Any:
+    """The test's own DynamoDB client (uninstrumented)."""
+    return boto3.client("dynamodb")
+
+
+@cache
+def _sqs() -> Any:
+    """The test's own SQS client (the service's is the one faults are injected into)."""
+    return boto3.client("sqs")
 
 
 @contextmanager
-def injected(rt: Runtime, fault: Fault) -> Iterator[Fault]:
+def crashing(rt: Runtime, fault: Fault) -> Iterator[Fault]:
     events = rt.store.client.meta.events
     events.register("before-call.dynamodb", fault.before, unique_id="fault-before")
     events.register("after-call.dynamodb", fault.after, unique_id="fault-after")
@@ -63,10 +103,8 @@ def injected(rt: Runtime, fault: Fault) -> Iterator[Fault]:
 
 def fresh_runtime(rt: Runtime) -> Runtime:
     """The same runtime on a table of its own (for the fault-free run)."""
-    import uuid
-
     table = f"ref-{uuid.uuid4().hex[:10]}"
-    create_tables(Template.load(), boto3.client("dynamodb"), name_for=lambda _: table)
+    create_tables(_template(), _dynamodb(), name_for=lambda _: table)
     settings = rt.settings.model_copy(update={"table_name": table})
     return replace(rt, settings=settings, store=JobStore(table))
 
@@ -106,9 +144,7 @@ def page(rt: Runtime, api: Api, clock: Clock, job_id: str) -> str:
 
 def ack_second(rt: Runtime, api: Api, clock: Clock, job_id: str) -> str:
     # Looked up with a client of its own: only the ack's calls are counted and failed.
-    uninstrumented = JobStore(
-        rt.settings.table_name, client_factory=lambda: boto3.client("dynamodb")
-    )
+    uninstrumented = JobStore(rt.settings.table_name, client_factory=_dynamodb)
     events, _ = uninstrumented.events_after(job_id, 0, 2)
     api.post(f"/jobs/{job_id}/events/ack", {"ack_through": f"evt-{events[1].at}-2"})
     return job_id
@@ -160,7 +196,7 @@ def run_case(case: Case, rt: Runtime, clock: Clock, fault: Fault | None) -> dict
     try:
         job_id = case.setup(rt, api, clock)
         if fault is not None:
-            with injected(rt, fault):
+            with crashing(rt, fault):
                 job_id = case.action(rt, api, clock, job_id)
         # The client retries (or, without a fault, makes) the call; then the sweep runs.
         job_id = case.action(rt, api, clock, job_id)
@@ -208,7 +244,7 @@ def test_a_worker_crash_at_any_call_converges_on_redelivery(
             job_id = str(api.post("/jobs", task).body["job"]["job_id"])
             body = json.dumps({"job_id": job_id})
             if fault is not None:
-                with injected(runtime, fault), contextlib.suppress(Exception):
+                with crashing(runtime, fault), contextlib.suppress(Exception):
                     # The invocation may fail (the message is redelivered) or absorb the fault.
                     execution.handle_work_message(runtime, body, "message-1")
             execution.handle_work_message(runtime, body, "message-1")
@@ -246,7 +282,7 @@ def test_a_delivery_crash_at_any_call_still_delivers(
         job_id = admission.submit(crt, "acme", task, None)[1]["job"]["job_id"]
         ref = IntentRef(job_id, 1)
         fault = Fault(at=at, mode=mode)
-        with injected(crt, fault), contextlib.suppress(Exception):
+        with crashing(crt, fault), contextlib.suppress(Exception):
             callbacks.deliver(crt, ref)
         # The same message again (its invocation failed or it was kept), then time passes.
         callbacks.deliver(crt, ref)
@@ -261,3 +297,381 @@ def test_a_delivery_crash_at_any_call_still_delivers(
         assert ids == {record.idempotency_key}
     if not fault.fired:
         pytest.skip(f"a delivery makes fewer than {at} DynamoDB calls")
+
+
+# ------------------------------------------------------------------------- transient faults
+
+TASK_KEY = "6eb50329-20f2-4ea7-b95b-e4676b50d9f1"
+CALLBACK_URL = "https://consumer.example.test/hooks/jobstream"
+
+
+@dataclass
+class World:
+    """One run of one operation: its own table and queues, a clock, a recording poster."""
+
+    rt: Runtime
+    clock: Clock
+    api: Api
+    job_ids: list[str] = field(default_factory=list)
+    ack_through: str = ""
+    message: dict[str, Any] | None = None
+    claimed: JobRecord | None = None
+    # What the client (or SQS) does again once the faults are gone: refused requests, kept
+    # messages.
+    again: list[Callable[[], Any]] = field(default_factory=list)
+    dispatched: set[str] = field(default_factory=set)
+    posted: list[str] = field(default_factory=list)
+
+    @property
+    def job_id(self) -> str:
+        return self.job_ids[0]
+
+
+@cache
+def _worker_handler() -> Any:
+    (source,) = [s for s in _template().queue_sources() if s.queue == "WorkQueue"]
+    return load_handler(source.function)
+
+
+def new_world(base: Runtime, now: int) -> World:
+    suffix = uuid.uuid4().hex[:10]
+    table = f"faults-{suffix}"
+    create_tables(_template(), _dynamodb(), name_for=lambda _: table)
+    queues = create_queues(_template(), _sqs(), name_for=lambda name: f"{name}-{suffix}")
+    posted: list[str] = []
+
+    def poster(target: Any, body: bytes, headers: Any, timeout_s: float) -> HttpResult:
+        posted.append(json.loads(body)["type"])
+        return HttpResult(204, "", None)
+
+    settings = base.settings.model_copy(
+        update={
+            "table_name": table,
+            "work_queue_url": queues["WorkQueue"]["Ref"],
+            "callback_queue_url": queues["CallbackQueue"]["Ref"],
+            "callback_dead_letter_url": queues["CallbackDeadLetterQueue"]["Ref"],
+        }
+    )
+    clock = Clock(now)
+    rt = replace(base, settings=settings, store=JobStore(table), clock=clock, poster=poster)
+    return World(rt=rt, clock=clock, api=Api(token="acme-token"), posted=posted)
+
+
+def _receive(url: str | None) -> list[dict[str, Any]]:
+    assert url
+    response = _sqs().receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+    messages: list[dict[str, Any]] = response.get("Messages", [])
+    return messages
+
+
+def _delete(url: str | None, message: dict[str, Any]) -> None:
+    _sqs().delete_message(QueueUrl=url or "", ReceiptHandle=message["ReceiptHandle"])
+
+
+def drain(w: World, *, work: bool = True) -> None:
+    """Take the work queue's messages as dispatches seen; deliver every callback message."""
+    settings = w.rt.settings
+    while work and (batch := _receive(settings.work_queue_url)):
+        for message in batch:
+            w.dispatched.add(json.loads(message["Body"])["job_id"])
+            _delete(settings.work_queue_url, message)
+    while batch := _receive(settings.callback_queue_url):
+        for message in batch:
+            with contextlib.suppress(callbacks.RetryLaterError):
+                callbacks.handle_message(w.rt, message["Body"], message["ReceiptHandle"])
+            _delete(settings.callback_queue_url, message)
+
+
+def settle(w: World) -> None:
+    """No more faults: what was refused is done again, then sweeps and deliveries run while
+    time passes (every hand-off the faults lost is due again after its grace period)."""
+    for again in w.again:
+        again()
+    # Two sweeps: the first finds every lost hand-off and abandoned attempt due (the longest
+    # wait is an attempt's lease plus the grace period); the second lands outcomes kept past
+    # their lease and re-sends what the first one's repairs left.
+    for _ in range(2):
+        w.clock.advance(2 * keys.HANDOFF_GRACE_MS)
+        sweep(w.rt)
+        drain(w)
+
+
+def final_state(w: World) -> dict[str, Any]:
+    """What must converge: each job's protocol state, stream, callbacks, dispatch; no times."""
+    # Progress is best effort (dropped when its write fails); the lifecycle is not.
+    result: dict[str, Any] = {"posted": sorted(set(w.posted) - {"job.progress"})}
+    for job_id in w.job_ids:
+        record = w.rt.store.get_job(job_id)
+        assert record is not None
+        events, _ = w.rt.store.events_after(job_id, 0, 200)
+        intents = w.rt.store.callback_intents(job_id)
+        result[job_id] = {
+            "status": record.status,
+            "reason": record.reason,
+            "result": record.result,
+            "kinds": [event.kind for event in events if event.kind != "job.progressed"],
+            "ack": record.ack_sequence,
+            "intents": [
+                (json.loads(intent["event"])["type"], intent["state"])
+                for intent in intents
+                if json.loads(intent["event"])["type"] != "job.progress"
+            ],
+            "dispatched": job_id in w.dispatched,
+            "kept_outcome": record.pending_outcome,
+        }
+    return result
+
+
+def answered(w: World, response: Response, again: Callable[[], Response]) -> None:
+    """A success, or a retryable 503 the client repeats later (which must then succeed)."""
+    if response.status == 503:
+        validate_error(response.body)
+        assert response.body["error"]["code"] == "resource_busy"
+        assert response.body["error"]["retryable"] is True
+        assert int(response.headers["retry-after"]) >= 1
+
+        def repeat() -> None:
+            response = again()
+            assert response.status < 300, response.body
+
+        w.again.append(repeat)
+    else:
+        assert response.status < 300, response.body
+
+
+def _admit(w: World, key: str = TASK_KEY) -> str:
+    job_id = derive_job_id("acme", key)
+    w.job_ids.append(job_id)
+    response = w.api.post("/jobs", canonical_task(idempotency_key=key, callback_url=CALLBACK_URL))
+    assert response.status == 202, response.body
+    return job_id
+
+
+def _admitted_and_drained(w: World) -> None:
+    _admit(w)
+    drain(w)
+
+
+def _failed_and_paged(w: World) -> None:
+    _admitted_and_drained(w)
+    mark_failed(w.rt, w.job_id, at=w.clock.advance(1_000), reason="no_candidate")
+    w.api.get(f"/jobs/{w.job_id}/events")
+    events, _ = w.rt.store.events_after(w.job_id, 0, 2)
+    w.ack_through = f"evt-{events[1].at}-2"
+    drain(w)
+
+
+def _work_message(w: World) -> None:
+    _admit(w)
+    drain(w, work=False)
+    (w.message,) = _receive(w.rt.settings.work_queue_url)
+    w.dispatched.add(w.job_id)
+
+
+def _delivery_message(w: World) -> None:
+    _admit(w)
+    (w.message,) = _receive(w.rt.settings.callback_queue_url)
+    while batch := _receive(w.rt.settings.work_queue_url):
+        for message in batch:
+            w.dispatched.add(json.loads(message["Body"])["job_id"])
+            _delete(w.rt.settings.work_queue_url, message)
+
+
+def _claimed(w: World) -> None:
+    _admitted_and_drained(w)
+    w.claimed = execution.claim(w.rt, w.job_id, "worker-h")
+    drain(w)
+
+
+def _backlog(w: World) -> None:
+    """Two jobs whose hand-offs were all lost: one queued too long, one due for re-dispatch."""
+    _admit(w, "sweep-old")
+    w.clock.advance(w.rt.settings.queued_timeout_ms - keys.HANDOFF_GRACE_MS * 2)
+    _admit(w, "sweep-new")
+    for url in (w.rt.settings.work_queue_url, w.rt.settings.callback_queue_url):
+        _sqs().purge_queue(QueueUrl=url or "")
+    w.clock.advance(keys.HANDOFF_GRACE_MS * 2)
+
+
+def _act_admission(w: World) -> None:
+    task = canonical_task(idempotency_key=TASK_KEY, callback_url=CALLBACK_URL)
+    w.job_ids.append(derive_job_id("acme", TASK_KEY))
+    answered(w, w.api.post("/jobs", task), lambda: w.api.post("/jobs", task))
+
+
+def _act_get(w: World) -> None:
+    answered(w, w.api.get(f"/jobs/{w.job_id}"), lambda: w.api.get(f"/jobs/{w.job_id}"))
+
+
+def _act_list(w: World) -> None:
+    answered(w, w.api.get("/jobs?limit=5"), lambda: w.api.get("/jobs?limit=5"))
+
+
+def _act_page(w: World) -> None:
+    target = f"/jobs/{w.job_id}/events"
+    answered(w, w.api.get(target), lambda: w.api.get(target))
+
+
+def _act_ack(w: World) -> None:
+    target, body = f"/jobs/{w.job_id}/events/ack", {"ack_through": w.ack_through}
+    answered(w, w.api.post(target, body), lambda: w.api.post(target, body))
+
+
+def _act_cancel(w: World) -> None:
+    target = f"/jobs/{w.job_id}/cancel"
+    answered(w, w.api.post(target), lambda: w.api.post(target))
+
+
+def _act_worker(w: World) -> None:
+    assert w.message is not None
+    message = w.message
+    record = {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": {},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:work",
+        "awsRegion": "us-east-1",
+    }
+    event = {"Records": [record]}
+    worker = _worker_handler()
+    # The invocation never fails: a completion it could not write is a batch item failure.
+    if worker(event, None)["batchItemFailures"]:
+        # SQS delivers the same message again; it must then land, without a second failure.
+        w.again.append(lambda: _assert_no_failures(worker(event, None)))
+
+
+def _assert_no_failures(result: dict[str, Any]) -> None:
+    assert result == {"batchItemFailures": []}
+
+
+def _act_heartbeat(w: World) -> None:
+    assert w.claimed is not None
+    # A heartbeat that fails is retried, and at worst skipped: never a lost lease.
+    assert execution.Lease(w.rt, w.claimed, "worker-h").beat() is True
+
+
+def _act_delivery(w: World) -> None:
+    assert w.message is not None
+    body, receipt = w.message["Body"], w.message["ReceiptHandle"]
+    try:
+        callbacks.handle_message(w.rt, body, receipt)
+    except Exception:  # noqa: BLE001 - a failed record: SQS delivers the message again
+        w.again.append(lambda: callbacks.handle_message(w.rt, body, receipt))
+
+
+def _act_sweep(w: World) -> None:
+    try:
+        sweep(w.rt)
+    except Exception:  # noqa: BLE001 - the scheduled invocation failed: the next one runs
+        w.again.append(lambda: sweep(w.rt))
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    setup: Callable[[World], None]
+    act: Callable[[World], None]
+
+
+def _empty(w: World) -> None:
+    return None
+
+
+OPERATIONS = [
+    Operation("admission", _empty, _act_admission),
+    Operation("get", _admitted_and_drained, _act_get),
+    Operation("list", _admitted_and_drained, _act_list),
+    Operation("page", _failed_and_paged, _act_page),
+    Operation("ack", _failed_and_paged, _act_ack),
+    Operation("cancel", _admitted_and_drained, _act_cancel),
+    Operation("worker", _work_message, _act_worker),
+    Operation("heartbeat", _claimed, _act_heartbeat),
+    Operation("delivery", _delivery_message, _act_delivery),
+    Operation("sweep", _backlog, _act_sweep),
+]
+# The transient faults and whether the failing call was applied: throttling and conflicts are
+# refusals; a server error may come after the write.
+VARIANTS = [(kind, "before") for kind in KINDS] + [("internal", "after")]
+
+
+@contextmanager
+def serving(rt: Runtime) -> Iterator[None]:
+    from jobstream.service import runtime as runtime_module
+
+    previous = runtime_module.runtime
+    runtime_module.runtime = lambda: rt  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        runtime_module.runtime = previous  # type: ignore[assignment]
+
+
+def run_operation(base: Runtime, operation: Operation, faults: Faults | None) -> World:
+    w = new_world(base, START_MS)
+    with serving(w.rt):
+        operation.setup(w)
+        if faults is None:
+            operation.act(w)
+        else:
+            with injected(faults):
+                operation.act(w)
+        settle(w)
+    return w
+
+
+_expected: dict[str, dict[str, Any]] = {}
+
+
+def expected_state(base: Runtime, operation: Operation) -> dict[str, Any]:
+    """The fault-free run's final state (deterministic: one clock, one key; computed once)."""
+    if operation.name not in _expected:
+        _expected[operation.name] = final_state(run_operation(base, operation, None))
+    return _expected[operation.name]
+
+
+@pytest.mark.parametrize(("kind", "mode"), VARIANTS)
+@pytest.mark.parametrize("operation", OPERATIONS, ids=lambda operation: operation.name)
+def test_one_transient_failure_of_every_call_is_absorbed(
+    rt: Runtime, operation: Operation, kind: str, mode: str
+) -> None:
+    """Every DynamoDB and SQS call of the operation fails once with `kind`: the retries absorb
+    each one (no 503, no kept message) and the end state is the fault-free one."""
+    faults = Faults(kinds=(kind,), mode=mode)
+    w = run_operation(rt, operation, faults)
+    assert faults.fired >= 1
+    assert faults.fired == faults.calls - faults.fired  # each call failed once, then passed
+    assert w.again == [], "a single transient failure reached the caller"
+    assert final_state(w) == expected_state(rt, operation)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("operation", OPERATIONS, ids=lambda operation: operation.name)
+def test_a_transient_fault_outlasting_the_retries_converges(
+    rt: Runtime, operation: Operation, mode: str
+) -> None:
+    """At each call in turn, the call and all its retries fail (`after`: the first try was
+    applied, its answer lost): the operation answers a retryable 503, or keeps its message, or
+    carries on when the call was a hand-off the sweep repeats; after the client's repeat and
+    the sweeps, the end state is the fault-free one.
+
+    The retries of the failing call cycle through the four kinds (each is seen retried at every
+    call), the first kind moving with the call, so every kind is the last word at some calls;
+    what follows the last failure does not depend on its kind (every route maps each kind to
+    the same 503: tests/integration/test_retries.py).
+    """
+    expected = expected_state(rt, operation)
+    attempts = default_policy().attempts
+    at = 1
+    while True:
+        kinds = KINDS[at % len(KINDS) :] + KINDS[: at % len(KINDS)]
+        faults = Faults(kinds=kinds, mode=mode, at=at, times=attempts)
+        w = run_operation(rt, operation, faults)
+        if not faults.fired:
+            break
+        assert final_state(w) == expected, (at, faults.operations[at - 1])
+        at += 1
+    assert at > 1

@@ -4,18 +4,25 @@ Queries read one partition instead of sorting the table: checked against a model
 written, for table and (sparse) index queries, both directions, key ranges and pagination.
 SQS queue attributes are computed per name: checked equal to moto's own computation.
 An empty attribute name is refused as DynamoDB refuses it, wherever a request carries one.
+A cancelled transaction leaves no trace, and no transaction copies a table.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from jobstream.domain import StoredEvent
+from jobstream.service.runtime import Runtime
+from jobstream.store.jobs import CallbackIntent
 
 PARTITIONS = ["a", "b", "c"]
 
@@ -312,3 +319,159 @@ def test_names_that_are_not_empty_are_stored_as_sent(aws: None) -> None:
     client.put_item(TableName=table, Item={"pk": {"S": "a"}, "sk": {"N": "1"}, "doc": doc})
     item = client.get_item(TableName=table, Key={"pk": {"S": "a"}, "sk": {"N": "1"}})["Item"]
     assert item["doc"] == doc
+
+
+# -------------------------------------------------------------- all-or-nothing transactions
+
+
+def _key(pk: str, sk: int) -> dict[str, Any]:
+    return {"pk": {"S": pk}, "sk": {"N": str(sk)}}
+
+
+def _seeded(client: Any) -> str:
+    """A table with an item to update in place, one a condition refuses, and an index entry."""
+    table = _table(client)
+    client.put_item(
+        TableName=table,
+        Item={**_key("a", 1), "n": {"N": "1"}, "doc": {"M": {"x": {"L": [{"S": "keep"}]}}}},
+    )
+    client.put_item(TableName=table, Item={**_key("b", 1), "g": {"S": "x"}, "gr": {"N": "1"}})
+    return table
+
+
+def _put_op(table: str, pk: str, sk: int, **attributes: Any) -> dict[str, Any]:
+    return {"Put": {"TableName": table, "Item": {**_key(pk, sk), **attributes}}}
+
+
+def _update_a(table: str) -> dict[str, Any]:
+    # Changes an existing item in place: the nested value too, and its index entry.
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _key("a", 1),
+            "UpdateExpression": "SET n = n + :one, doc.x[0] = :gone, g = :g, gr = :gr",
+            "ExpressionAttributeValues": {
+                ":one": {"N": "1"},
+                ":gone": {"S": "gone"},
+                ":g": {"S": "x"},
+                ":gr": {"N": "0"},
+            },
+        }
+    }
+
+
+def _refused_condition(table: str) -> dict[str, Any]:
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": _key("b", 1),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
+
+
+TRANSACTIONS = {
+    # A condition fails on the last item, after new items, an in-place update and a new
+    # partition were written.
+    "condition fails on the last item": lambda t: [
+        _put_op(t, "c", 1, g={"S": "x"}, gr={"N": "2"}),
+        _update_a(t),
+        {
+            "Update": {
+                "TableName": t,
+                "Key": _key("new-partition", 1),
+                "UpdateExpression": "SET n = :one",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            }
+        },
+        _refused_condition(t),
+    ],
+    "condition fails on the first item": lambda t: [_refused_condition(t), _update_a(t)],
+    # A number DynamoDB cannot store, in the middle: what a refused admission's job item did.
+    "invalid number mid-transaction": lambda t: [
+        _update_a(t),
+        _put_op(t, "c", 1, n={"N": "1e300"}),
+        _put_op(t, "c", 2, g={"S": "x"}, gr={"N": "3"}),
+    ],
+    "item too large mid-transaction": lambda t: [
+        _put_op(t, "c", 1),
+        _put_op(t, "c", 2, big={"S": "x" * 410_000}),
+        _update_a(t),
+    ],
+    "two actions on one item": lambda t: [_update_a(t), _put_op(t, "c", 1), _update_a(t)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRANSACTIONS))
+def test_a_cancelled_transaction_leaves_no_trace(aws: None, case: str) -> None:
+    """As DynamoDB: whatever stops a transaction, none of its writes remain (not the items it
+    wrote before, not an update made in place, not an index entry, not a new partition)."""
+    client = boto3.client("dynamodb")
+    table = _seeded(client)
+    before = client.scan(TableName=table)["Items"]
+    partitions = len(_moto_table(table).items)
+    with pytest.raises(client.exceptions.ClientError):
+        client.transact_write_items(TransactItems=TRANSACTIONS[case](table))
+    assert client.scan(TableName=table)["Items"] == before
+    assert len(_moto_table(table).items) == partitions
+    indexed = client.query(
+        TableName=table,
+        IndexName="sparse",
+        KeyConditionExpression="g = :g",
+        ExpressionAttributeValues={":g": {"S": "x"}},
+    )["Items"]
+    assert [(item["pk"]["S"], item["sk"]["N"]) for item in indexed] == [("b", "1")]
+
+
+def test_a_transaction_that_holds_is_applied_whole(aws: None) -> None:
+    client = boto3.client("dynamodb")
+    table = _seeded(client)
+    client.transact_write_items(TransactItems=[_put_op(table, "c", 1), _update_a(table)])
+    item = client.get_item(TableName=table, Key=_key("a", 1))["Item"]
+    assert item["n"] == {"N": "2"}
+    assert item["doc"]["M"]["x"]["L"] == [{"S": "gone"}]
+    assert "Item" in client.get_item(TableName=table, Key=_key("c", 1))
+
+
+def test_a_transaction_copies_the_items_it_names_never_a_table(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its cost follows the transaction, not the table: no table is copied, applied or refused."""
+    from moto.dynamodb.models.table import Table
+
+    def refuse(self: Any, memo: Any) -> Any:
+        raise AssertionError("a whole table was copied")
+
+    client = boto3.client("dynamodb")
+    table = _seeded(client)
+    monkeypatch.setattr(Table, "__deepcopy__", refuse, raising=False)
+    client.transact_write_items(TransactItems=[_put_op(table, "c", 1), _update_a(table)])
+    with pytest.raises(client.exceptions.ClientError):
+        client.transact_write_items(TransactItems=[_update_a(table), _refused_condition(table)])
+
+
+def test_a_refused_admission_leaves_no_job_event_or_callback(crt: Runtime) -> None:
+    """The admission's transaction fails on the job item (a number DynamoDB cannot store):
+    neither its event nor its callback intent remains, so the sweep sends no callback for a
+    job that does not exist."""
+    from jobstream.service import admission
+    from jobstream.service.sweep import sweep
+    from jobstream.store import keys
+    from tests.support.harness import canonical_task
+    from tests.support.state import whole_table
+
+    task = canonical_task(callback_url="https://consumer.example.test/hooks")
+    status, body = admission.submit(crt, "acme", task, None)
+    job_id = body["job"]["job_id"]
+    stored = crt.store.get_job(job_id)
+    assert status == 202
+    assert stored is not None
+    unstorable = replace(stored, job_id=job_id[:-4] + "XXXX", params={"limit": 1e300})
+    accepted = StoredEvent(unstorable.job_id, 1, "job.requested", unstorable.created_at)
+    intent = CallbackIntent("https://consumer.example.test/hooks", "evt-1-1", "{}")
+    before = whole_table(crt)
+    with pytest.raises(ClientError):
+        crt.store.create_job(unstorable, accepted, intent)
+    assert whole_table(crt) == before
+    crt.clock.advance(keys.HANDOFF_GRACE_MS * 2)  # type: ignore[attr-defined]
+    assert sweep(crt).callbacks_resent == 1  # the first job's own, nothing for the refused one

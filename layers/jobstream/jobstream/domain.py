@@ -38,6 +38,8 @@ class JobRecord:
     progress_events: int = 0
     dispatched_at: int | None = None
     result: dict[str, Any] | None = None
+    # A finished run's outcome (JSON) kept while its completion could not be written.
+    pending_outcome: str | None = None
     # The event stream's bookkeeping, kept on the job so counts never read the events.
     event_count: int = 0
     last_event_at: int = 0

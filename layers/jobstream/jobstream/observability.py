@@ -66,6 +66,9 @@ METRICS: Final[dict[str, tuple[str, str | None]]] = {
     "jobs_failed": (COUNT, None),
     "verdicts": (COUNT, "reason"),
     "sweep_duration_ms": (MILLISECONDS, None),
+    "aws_retries": (COUNT, "code"),
+    "aws_retries_exhausted": (COUNT, "code"),
+    "completions_deferred": (COUNT, None),
 }
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])

@@ -8,10 +8,11 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from botocore.exceptions import ClientError
 
+from jobstream.retries import RetryingClient, client_config
 from jobstream.store.callbacks import IntentRef
 from jobstream.store.client import ENDPOINT_VARIABLE
 
@@ -25,9 +26,23 @@ MAX_VISIBILITY_S: Final = 43_200  # SQS's ceiling (12 h); longer waits go throug
 
 @cache
 def sqs_client() -> SQSClient:
+    """The client every queue uses: each call retried on transient failures (jobstream.retries)."""
     import boto3  # noqa: PLC0415 - deferred: boto3 costs ~0.2 s of cold start
 
-    return boto3.client("sqs", endpoint_url=os.environ.get(ENDPOINT_VARIABLE) or None)
+    client = boto3.client(
+        "sqs", endpoint_url=os.environ.get(ENDPOINT_VARIABLE) or None, config=client_config()
+    )
+    return cast("SQSClient", RetryingClient(client, "sqs"))
+
+
+def make_visible_after(client: Any, url: str | None, receipt_handle: str, delay_ms: int) -> None:
+    """A received message comes back after `delay_ms` instead of the queue's visibility timeout."""
+    if not url:
+        return
+    seconds = min(MAX_VISIBILITY_S, max(0, math.ceil(delay_ms / 1000)))
+    client.change_message_visibility(
+        QueueUrl=url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+    )
 
 
 def message_body(ref: IntentRef) -> str:
@@ -78,12 +93,7 @@ class CallbackQueue:
 
     def delay(self, receipt_handle: str, delay_ms: int) -> None:
         """Make a received message visible again after `delay_ms` (the retry's backoff)."""
-        if not self.url:
-            return
-        seconds = min(MAX_VISIBILITY_S, max(0, math.ceil(delay_ms / 1000)))
-        self.client.change_message_visibility(
-            QueueUrl=self.url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
-        )
+        make_visible_after(self.client, self.url, receipt_handle, delay_ms)
 
     def dead_letter(self, ref: IntentRef) -> None:
         """Put a message in the dead-letter queue now (a permanent failure or a spent budget)."""
@@ -148,6 +158,10 @@ class WorkQueue:
     def __init__(self, url: str | None, client_factory: Callable[[], Any] = sqs_client) -> None:
         self.url = url
         self._client_factory = client_factory
+
+    def delay(self, receipt_handle: str, delay_ms: int) -> None:
+        """Bring a received work message back after `delay_ms` (a deferred completion)."""
+        make_visible_after(self._client_factory(), self.url, receipt_handle, delay_ms)
 
     def send(self, job_ids: Sequence[str]) -> int:
         if not self.url:

@@ -11,7 +11,8 @@ from jobstream import observability
 from jobstream.config.settings import ConfigurationError
 from jobstream.http.auth import authenticate
 from jobstream.http.request import Request, parse_event
-from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
+from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params, resource_busy
+from jobstream.retries import transient
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
 
@@ -35,7 +36,10 @@ def json_response(status: int, body: Any) -> Response:
 
 
 def error_response(error: ProtocolError) -> Response:
-    return json_response(error.status, error.body())
+    response = json_response(error.status, error.body())
+    if error.retry_after_s is not None:
+        response["headers"]["retry-after"] = str(error.retry_after_s)
+    return response
 
 
 def http_handler(
@@ -65,7 +69,16 @@ def http_handler(
             # Misconfigured deployment: every job route says so rather than pretending.
             logger.error("job API disabled: %s", error)  # noqa: TRY400 - the message is the point
             return _rejected(_api_disabled())
-        except Exception:
+        except Exception as error:
+            failure = transient(error)
+            if failure is not None:
+                # Throttling, a lost race or a dependency's 5xx outlasted the retries: the
+                # request was fine and may succeed later, and the consumer is told so.
+                logger.warning(
+                    "transient failure answered 503 resource_busy",
+                    extra={"route": event.get("routeKey"), "aws_code": failure.code},
+                )
+                return _rejected(resource_busy())
             # Never leak internals: log them, answer the catalogue's internal error.
             logger.exception("unhandled error", extra={"route": event.get("routeKey")})
             return _rejected(ProtocolError(ErrorCode.INTERNAL_ERROR, "internal error", status=500))

@@ -150,7 +150,8 @@ def code_for_reason(reason: str | None) -> ErrorCode:
 
 
 class ProtocolError(Exception):
-    """A request error answered as `{"error": {...}}` with an HTTP status."""
+    """A request error answered as `{"error": {...}}` with an HTTP status (and, for a retryable
+    refusal, the seconds to wait as `Retry-After`)."""
 
     def __init__(
         self,
@@ -159,12 +160,14 @@ class ProtocolError(Exception):
         *,
         status: int | None = None,
         detail: dict[str, Any] | None = None,
+        retry_after_s: int | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status if status is not None else DEFAULT_HTTP_STATUS.get(code, 400)
         self.detail = detail
+        self.retry_after_s = retry_after_s
 
     def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {
@@ -181,3 +184,19 @@ def invalid_params(
     message: str, *, status: int = 400, detail: dict[str, Any] | None = None
 ) -> ProtocolError:
     return ProtocolError(ErrorCode.INVALID_PARAMS, message, status=status, detail=detail)
+
+
+# What a client should wait before repeating a request refused for a transient cause.
+BUSY_RETRY_AFTER_S: Final = 2
+
+
+def resource_busy() -> ProtocolError:
+    """A transient cause (throttling, a lost race, a dependency's server error) outlasted the
+    retries: nothing is wrong with the request, and the same request may succeed later."""
+    return ProtocolError(
+        ErrorCode.RESOURCE_BUSY,
+        "the service is busy; retry the request later",
+        status=503,
+        detail={"reason": "dependency_busy"},
+        retry_after_s=BUSY_RETRY_AFTER_S,
+    )

@@ -18,6 +18,7 @@ from jobstream.service.identity import derive_job_id
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import after_append, callback_intent, next_event, reconcile
 from jobstream.store.callbacks import IntentRef
+from jobstream.store.jobs import record_to_item
 
 NEW = 202
 REPLAYED = 200
@@ -40,18 +41,28 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
         if rt.store.create_job(admitted, accepted, intent):
             observability.count("events_recorded", dimension=accepted.kind)
             observability.count("admitted")
-            if intent is not None:
-                hand_off(rt, [IntentRef(job_id, accepted.sequence)])
-            dispatch(rt, [job_id])
+            _start(rt, job_id, accepted.sequence if intent is not None else None)
             return NEW, documents.submission(admitted, rt.clock(), base_url)
-        # Another request admitted the same key first: answer as its replay.
+        # Another request admitted the same key first, or this one did and the answer to its
+        # transaction was lost (the retry then found the job): either way it is a replay.
         existing = rt.store.get_job(job_id)
         if existing is None:
             raise RuntimeError(f"job {job_id} vanished during admission")
+        if record_to_item(existing) == record_to_item(admitted):
+            # Our own commit (the same item, to the millisecond), untouched since: nobody else
+            # will hand it to its queues, so this request does.
+            _start(rt, job_id, accepted.sequence if intent is not None else None)
     _check_replay(existing, request, target)
     record = reconcile(rt, existing, base_url)
     observability.count("replayed")
     return REPLAYED, documents.submission(record, rt.clock(), base_url)
+
+
+def _start(rt: Runtime, job_id: str, intent_sequence: int | None) -> None:
+    """After the admission's commit: the job.accepted callback and the job to their queues."""
+    if intent_sequence is not None:
+        hand_off(rt, [IntentRef(job_id, intent_sequence)])
+    dispatch(rt, [job_id])
 
 
 def _check_callback_url(rt: Runtime, url: str) -> None:

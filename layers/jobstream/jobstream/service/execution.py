@@ -16,25 +16,33 @@ from jobstream import observability
 from jobstream.domain import JobRecord
 from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
 from jobstream.jobtypes.runner import Outcome, run_job
-from jobstream.protocol.documents import terminal_status_for
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import EventKind
 from jobstream.queue import parse_work_message
+from jobstream.retries import transient
+from jobstream.service.completion import CompletionDeferredError, complete, known_outcome
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import record_transition
 from jobstream.store.jobs import StaleJobError, StateChange
+
+__all__ = ["CompletionDeferredError", "Lease", "claim", "complete", "execute"]
 
 logger = logging.getLogger("jobstream.execution")
 
 PROGRESS_MIN_INTERVAL_MS: Final = 5_000
 MAX_PROGRESS_EVENTS: Final = 50
-MAX_COMPLETE_ATTEMPTS: Final = 5
+# A deferred completion's message comes back this soon (not after the queue's 90 minutes),
+# well inside the lease and stall budgets, so the job ends with its outcome.
+COMPLETION_RETRY_DELAY_MS: Final = 20_000
 
 
-def handle_work_message(rt: Runtime, body: str, message_id: str | None = None) -> str:
+def handle_work_message(
+    rt: Runtime, body: str, message_id: str | None = None, receipt_handle: str | None = None
+) -> str:
     """Run the job a work message names. The lease owner is derived from the message, so a
-    redelivery of the same message (its invocation crashed) resumes the job it had claimed;
-    another message for the same job finds it claimed and does nothing."""
+    redelivery of the same message (its invocation crashed, or its completion was deferred)
+    resumes the job it had claimed; another message for the same job finds it claimed and does
+    nothing. Raises CompletionDeferredError to keep the message (a batch item failure)."""
     observability.bind(job_id=None, correlation_id=None)
     try:
         job_id = parse_work_message(body)
@@ -42,7 +50,27 @@ def handle_work_message(rt: Runtime, body: str, message_id: str | None = None) -
         logger.error("dropping a work message that names no job: %.200s", body)  # noqa: TRY400
         return "invalid"
     observability.bind(job_id=job_id)
-    return execute(rt, job_id, owner=f"message:{message_id}" if message_id else None)
+    try:
+        return execute(rt, job_id, owner=f"message:{message_id}" if message_id else None)
+    except CompletionDeferredError:
+        if receipt_handle is not None:
+            _come_back_soon(rt, receipt_handle)
+        raise
+    except Exception as error:
+        # A batch item failure, not an invocation error: say so here; SQS redelivers it.
+        if transient(error) is None:
+            logger.exception("work message failed; SQS will deliver it again")
+        else:
+            logger.warning("work message failed for a transient cause; SQS will deliver it again")
+        raise
+
+
+def _come_back_soon(rt: Runtime, receipt_handle: str) -> None:
+    try:
+        rt.work_queue.delay(receipt_handle, COMPLETION_RETRY_DELAY_MS)
+    except Exception:
+        # The queue's own visibility timeout brings it back later; the sweep is the backstop.
+        logger.warning("could not shorten the work message's visibility", exc_info=True)
 
 
 def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
@@ -84,7 +112,10 @@ def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
         claimed = record_transition(
             rt, record, kind=EventKind.EXECUTION_STARTED, updated=running, change=change
         )
-    except StaleJobError:
+    except StaleJobError as stale:
+        fresh = rt.store.get_job(job_id) if stale.after_lost_answer else None
+        if fresh is not None and fresh.status == "running" and fresh.lease_owner == owner:
+            return fresh  # our claim was written; only its answer was lost
         return None
     observability.count("jobs_claimed")
     observability.bind(correlation_id=record.correlation_id)
@@ -115,21 +146,26 @@ class Lease:
     def _beat(self) -> None:
         interval = self.rt.settings.heartbeat_interval_ms / 1000
         while not self._stop.wait(interval):
-            try:
-                alive = self.rt.store.renew_lease(
-                    self.record.job_id,
-                    self.owner,
-                    now=self.rt.clock(),
-                    lease_ms=self.rt.settings.lease_ms,
-                )
-            except Exception:
-                # A failed heartbeat is not a lost lease; the next one may succeed.
-                logger.exception("heartbeat failed", extra={"job_id": self.record.job_id})
-                continue
-            if not alive:
-                # Cancelled, expired or taken over: the executor stops at its next checkpoint.
-                self.lost.set()
+            if not self.beat():
                 return
+
+    def beat(self) -> bool:
+        """One heartbeat; False once the lease is lost (the executor stops at its next
+        checkpoint). A heartbeat that fails is not a lost lease: the next one may succeed."""
+        try:
+            alive = self.rt.store.renew_lease(
+                self.record.job_id,
+                self.owner,
+                now=self.rt.clock(),
+                lease_ms=self.rt.settings.lease_ms,
+            )
+        except Exception:
+            logger.exception("heartbeat failed", extra={"job_id": self.record.job_id})
+            return True
+        if not alive:
+            # Cancelled, expired or taken over.
+            self.lost.set()
+        return alive
 
     def checkpoint(self) -> None:
         if self.lost.is_set():
@@ -203,6 +239,10 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
     record = claim(rt, job_id, owner)
     if record is None:
         return "not-claimed"
+    kept = known_outcome(record, owner)
+    if kept is not None:
+        # This claim ran the job before and only its completion failed: land that outcome.
+        return complete(rt, record, owner, kept)
     with Lease(rt, record, owner) as lease:
         try:
             outcome = run_job(rt.targets(), record, lease)
@@ -217,43 +257,3 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
             outcome = Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")
         record = lease.record
     return complete(rt, record, owner, outcome)
-
-
-def complete(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str:
-    """State and terminal event in one transaction, only while holding the lease."""
-    for _ in range(MAX_COMPLETE_ATTEMPTS):
-        now = max(rt.clock(), record.updated_at)
-        if outcome.result is not None:
-            status = "succeeded"
-            values: dict[str, object] = {"status": status, "result": outcome.result}
-            finished = replace(record, status=status, result=outcome.result)
-            kind = EventKind.OUTCOME_SUCCEEDED
-        else:
-            reason = outcome.reason or Reason.INTERNAL_ERROR.value
-            status = terminal_status_for(reason)
-            values = {"status": status, "reason": reason}
-            if outcome.message:
-                values["reason_message"] = outcome.message
-            finished = replace(record, status=status, reason=reason, reason_message=outcome.message)
-            kind = EventKind.OUTCOME_EXPIRED if status == "expired" else EventKind.OUTCOME_FAILED
-        finished = replace(finished, updated_at=now, lease_owner=None, lease_expires_at=None)
-        change = StateChange(
-            values={**values, "updated_at": now},
-            remove=("lease_owner", "lease_expires_at"),
-            require_status=frozenset({"running"}),
-            require_lease_owner=owner,
-        )
-        try:
-            record_transition(rt, record, kind=kind, updated=finished, change=change)
-        except StaleJobError:
-            fresh = rt.store.get_job(record.job_id)
-            if fresh is None or fresh.status != "running" or fresh.lease_owner != owner:
-                return "lost"  # cancelled, expired or taken over: no later outcome
-            record = fresh
-            continue
-        if status == "succeeded":
-            observability.count("jobs_succeeded")
-        else:
-            observability.count("jobs_failed")  # failed, or expired at its deadline
-        return status
-    return "lost"

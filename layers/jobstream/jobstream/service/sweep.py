@@ -14,11 +14,13 @@ from typing import Final
 
 from jobstream import observability
 from jobstream.domain import CALLBACK_OPEN_STATES, JobRecord
+from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import reconcile
 from jobstream.store import keys
+from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.sweep")
 PAGE: Final = 50
@@ -29,6 +31,7 @@ class SweepReport:
     callbacks_resent: int = 0
     jobs_checked: int = 0
     jobs_redispatched: int = 0
+    outcomes_landed: int = 0
     queued_too_long: int = 0
     stalled_no_heartbeat: int = 0
     execution_timeout: int = 0
@@ -67,15 +70,24 @@ def _resend_due_callbacks(rt: Runtime, report: SweepReport, in_time: Callable[[]
         for ref in refs:
             if not in_time():
                 return False
-            intent = rt.callbacks.get(ref)
-            if intent is None or intent.state not in CALLBACK_OPEN_STATES:
-                continue
-            hand_off(rt, [ref])
-            # Look again only after a delivery had a fair chance to take it.
-            rt.callbacks.postpone(ref, due=now + keys.HANDOFF_GRACE_MS)
-            report.callbacks_resent += 1
+            try:
+                report.callbacks_resent += _resend(rt, ref, now)
+            except Exception:
+                # One intent's failure must not starve the rest; it is still due next sweep.
+                logger.exception("sweep could not re-send a callback", extra={"job_id": ref.job_id})
+                report.errors += 1
         if start_key is None:
             return True
+
+
+def _resend(rt: Runtime, ref: IntentRef, now: int) -> int:
+    intent = rt.callbacks.get(ref)
+    if intent is None or intent.state not in CALLBACK_OPEN_STATES:
+        return 0
+    hand_off(rt, [ref])
+    # Look again only after a delivery had a fair chance to take it.
+    rt.callbacks.postpone(ref, due=now + keys.HANDOFF_GRACE_MS)
+    return 1
 
 
 def _reconcile_open_jobs(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
@@ -102,7 +114,13 @@ def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
     report.jobs_checked += 1
     now = rt.clock()
     reason = verdict(record, now, rt.settings)
-    if reason is not None:
+    if record.pending_outcome is not None and not record.lease_active(now):
+        # A run finished but neither its completion nor the work message's redelivery could
+        # record it: the job ends with that outcome, never with a verdict instead of it.
+        if land_kept_outcome(rt, record) not in {None, "lost"}:
+            report.outcomes_landed += 1
+        record = rt.store.get_job(job_id) or record
+    elif reason is not None:
         expired = expire(rt, record, reason, now)
         if expired is not None:
             setattr(report, reason.value, getattr(report, reason.value) + 1)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+
+from jobstream.retries import RetryingClient, client_config
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -19,9 +21,13 @@ ENDPOINT_VARIABLE = "JOBSTREAM_AWS_ENDPOINT_URL"
 
 @cache
 def dynamodb_client() -> DynamoDBClient:
+    """The client every store uses: each call retried on transient failures (jobstream.retries)."""
     import boto3  # noqa: PLC0415 - deferred: boto3 costs ~0.2 s of cold start
 
-    return boto3.client("dynamodb", endpoint_url=os.environ.get(ENDPOINT_VARIABLE) or None)
+    client = boto3.client(
+        "dynamodb", endpoint_url=os.environ.get(ENDPOINT_VARIABLE) or None, config=client_config()
+    )
+    return cast("DynamoDBClient", RetryingClient(client, "dynamodb"))
 
 
 def error_code(error: Exception) -> str:

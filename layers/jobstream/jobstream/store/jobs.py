@@ -6,7 +6,6 @@ import base64
 import binascii
 import json
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
@@ -15,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from jobstream.domain import CALLBACK_PENDING, JobRecord, StoredEvent
 from jobstream.protocol.events import ONCE_PER_JOB_KINDS, TERMINAL_KINDS
+from jobstream.retries import after_lost_answer, default_policy
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
 from jobstream.store.codec import from_attribute, from_item, to_attribute, to_item
@@ -27,7 +27,6 @@ _LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
 
 # BatchGetItem may leave keys unprocessed under throttling: ask again this many times.
 _BATCH_READ_ATTEMPTS: Final = 3
-_BATCH_READ_BACKOFF_S: Final = 0.05
 
 
 class InvalidCursorError(ValueError):
@@ -35,7 +34,15 @@ class InvalidCursorError(ValueError):
 
 
 class StaleJobError(Exception):
-    """A conditional write lost: the job changed since it was read. Re-read and decide again."""
+    """A conditional write lost: the job changed since it was read. Re-read and decide again.
+
+    `after_lost_answer`: the refusal answered a retry whose earlier try may have been applied,
+    so the change found may be this write itself.
+    """
+
+    def __init__(self, job_id: str, *, after_lost_answer: bool = False) -> None:
+        super().__init__(job_id)
+        self.after_lost_answer = after_lost_answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,21 +307,40 @@ class JobStore:
             self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
             if _condition_failed(error):
-                raise StaleJobError(record.job_id) from None
+                raise StaleJobError(
+                    record.job_id, after_lost_answer=after_lost_answer(error)
+                ) from None
             raise
 
     def renew_lease(self, job_id: str, owner: str, *, now: int, lease_ms: int) -> bool:
         """Heartbeat: extend the lease; False when the job is no longer ours to run."""
+        return self._update_held_job(
+            job_id,
+            owner,
+            "SET lease_expires_at = :until, heartbeat_at = :now",
+            {":until": now + lease_ms, ":now": now},
+        )
+
+    def keep_outcome(self, job_id: str, owner: str, outcome: str) -> bool:
+        """Keep a finished run's outcome on the job while its completion cannot be written, so
+        whoever completes the job later lands this outcome; False when the job is not ours."""
+        return self._update_held_job(
+            job_id, owner, "SET pending_outcome = :outcome", {":outcome": outcome}
+        )
+
+    def _update_held_job(
+        self, job_id: str, owner: str, update: str, values: Mapping[str, Any]
+    ) -> bool:
         try:
             self.client.update_item(
                 TableName=self.table_name,
                 Key=_job_key(job_id),
-                UpdateExpression="SET lease_expires_at = :until, heartbeat_at = :now",
+                UpdateExpression=update,
                 # Cancelled, expired or taken over: the worker must stop.
                 ConditionExpression="#status = :running AND lease_owner = :owner",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues=to_item(
-                    {":until": now + lease_ms, ":now": now, ":running": "running", ":owner": owner}
+                    {**values, ":running": "running", ":owner": owner}
                 ),
             )
         except ClientError as error:
@@ -353,7 +379,8 @@ class JobStore:
         found: list[Mapping[str, Any]] = []
         for attempt in range(_BATCH_READ_ATTEMPTS):
             if attempt:
-                time.sleep(_BATCH_READ_BACKOFF_S * 2 ** (attempt - 1))  # as AWS advises
+                policy = default_policy()  # jittered, as AWS advises
+                policy.sleep(policy.delay_ms(attempt) / 1000)
             response = self.client.batch_get_item(
                 RequestItems={self.table_name: {"Keys": wanted, "ConsistentRead": True}},
                 ReturnConsumedCapacity="TOTAL",

@@ -1,0 +1,370 @@
+"""Transient AWS failures end to end: a finished job's outcome is never thrown away, and an HTTP
+route answers a transient cause with a retryable 503, never `500 retryable: false`."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from jobstream import observability
+from jobstream.jobtypes import runner
+from jobstream.service import admission, completion, execution
+from jobstream.service.runtime import Runtime
+from jobstream.service.sweep import sweep
+from jobstream.store import keys
+from jobstream_local.gateway import load_handler
+from jobstream_local.template import Template
+from tests.support.faults import KINDS, Faults, injected
+from tests.support.harness import Api, canonical_task
+from tests.support.validation import validate_error
+
+FOREVER = 10_000
+
+
+@cache
+def _worker() -> Any:
+    (source,) = [s for s in Template.load().queue_sources() if s.queue == "WorkQueue"]
+    return load_handler(source.function)
+
+
+@pytest.fixture
+def wrt(crt: Runtime, queues: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    """The callbacks runtime with a work queue too."""
+    from dataclasses import replace
+
+    from jobstream.service import runtime as runtime_module
+
+    settings = crt.settings.model_copy(update={"work_queue_url": queues["WorkQueue"]["Ref"]})
+    runtime = replace(crt, settings=settings)
+    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
+    return runtime
+
+
+def _work_event(rt: Runtime) -> tuple[str, dict[str, Any]]:
+    """A job admitted and its work message as the worker's SQS event carries it."""
+    task = canonical_task(callback_url=None)
+    task["params"] = {"query": {"tags": ["botefuku"]}}
+    job_id = admission.submit(rt, "acme", task, None)[1]["job"]["job_id"]
+    (message,) = boto3.client("sqs").receive_message(
+        QueueUrl=rt.settings.work_queue_url or "", MaxNumberOfMessages=10
+    )["Messages"]
+    record = {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": {},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:work",
+        "awsRegion": "us-east-1",
+    }
+    return job_id, {"Records": [record]}
+
+
+def _completion_failing(times: int, kind: str = "conflict") -> Faults:
+    """The job's completion transaction fails `times` times in a row (with `kind`)."""
+    return Faults(kinds=(kind,), at=1, times=times, matching="job.outcome_succeeded")
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
+    """Every metric counted, with its dimension (the handlers flush what they count)."""
+    seen: list[tuple[str, str | None]] = []
+    real = observability.count
+
+    def count(name: str, value: int = 1, *, dimension: str | None = None) -> None:
+        seen.extend([(name, dimension)] * value)
+        real(name, value, dimension=dimension)
+
+    monkeypatch.setattr(observability, "count", count)
+    return seen
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The job ids the executor ran for."""
+    ran: list[str] = []
+    real = runner.run_job
+
+    def counted(targets: Any, record: Any, context: Any) -> Any:
+        ran.append(record.job_id)
+        return real(targets, record, context)
+
+    monkeypatch.setattr(execution, "run_job", counted)
+    return ran
+
+
+# ------------------------------------------------------------------------- item 1: completion
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_completion_cancelled_by_a_race_or_throttled_is_retried(
+    wrt: Runtime, kind: str, retries_without_sleeping: list[float]
+) -> None:
+    """DynamoDB cancels the completion (it raced the heartbeat's write to the job) or
+    throttles it, a few times: the retries land it, with its result."""
+    job_id, event = _work_event(wrt)
+    faults = _completion_failing(times=3, kind=kind)
+    with injected(faults):
+        assert _worker()(event, None) == {"batchItemFailures": []}
+    assert faults.fired == 3
+    record = wrt.store.get_job(job_id)
+    assert record is not None
+    assert record.status == "succeeded"
+    assert record.result is not None
+    assert record.result["candidates"]
+    # Bounded, jittered, growing waits between the tries (the test's policy records them).
+    assert len(retries_without_sleeping) == 3
+    assert retries_without_sleeping == sorted(retries_without_sleeping)
+
+
+def test_a_completion_outlasting_the_retries_lands_from_the_redelivered_message(
+    wrt: Runtime, runs: list[str]
+) -> None:
+    """The completion still fails after the retries: the outcome is kept on the job, the work
+    message is a batch item failure and comes back soon; its redelivery lands the same outcome
+    without running the job again."""
+    job_id, event = _work_event(wrt)
+    faults = _completion_failing(times=FOREVER)
+    with injected(faults):
+        result = _worker()(event, None)
+    message_id = event["Records"][0]["messageId"]
+    assert result == {"batchItemFailures": [{"itemIdentifier": message_id}]}
+    assert "sqs.ChangeMessageVisibility" in faults.operations  # back in 20 s, not 90 minutes
+    kept = wrt.store.get_job(job_id)
+    assert kept is not None
+    assert kept.status == "running"
+    assert kept.pending_outcome is not None
+    outcome = completion.decode_outcome(kept.pending_outcome)
+    assert outcome.result is not None
+    assert runs == [job_id]
+
+    assert _worker()(event, None) == {"batchItemFailures": []}  # SQS delivers it again
+    done = wrt.store.get_job(job_id)
+    assert done is not None
+    assert done.status == "succeeded"
+    assert done.result == outcome.result
+    assert done.pending_outcome is None
+    assert runs == [job_id]  # not run again
+    events, _ = wrt.store.events_after(job_id, 0, 50)
+    assert [e.kind for e in events].count("job.outcome_succeeded") == 1
+
+
+def test_an_outcome_kept_only_in_the_process_is_landed_without_running_again(
+    wrt: Runtime, runs: list[str]
+) -> None:
+    """Keeping the outcome on the job fails too: the redelivery that reaches the same process
+    still lands it without a second run."""
+    job_id, event = _work_event(wrt)
+    completion_fails = _completion_failing(times=FOREVER)
+    keeping_fails = Faults(kinds=("throughput",), at=1, times=FOREVER, matching="pending_outcome")
+    # Both at once: the completion transaction and the UpdateItem that keeps the outcome.
+    with injected(_Both(completion_fails, keeping_fails)):
+        _worker()(event, None)
+    kept = wrt.store.get_job(job_id)
+    assert kept is not None
+    assert kept.pending_outcome is None
+    assert kept.status == "running"
+    assert _worker()(event, None) == {"batchItemFailures": []}
+    done = wrt.store.get_job(job_id)
+    assert done is not None
+    assert done.status == "succeeded"
+    assert runs == [job_id]
+
+
+class _Both:
+    """Two fault plans on the same calls."""
+
+    def __init__(self, *plans: Faults) -> None:
+        self.plans = plans
+
+    def before(self, **kwargs: Any) -> None:
+        for plan in self.plans:
+            plan.before(**kwargs)
+
+    def after(self, **kwargs: Any) -> None:
+        for plan in self.plans:
+            plan.after(**kwargs)
+
+
+def test_the_sweep_lands_a_kept_outcome_instead_of_a_stall_verdict(
+    wrt: Runtime, runs: list[str]
+) -> None:
+    """No redelivery manages it (the queue gave up): once the lease has lapsed and the stall
+    budget is long past, the sweep ends the job with its kept outcome, not `expired`."""
+    job_id, event = _work_event(wrt)
+    with injected(_completion_failing(times=FOREVER)):
+        _worker()(event, None)
+    wrt.clock.advance(wrt.settings.stall_timeout_ms + wrt.settings.lease_ms)  # type: ignore[attr-defined]
+    report = sweep(wrt)
+    assert report.outcomes_landed == 1
+    assert report.stalled_no_heartbeat == 0
+    done = wrt.store.get_job(job_id)
+    assert done is not None
+    assert done.status == "succeeded"
+    assert done.result is not None
+    assert runs == [job_id]
+
+
+def test_a_live_lease_keeps_the_sweep_from_landing_a_kept_outcome(wrt: Runtime) -> None:
+    job_id, event = _work_event(wrt)
+    with injected(_completion_failing(times=FOREVER)):
+        _worker()(event, None)
+    assert sweep(wrt).outcomes_landed == 0
+    record = wrt.store.get_job(job_id)
+    assert record is not None
+    assert record.status == "running"
+
+
+def test_a_lost_claim_answer_resumes_the_claim(wrt: Runtime, runs: list[str]) -> None:
+    """The claim was written and its answer lost; the retry is refused by the claim's own
+    condition: the worker recognises its claim and runs the job (not `not-claimed`)."""
+    job_id, event = _work_event(wrt)
+    faults = Faults(
+        kinds=("internal",), mode="after", at=1, times=1, matching="job.execution_started"
+    )
+    with injected(faults):
+        assert _worker()(event, None) == {"batchItemFailures": []}
+    assert faults.fired == 1
+    record = wrt.store.get_job(job_id)
+    assert record is not None
+    assert record.status == "succeeded"
+    assert runs == [job_id]
+
+
+def test_a_lost_completion_answer_is_its_own_completion(
+    wrt: Runtime, counted: list[tuple[str, str | None]]
+) -> None:
+    """The completion was written and its answer lost; the retry is refused by its own write:
+    reported (and counted) once as the outcome it is, not as a lost race."""
+    _job_id, event = _work_event(wrt)
+    faults = Faults(kinds=("internal",), mode="after", at=1, matching="job.outcome_succeeded")
+    with injected(faults):
+        outcome = execution.handle_work_message(wrt, event["Records"][0]["body"], "m-1")
+    assert outcome == "succeeded"
+    assert faults.fired == 1
+    assert counted.count(("jobs_succeeded", None)) == 1
+
+
+# --------------------------------------------------------------------------- item 2: the API
+
+
+def _routes(job_id: str) -> dict[str, tuple[str, str, Any]]:
+    return {
+        "POST /jobs": ("POST", "/jobs", canonical_task(idempotency_key="another-key")),
+        "GET /jobs": ("GET", "/jobs", None),
+        "GET /jobs by key": ("GET", "/jobs?idempotency_key=another-key", None),
+        "GET /jobs/{job_id}": ("GET", f"/jobs/{job_id}", None),
+        "GET /jobs/{job_id}/events": ("GET", f"/jobs/{job_id}/events", None),
+        "POST /jobs/{job_id}/events/ack": (
+            "POST",
+            f"/jobs/{job_id}/events/ack",
+            {"ack_through": f"evt-{1}-1"},
+        ),
+        "POST /jobs/{job_id}/cancel": ("POST", f"/jobs/{job_id}/cancel", None),
+    }
+
+
+ROUTES = sorted(_routes("x"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_transient_cause_on_every_route_answers_a_retryable_503(
+    rt: Runtime, api: Api, route: str, kind: str, counted: list[tuple[str, str | None]]
+) -> None:
+    """Every DynamoDB call of the route fails with `kind` through all the retries: a 503
+    `resource_busy` envelope, `retryable: true`, with Retry-After; the same request succeeds
+    once the cause is gone."""
+    job_id = api.post("/jobs", canonical_task()).body["job"]["job_id"]
+    method, target, body = _routes(job_id)[route]
+    counted.clear()
+    with injected(Faults(kinds=(kind,), at=1, times=FOREVER)):
+        response = api.call(method, target, body)
+    assert response.status == 503, response.body
+    validate_error(response.body)
+    assert response.body["error"]["code"] == "resource_busy"
+    assert response.body["error"]["retryable"] is True
+    assert response.headers["retry-after"] == "2"
+    assert ("rejected", "resource_busy") in counted
+    exhausted = [dimension for name, dimension in counted if name == "aws_retries_exhausted"]
+    assert len(exhausted) == 1
+    assert api.call(method, target, body).status < 300
+
+
+def test_a_refusal_that_is_not_transient_is_still_a_500(
+    rt: Runtime, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a true bug is internal_error: a ValidationException is not retried, not a 503."""
+    error = ClientError({"Error": {"Code": "ValidationException", "Message": "bug"}}, "GetItem")
+
+    def broken(job_id: str) -> None:
+        raise error
+
+    monkeypatch.setattr(rt.store, "get_job", broken)
+    response = api.get("/jobs/job_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+    assert response.status == 500
+    assert response.body["error"] == {
+        "code": "internal_error",
+        "message": "internal error",
+        "retryable": False,
+    }
+    assert "retry-after" not in response.headers
+
+
+def test_an_admission_whose_answer_was_lost_is_answered_as_the_replay_it_is(
+    wrt: Runtime,
+) -> None:
+    """The admission's transaction was applied and its answer lost; the retry is refused (the
+    job exists): the answer is the job (a replay), and this request, which created it, still
+    hands it to the work queue and its callback to the callback queue (no sweep needed)."""
+    task = canonical_task(callback_url="https://consumer.example.test/hooks")
+    faults = Faults(kinds=("internal",), mode="after", at=1, matching="TransactItems")
+    with injected(faults):
+        status, body = admission.submit(wrt, "acme", task, None)
+    assert faults.fired == 1
+    assert status == 200
+    job_id = body["job"]["job_id"]
+    assert body["job"]["status"] == "queued"
+    sqs = boto3.client("sqs")
+    work = sqs.receive_message(QueueUrl=wrt.settings.work_queue_url or "")["Messages"]
+    assert [json.loads(m["Body"]) for m in work] == [{"job_id": job_id}]
+    hooks = sqs.receive_message(QueueUrl=wrt.settings.callback_queue_url or "")["Messages"]
+    assert [json.loads(m["Body"]) for m in hooks] == [{"job_id": job_id, "sequence": 1}]
+    # The consumer's own retry, later, is an ordinary replay: nothing is sent again.
+    assert admission.submit(wrt, "acme", task, None)[0] == 200
+    assert sqs.receive_message(QueueUrl=wrt.settings.work_queue_url or "").get("Messages") is None
+
+
+def test_a_replay_by_another_request_sends_nothing(wrt: Runtime) -> None:
+    task = canonical_task(callback_url="https://consumer.example.test/hooks")
+    admission.submit(wrt, "acme", task, None)
+    sqs = boto3.client("sqs")
+    for url in (wrt.settings.work_queue_url, wrt.settings.callback_queue_url):
+        sqs.purge_queue(QueueUrl=url or "")
+    wrt.clock.advance(1)  # type: ignore[attr-defined]
+    assert admission.submit(wrt, "acme", task, None)[0] == 200
+    for url in (wrt.settings.work_queue_url, wrt.settings.callback_queue_url):
+        assert sqs.receive_message(QueueUrl=url or "").get("Messages") is None
+
+
+def test_the_sweep_keeps_going_past_a_job_it_cannot_repair(wrt: Runtime) -> None:
+    """Every read and write of one job keeps failing: its callback and its job are counted as
+    errors, and the other job's callback is still re-sent (retried at the next sweep)."""
+    job_ids = [
+        admission.submit(
+            wrt, "acme", canonical_task(idempotency_key=key, callback_url="https://c.test/h"), None
+        )[1]["job"]["job_id"]
+        for key in ("one", "two")
+    ]
+    wrt.clock.advance(keys.HANDOFF_GRACE_MS * 2)  # type: ignore[attr-defined]
+    with injected(Faults(kinds=("throttling",), at=1, times=FOREVER, matching=job_ids[0])):
+        report = sweep(wrt)
+    assert report.callbacks_resent == 1
+    assert report.errors == 2
