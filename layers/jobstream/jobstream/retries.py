@@ -22,14 +22,16 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from botocore.config import Config
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from jobstream import observability
 from jobstream.delivery.backoff import retry_delay_ms
+
+if TYPE_CHECKING:
+    from botocore.config import Config
 
 logger = logging.getLogger("jobstream.aws")
 
@@ -144,6 +146,8 @@ def set_default_policy(policy: RetryPolicy) -> RetryPolicy:
 def client_config() -> Config:
     """botocore's `standard` retry mode (3 attempts: throttling, 5xx, connection errors) and
     timeouts far below the functions' own, so a hung connection is retried, not waited out."""
+    from botocore.config import Config  # noqa: PLC0415 - deferred with boto3 (cold start)
+
     return Config(
         retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5
     )
