@@ -33,12 +33,17 @@ def _atomic(method: Callable[..., Any]) -> Callable[..., Any]:
 
 def make_dynamodb_atomic() -> None:
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.responses import DynamoHandler
 
     if getattr(DynamoDBBackend, _PATCHED, False):
         return
     for name, member in list(vars(DynamoDBBackend).items()):
         if callable(member) and not name.startswith("_"):
             setattr(DynamoDBBackend, name, _atomic(member))
+    # The whole request too: moto turns the stored items it returns into the answer after the
+    # backend call, and another request must not change them meanwhile (moto updates items in
+    # place, a cancelled transaction included until it is rolled back).
+    DynamoHandler.call_action = _atomic(DynamoHandler.call_action)  # type: ignore[method-assign]
     setattr(DynamoDBBackend, _PATCHED, True)
     make_transactions_cheap()
 
