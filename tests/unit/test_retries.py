@@ -100,9 +100,19 @@ def test_refusals_and_bugs_are_not_transient(failure: Exception) -> None:
 
 def test_the_clients_use_the_standard_retry_mode() -> None:
     config = client_config()
-    assert config.retries == {"mode": "standard", "max_attempts": 3}
+    assert config.retries == {"mode": "standard", "total_max_attempts": 3}
     assert config.connect_timeout <= 5
     assert config.read_timeout <= 10
+
+
+def test_the_service_clients_are_retrying_clients_in_standard_mode() -> None:
+    from jobstream.queue import sqs_client
+    from jobstream.store.client import dynamodb_client
+
+    for client in (dynamodb_client(), sqs_client()):
+        assert isinstance(client, RetryingClient)
+        assert client.meta.config.retries["mode"] == "standard"
+        assert client.meta.config.retries["total_max_attempts"] == 3
 
 
 class FakeClient:

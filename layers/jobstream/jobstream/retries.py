@@ -149,7 +149,7 @@ def client_config() -> Config:
     from botocore.config import Config  # noqa: PLC0415 - deferred with boto3 (cold start)
 
     return Config(
-        retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5
+        retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5
     )
 
 
