@@ -243,7 +243,7 @@ class FakeProducer:
             status = 202 if "replay_202" in self.faults else 200
             return Canned(status, {"job": self.document(existing)})
         created = now_ms()
-        no_candidate = any(tag.startswith("no-such") for tag in tags)
+        no_candidate = any("no-such" in tag for tag in tags)
         job = FakeJob(
             job_id=f"job-{next(self._ids)}-{uuid.uuid4().hex[:8]}",
             tenant=tenant,
