@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from jobstream_cli.app import app
 from jobstream_client import Client, IdempotencyConflictError, NotFoundError, new_task
-from tests.support.stack import REPOSITORY, environment, start, stop
+from tests.support.stack import REPOSITORY, TARGETS, environment, start, stop
 
 pytestmark = pytest.mark.stack
 
@@ -26,27 +26,6 @@ TOKEN_A, TOKEN_B = "token-a", "token-b"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 CALLBACK_TOKEN = "callback-token"
 DEMO, SLOW = {"target_id": "demo-illustration"}, {"target_id": "slow-illustration"}
-TARGETS = {
-    "account": "default",
-    "targets": [
-        {
-            "id": "demo-illustration",
-            "work_type": "illustration",
-            "source": "catalog",
-            "query": {"tags": ["landscape"]},
-        },
-        {
-            # A pause per work scanned: runs ~30 s, so it is cancelled while it runs.
-            "id": "slow-illustration",
-            "work_type": "illustration",
-            "source": "catalog",
-            "query": {"tags": ["landscape"]},
-            "limit": 60,
-            "scan_limit": 60,
-            "scan_delay_ms": 500,
-        },
-    ],
-}
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.stack import REPOSITORY
+from tests.support.stack import REPOSITORY, TARGETS
 from tests.support.stack import environment as _environment
 from tests.support.stack import start as _start
 from tests.support.stack import stderr as _stderr
@@ -44,29 +44,6 @@ class Client:
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
-
-
-TARGETS = {
-    "account": "default",
-    "targets": [
-        {
-            "id": "demo-illustration",
-            "work_type": "illustration",
-            "source": "catalog",
-            "query": {"tags": ["landscape"]},
-        },
-        {
-            # Slow on purpose (a pause per work scanned): cancel reliably finds it running.
-            "id": "slow-illustration",
-            "work_type": "illustration",
-            "source": "catalog",
-            "query": {"tags": ["landscape"]},
-            "limit": 60,
-            "scan_limit": 60,
-            "scan_delay_ms": 500,
-        },
-    ],
-}
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,29 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
+# The stack tests' targets: one quick, one slow.
+TARGETS = {
+    "account": "default",
+    "targets": [
+        {
+            "id": "demo-illustration",
+            "work_type": "illustration",
+            "source": "catalog",
+            "query": {"tags": ["landscape"]},
+        },
+        {
+            # Slow on purpose (a pause per work scanned): cancel reliably finds it running.
+            "id": "slow-illustration",
+            "work_type": "illustration",
+            "source": "catalog",
+            "query": {"tags": ["landscape"]},
+            "limit": 60,
+            "scan_limit": 60,
+            "scan_delay_ms": 500,
+        },
+    ],
+}
+
 
 def environment(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "JOBSTREAM_"))}

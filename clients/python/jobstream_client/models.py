@@ -93,6 +93,10 @@ def _dict(value: Any) -> dict[str, Any] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
 
+def _labels(value: Any) -> dict[str, str] | None:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else None
+
+
 @dataclass(frozen=True)
 class ErrorInfo:
     """The protocol's `Error`: branch on `code` and `retryable`, never on `message`."""
@@ -171,7 +175,6 @@ class Job:
         data = _object(document, where=where)
         progress = data.get("progress")
         error = data.get("error")
-        labels = data.get("labels")
         return cls(
             protocol_version=_field(data, "protocol_version", str, where=where),
             job_id=_field(data, "job_id", str, where=where),
@@ -181,9 +184,7 @@ class Job:
             updated_at=_field(data, "updated_at", int, where=where),
             idempotency_key=_optional(data, "idempotency_key", str, where=where),
             correlation_id=_optional(data, "correlation_id", str, where=where),
-            labels={str(k): str(v) for k, v in labels.items()}
-            if isinstance(labels, Mapping)
-            else None,
+            labels=_labels(data.get("labels")),
             started_at=_optional(data, "started_at", int, where=where),
             heartbeat_at=_optional(data, "heartbeat_at", int, where=where),
             deadline_at=_optional(data, "deadline_at", int, where=where),
@@ -236,7 +237,6 @@ class Event:
     @classmethod
     def from_dict(cls, document: Any, *, where: str = "Event") -> Event:
         data = _object(document, where=where)
-        labels = data.get("labels")
         return cls(
             protocol_version=_field(data, "protocol_version", str, where=where),
             event_id=_field(data, "event_id", str, where=where),
@@ -244,9 +244,7 @@ class Event:
             type=_field(data, "type", str, where=where),
             at=_field(data, "at", int, where=where),
             correlation_id=_optional(data, "correlation_id", str, where=where),
-            labels={str(k): str(v) for k, v in labels.items()}
-            if isinstance(labels, Mapping)
-            else None,
+            labels=_labels(data.get("labels")),
             payload=_dict(data.get("payload")) or {},
             raw=dict(data),
         )

@@ -125,11 +125,7 @@ def terminal_event(check: Check, events: list[dict[str, Any]], status: str) -> d
 
 def cancellation(session: Session) -> Job | None:
     """R17, R41: a job cancelled (while running, given a long Task) and its stream."""
-    params = (
-        session.config.cancel_params
-        if session.config.cancel_params is not None
-        else session.config.params
-    )
+    params = session.config.long_params
     exchange = session.a.submit(session.task("cancel", params))
     job = session.admitted("cancel", exchange)
     if job is None:

@@ -38,6 +38,11 @@ class Config:
     callback_secrets: tuple[str, ...] = ()
     callback_token: str | None = None
 
+    @property
+    def long_params(self) -> Mapping[str, Any]:
+        """Params of a Task to cancel while it runs (the main Task's when none were given)."""
+        return self.params if self.cancel_params is None else self.cancel_params
+
 
 @dataclass
 class Verdict:

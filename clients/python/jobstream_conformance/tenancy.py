@@ -13,11 +13,7 @@ def tenancy(session: Session) -> None:
     if b is None:
         session.skip("give --token-b (the token of a second consumer)", *TENANCY)
         return
-    params = (
-        session.config.cancel_params
-        if session.config.cancel_params is not None
-        else session.config.params
-    )
+    params = session.config.long_params
     exchange = session.a.submit(session.task("tenancy", params))
     job = session.admitted("tenancy", exchange)
     if job is None:
