@@ -37,6 +37,8 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         JOBSTREAM_API_TOKENS=f"a={TOKEN_A},b={TOKEN_B}",
         JOBSTREAM_CALLBACK_SIGNING_SECRET=SECRET,
         JOBSTREAM_CALLBACK_TOKEN=CALLBACK_TOKEN,
+        # A cancelled job's worker stops at its next heartbeat: free the slow jobs' workers soon.
+        JOBSTREAM_HEARTBEAT_INTERVAL_MS="1000",
     )
     process, base_url = start(env)
     try:

@@ -55,7 +55,7 @@ def admitted(session: Session, first: Exchange, task: dict[str, Any]) -> None:
         check.note(f"{first}: job {job['job_id']} {job['status']}")
     with session.item("C3") as check:
         check.status(first, 202)
-        check.note("sent with Authorization and Content-Type only (no Idempotency-Key, no Accept)")
+        check.note("sent with no Idempotency-Key and no Accept header")
     with session.item("C9") as check:
         document = check.status(first, 202)
         check.expect(set(document) == {"job"}, f"top-level keys {sorted(document)}, not only job")
