@@ -148,7 +148,10 @@ def _push(session: Session, hooks: Receiver, job: Job) -> None:
                 headers.get("content-type", "").startswith("application/json"),
                 "Content-Type is not JSON",
             )
-            check.expect(headers.get("authorization", "").startswith("Bearer "), "no bearer token")
+            check.expect(
+                headers.get("authorization", "").startswith("Bearer "),
+                "a callback carries no bearer token (the consumer's ingress needs one)",
+            )
             if config.callback_secrets or config.callback_token:
                 try:
                     verify_callback(
@@ -160,10 +163,17 @@ def _push(session: Session, hooks: Receiver, job: Job) -> None:
                     )
                 except CallbackVerificationError as refused:
                     check.expect(False, f"a callback does not verify: {refused.reason}: {refused}")
-        verified = "signature and token verified" if config.callback_secrets else "token verified"
+        verified = [
+            name
+            for name, given in (
+                ("signature", config.callback_secrets),
+                ("token", config.callback_token),
+            )
+            if given
+        ]
         check.note(
-            f"{len(posts)} POSTs: JSON, bearer token"
-            + (f", {verified}" if config.callback_secrets or config.callback_token else "")
+            f"{len(posts)} POSTs: JSON, a bearer token"
+            + (f"; verified: {' and '.join(verified)}" if verified else "")
         )
     with session.item("C20") as check:
         check.expect(
