@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/jobstream/requirements.txt | cksum | cut -d' ' -f1)
 FUNCTIONS := $(wildcard functions/*/app.py)
-export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR)
+# The layer, the dev packages and the consumer SDK (clients/python, its own pip-installable package).
+export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR):$(CURDIR)/clients/python
 
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
@@ -19,7 +20,7 @@ $(STAMP): requirements-dev.txt layers/jobstream/requirements.txt Makefile
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	@# The layer and the dev packages on the venv's path, so `python -m ...` works from anywhere.
-	printf '%s\n%s\n' "$(CURDIR)/layers/jobstream" "$(CURDIR)" > "$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')/jobstream-dev.pth"
+	printf '%s\n%s\n%s\n' "$(CURDIR)/layers/jobstream" "$(CURDIR)" "$(CURDIR)/clients/python" > "$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')/jobstream-dev.pth"
 	@# The operator/consumer CLI as a command: .venv/bin/jobstream
 	printf '#!/bin/sh\nPYTHONPATH="%s" exec "%s" -m jobstream_cli "$$@"\n' "$(PYTHONPATH)" "$(CURDIR)/$(BIN)/python" > $(BIN)/jobstream
 	chmod +x $(BIN)/jobstream
@@ -36,7 +37,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench
+	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench clients/python
 	@for f in $(FUNCTIONS); do echo "mypy $$f"; $(BIN)/mypy $$f || exit 1; done
 
 cfn-lint: setup

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from jobstream_cli.commands import events, jobs, operator, submit
+from jobstream_cli.commands.conformance import conformance
 from jobstream_cli.errors import GuardedGroup
 from jobstream_cli.state import Output, resolve
 
@@ -65,6 +66,7 @@ app.command("submit")(submit.submit)
 app.add_typer(operator.dlq_app, name="dlq")
 app.add_typer(operator.dlq_app, name="dead-letters", help="Alias of `dlq`.", hidden=False)
 app.command("sweep")(operator.sweep)
+app.command("conformance")(conformance)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,88 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.stack import REPOSITORY, TARGETS
+from tests.support.stack import environment as _environment
+from tests.support.stack import start as _start
+from tests.support.stack import stderr as _stderr
+from tests.support.stack import stop as _stop
 from tests.support.validation import validate, validate_error
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 TOKEN = "local-dev-token"
 pytestmark = pytest.mark.stack
-
-
-def _environment(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "JOBSTREAM_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPOSITORY / "layers" / "jobstream"), str(REPOSITORY)])
-    env["JOBSTREAM_PORT"] = "0"
-    env.update(extra)
-    return env
-
-
-# Everything each stack wrote to stderr, drained as it comes so a full pipe never blocks it.
-STDERR: dict[int, list[str]] = {}
-
-
-def _drain(process: subprocess.Popen[str]) -> None:
-    lines = STDERR.setdefault(process.pid, [])
-    assert process.stderr is not None
-    for line in process.stderr:
-        lines.append(line)
-
-
-def _stderr(process: subprocess.Popen[str]) -> str:
-    return "".join(STDERR.get(process.pid, []))
-
-
-def _stop(process: subprocess.Popen[str], timeout: float = 60) -> str:
-    """Ctrl-C the stack and wait; on a hang, dump every thread's stack (faulthandler)."""
-    process.send_signal(signal.SIGINT)
-    try:
-        stdout, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGABRT)
-        process.communicate()
-        time.sleep(0.5)
-        raise AssertionError(f"the stack did not stop: {_stderr(process)}") from None
-    return stdout
-
-
-def _start(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-m", "jobstream_local"],
-        cwd=REPOSITORY,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    threading.Thread(target=_drain, args=(process,), daemon=True).start()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        if "ready" in line:
-            url = next(word for word in line.split() if word.startswith("http://"))
-            return process, url
-    process.kill()
-    process.communicate(timeout=10)
-    raise AssertionError(f"local stack did not become ready: {_stderr(process)}")
 
 
 @dataclass
@@ -104,29 +44,6 @@ class Client:
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
-
-
-TARGETS = {
-    "account": "default",
-    "targets": [
-        {
-            "id": "demo-illustration",
-            "work_type": "illustration",
-            "source": "catalog",
-            "query": {"tags": ["landscape"]},
-        },
-        {
-            # Slow on purpose (a pause per work scanned): cancel reliably finds it running.
-            "id": "slow-illustration",
-            "work_type": "illustration",
-            "source": "catalog",
-            "query": {"tags": ["landscape"]},
-            "limit": 60,
-            "scan_limit": 60,
-            "scan_delay_ms": 500,
-        },
-    ],
-}
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,10 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
+# Consumer business words no published key may contain (reference §8 items 7 and 18): the
+# conformance kit's list, so the tests and the kit judge by the same words.
+from jobstream_conformance.summary import BUSINESS_TERMS
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 OUR_SCHEMA = REPOSITORY / "schemas" / "jobstream.schema.json"
 SHARED_PROTOCOL = REPOSITORY.parent / "shared" / "protocol" / "v1"
@@ -50,19 +54,6 @@ def validate_error(document: Any) -> None:
     assert set(document) == {"error"}, document
     validate(document["error"], "Error")
     assert isinstance(document["error"]["retryable"], bool)
-
-
-# Consumer business words no published key may contain (reference §8 items 7 and 18).
-BUSINESS_TERMS = (
-    "refetch",
-    "review",
-    "slot",
-    "telegram",
-    "message_id",
-    "disposition",
-    "submission",
-    "moderation",
-)
 
 
 def keys_of(document: Any) -> set[str]:

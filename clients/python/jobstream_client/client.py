@@ -1,0 +1,281 @@
+"""`Client`: every Workflow Protocol v1 route as a typed call, with retries."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping
+from typing import Any, Final, TypeVar
+
+from jobstream_client.errors import ApiError, ResponseError, TransportError, api_error
+from jobstream_client.models import (
+    AckResult,
+    Capabilities,
+    Event,
+    EventPage,
+    Job,
+    JobPage,
+    Submission,
+)
+from jobstream_client.retry import RetryPolicy, parse_retry_after
+from jobstream_client.transport import DEFAULT_TIMEOUT_S, Query, Response, Transport, segment
+
+T = TypeVar("T")
+OK: Final = frozenset({200})
+SUBMITTED: Final = frozenset({200, 202})  # 202: this request created the job; 200: replay
+DEFAULT_POLL_INTERVAL_S: Final = 1.0
+
+
+class FollowTimeoutError(TimeoutError):
+    """`follow` saw no terminal event within its timeout."""
+
+
+class Client:
+    """A consumer of one producer, authenticated by one bearer token (one tenant).
+
+    Calls that fail with a retryable protocol error (the envelope's own `retryable` flag), a
+    transient answer without an envelope (408, 429, 5xx from a gateway) or a network failure are
+    tried again per `retry`, honouring `Retry-After`. Every protocol call is idempotent (a
+    submit by its key), so retrying after a timeout is safe.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        transport: Transport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.transport = transport or Transport(base_url, timeout_s=timeout_s)
+        self.token = token
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._clock = clock
+        self._rng = rng
+
+    @property
+    def base_url(self) -> str:
+        return self.transport.base_url
+
+    # --- the routes ---------------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """`GET /capabilities`."""
+        return self._decode(Capabilities.from_dict, self._call("GET", "/capabilities")[0])
+
+    def submit(self, task: Mapping[str, Any]) -> Submission:
+        """`POST /jobs`. `replayed` tells a new job (202) from one the key already named (200).
+
+        Raises IdempotencyConflictError when the key was first used with other params.
+        """
+        document, status, attempts = self._call("POST", "/jobs", body=task, expect=SUBMITTED)
+        wrapped = document.get("job") if isinstance(document, Mapping) else None
+        job = self._decode(Job.from_dict, wrapped)
+        raw = dict(document) if isinstance(document, Mapping) else {}
+        return Submission(job=job, replayed=status == 200, attempts=attempts, raw=raw)
+
+    def get(self, job_id: str) -> Job:
+        """`GET /jobs/{job_id}`; NotFoundError for an unknown (or another tenant's) job."""
+        return self._decode(Job.from_dict, self._call("GET", f"/jobs/{segment(job_id)}")[0])
+
+    def find(self, idempotency_key: str) -> Job | None:
+        """The job the key names, or None (`GET /jobs?idempotency_key=`, matched exactly)."""
+        page = self.list_page(idempotency_key=idempotency_key)
+        matches = [job for job in page.jobs if job.idempotency_key == idempotency_key]
+        return max(matches, key=lambda job: (job.updated_at, job.created_at), default=None)
+
+    def list_page(
+        self,
+        *,
+        idempotency_key: str | None = None,
+        correlation_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of `GET /jobs` with the given filters."""
+        query: Query = {
+            "idempotency_key": idempotency_key,
+            "correlation_id": correlation_id,
+            "status": status,
+            "limit": limit,
+            "cursor": cursor,
+        }
+        return self._decode(JobPage.from_dict, self._call("GET", "/jobs", query=query)[0])
+
+    def list(
+        self,
+        *,
+        idempotency_key: str | None = None,
+        correlation_id: str | None = None,
+        status: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[Job]:
+        """Every job matching the filters, page after page (`next_cursor`)."""
+        cursor: str | None = None
+        while True:
+            page = self.list_page(
+                idempotency_key=idempotency_key,
+                correlation_id=correlation_id,
+                status=status,
+                limit=page_size,
+                cursor=cursor,
+            )
+            yield from page.jobs
+            if page.next_cursor is None or page.next_cursor == cursor:
+                return
+            cursor = page.next_cursor
+
+    def cancel(self, job_id: str) -> Job:
+        """`POST /jobs/{job_id}/cancel`: the job afterwards (a finished job is unchanged)."""
+        document = self._call("POST", f"/jobs/{segment(job_id)}/cancel")[0]
+        return self._decode(Job.from_dict, document)
+
+    def events_page(
+        self, job_id: str, *, after: str | None = None, unacked: bool = False
+    ) -> EventPage:
+        """One page of `GET /jobs/{job_id}/events`: after the event `after` names, or after the
+        consumer's ack cursor with `unacked` (the producer then ignores `after`)."""
+        query: Query = {"after": after, "unacked": True if unacked else None}
+        path = f"/jobs/{segment(job_id)}/events"
+        return self._decode(EventPage.from_dict, self._call("GET", path, query=query)[0])
+
+    def events(
+        self, job_id: str, *, after: str | None = None, unacked: bool = False
+    ) -> Iterator[Event]:
+        """Every event from the cursor on, page after page (`next_after`): from the start, after
+        `after` (the consumer's own cursor), or after the ack cursor with `unacked`."""
+        page = self.events_page(job_id, after=after, unacked=unacked)
+        while True:
+            yield from page.events
+            if page.next_after is None or page.next_after == after:
+                return
+            after = page.next_after
+            page = self.events_page(job_id, after=after)
+
+    def ack(self, job_id: str, through: str | Event) -> AckResult:
+        """`POST /jobs/{job_id}/events/ack`: move the ack cursor up to `through` (forward only;
+        an unknown or older id is a no-op, never an error)."""
+        event_id = through.event_id if isinstance(through, Event) else through
+        path = f"/jobs/{segment(job_id)}/events/ack"
+        document = self._call("POST", path, body={"ack_through": event_id})[0]
+        return self._decode(AckResult.from_dict, document)
+
+    def follow(
+        self,
+        job_id: str,
+        *,
+        ack: bool = True,
+        after: str | None = None,
+        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
+        timeout_s: float | None = None,
+    ) -> Iterator[Event]:
+        """Yield the job's events as they come until its terminal event.
+
+        With `ack` (the default) it reads from the producer's ack cursor (`unacked=1`) and acks
+        each event once the caller has handled it (when the loop asks for the next one), so a
+        consumer restarted after a crash resumes where it left off and sees at least once every
+        event it had not finished. Without `ack` it reads from `after` (None: the start) and
+        acknowledges nothing. Events are never yielded twice in one call.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        seen: set[str] = set()
+        cursor = after
+        job_checked_terminal = False
+        while True:
+            fresh = False
+            for event in self.events(job_id, after=None if ack else cursor, unacked=ack):
+                if event.event_id in seen:
+                    continue  # a producer replays from the start for an id it does not know
+                seen.add(event.event_id)
+                fresh = True
+                yield event
+                if ack:
+                    self.ack(job_id, event.event_id)
+                cursor = event.event_id
+                if event.terminal:
+                    return
+            if not fresh:
+                # Everything to the end is handled. A job that finished before this call (its
+                # terminal event acked earlier) has nothing more to give: check once, read once
+                # more (producers may record the terminal event on that read), then stop.
+                if job_checked_terminal:
+                    return
+                job_checked_terminal = self.get(job_id).terminal
+                if job_checked_terminal:
+                    continue
+            if deadline is not None and time.monotonic() >= deadline:
+                raise FollowTimeoutError(f"no terminal event for {job_id} within {timeout_s} s")
+            self._sleep(poll_interval_s)
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        expect: Collection[int] = OK,
+    ) -> tuple[Any, int, int]:
+        """Send with retries; the decoded JSON, the status and how many attempts it took."""
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        failures = 0
+        while True:
+            try:
+                response = self.transport.send(
+                    method, path, query=query, body=data, headers=headers
+                )
+            except TransportError:
+                failures += 1
+                if failures >= self.retry.attempts:
+                    raise
+                self._sleep(self.retry.delay_s(failures, rng=self._rng))
+                continue
+            if 200 <= response.status < 300:
+                return self._success(method, path, response, expect), response.status, failures + 1
+            error = self._error(response)
+            failures += 1
+            if not error.retryable or failures >= self.retry.attempts:
+                raise error
+            self._sleep(
+                self.retry.delay_s(failures, retry_after_s=error.retry_after_s, rng=self._rng)
+            )
+
+    def _success(self, method: str, path: str, response: Response, expect: Collection[int]) -> Any:
+        document = response.json()
+        if response.status not in expect:
+            raise ResponseError(
+                f"{method} {path}: unexpected HTTP {response.status}",
+                status=response.status,
+                body=document,
+            )
+        if not isinstance(document, Mapping):
+            raise ResponseError(
+                f"{method} {path}: the answer is not a JSON object",
+                status=response.status,
+                body=response.body[:200],
+            )
+        return document
+
+    def _error(self, response: Response) -> ApiError:
+        retry_after = parse_retry_after(response.headers.get("retry-after"), now_s=self._clock())
+        return api_error(response.status, response.json(), retry_after_s=retry_after)
+
+    @staticmethod
+    def _decode(decoder: Callable[[Any], T], document: Any) -> T:
+        try:
+            return decoder(document)
+        except ValueError as error:
+            raise ResponseError(f"not a protocol document: {error}", body=document) from None
