@@ -15,6 +15,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from jobstream.protocol.events import event_id
 from jobstream.service.runtime import Runtime
 from jobstream.store.jobs import JobStore
 from jobstream_local.resources import create_tables
@@ -82,7 +83,7 @@ def state(rt: Runtime, job_id: str) -> dict[str, Any]:
         "reason": record.reason,
         "kinds": [event.kind for event in events],
         "ack": record.ack_sequence,
-        "intents": [json.loads(intent["event"])["type"] for intent in intents],
+        "intents": [intent["kind"] for intent in intents],
     }
 
 
@@ -110,7 +111,7 @@ def ack_second(rt: Runtime, api: Api, clock: Clock, job_id: str) -> str:
         rt.settings.table_name, client_factory=lambda: boto3.client("dynamodb")
     )
     events, _ = uninstrumented.events_after(job_id, 0, 2)
-    api.post(f"/jobs/{job_id}/events/ack", {"ack_through": f"evt-{events[1].at}-2"})
+    api.post(f"/jobs/{job_id}/events/ack", {"ack_through": event_id(job_id, events[1].at, 2)})
     return job_id
 
 

@@ -15,13 +15,14 @@ from typing import Final
 from jobstream import observability
 from jobstream.domain import JobRecord
 from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
-from jobstream.jobtypes.runner import Outcome, run_job
+from jobstream.jobtypes.runner import Outcome, fit_job_result, run_job
 from jobstream.protocol.documents import terminal_status_for
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import EventKind
 from jobstream.queue import parse_work_message
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import record_transition
+from jobstream.store import budgets
 from jobstream.store.jobs import StaleJobError, StateChange
 
 logger = logging.getLogger("jobstream.execution")
@@ -152,6 +153,9 @@ class Lease:
 
     def _record_progress(self, stage: str, message: str | None, now: int) -> None:
         record = self.record
+        # Kept on the job item, within its growth budget (`store/budgets.py`).
+        stage = budgets.clip(stage, budgets.MAX_STAGE_CHARS) or stage
+        message = budgets.clip(message)
         at = max(now, record.updated_at)
         updated = replace(
             record,
@@ -219,8 +223,28 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
     return complete(rt, record, owner, outcome)
 
 
+def within_budget(outcome: Outcome) -> Outcome:
+    """The outcome as the job item can hold it (`store/budgets.py`): a result cut by the job
+    type's rule to `RESULT_BYTES`, or a failure when not even that fits; messages clipped."""
+    if outcome.result is None:
+        return Outcome(reason=outcome.reason, message=budgets.clip(outcome.message))
+    result = fit_job_result(outcome.result, budgets.result_fits)
+    if result is outcome.result:
+        return outcome
+    observability.count("results_cut")
+    if result is None:
+        logger.warning("a result too large to keep even cut fails its job")
+        return Outcome(
+            reason=Reason.INTERNAL_ERROR.value,
+            message=f"the result is larger than the {budgets.RESULT_BYTES} bytes a job keeps",
+        )
+    logger.warning("a result larger than its budget was cut")
+    return Outcome(result=result)
+
+
 def complete(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str:
     """State and terminal event in one transaction, only while holding the lease."""
+    outcome = within_budget(outcome)
     for _ in range(MAX_COMPLETE_ATTEMPTS):
         now = max(rt.clock(), record.updated_at)
         if outcome.result is not None:
