@@ -16,10 +16,17 @@ from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import ProtocolError
 from jobstream.protocol.events import parse_event_id
 from jobstream.protocol.pages import MAX_RESPONSE_BYTES
-from jobstream.service import admission, execution, jobs, stream
+from jobstream.service import admission, callbacks, execution, jobs, stream
+from jobstream.service.dead_letters import list_dead
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
-from jobstream.store.budgets import ADMITTED_JOB_BYTES, RESULT_BYTES, result_size
+from jobstream.store.budgets import (
+    ADMITTED_JOB_BYTES,
+    MAX_MESSAGE_CHARS,
+    RESULT_BYTES,
+    result_size,
+)
+from jobstream.store.callbacks import IntentRef
 from jobstream.store.item_size import MAX_ITEM_BYTES, item_size
 from tests.integration.test_callbacks import drain
 from tests.support.harness import Api, Clock, canonical_task
@@ -303,3 +310,35 @@ def test_event_pages_are_bounded_by_bytes_and_next_after_goes_on(
         acked += [parse_event_id(event["event_id"], job_id) for event in page["events"]]
         api.post(f"/jobs/{job_id}/events/ack", {"ack_through": page["events"][-1]["event_id"]})
     assert acked == expected
+
+
+def test_messages_are_clipped_to_what_the_job_keeps(rt: Runtime, clock: Clock) -> None:
+    """A progress message or an error message of 300 KB (a source's text) is kept clipped, so
+    the job item stays within its budget and the job still ends."""
+    job_id, record = _claimed_at_budget(rt)
+    lease = execution.Lease(rt, record, "worker-1")
+    lease.progress("s" * 500, "p" * 300_000)
+    assert lease.record.progress_events == 1
+    assert len(lease.record.progress_message or "") == MAX_MESSAGE_CHARS
+    failure = Outcome(reason="network_error", message="m" * 300_000)
+    assert execution.complete(rt, lease.record, "worker-1", failure) == "failed"
+    job = jobs.get_job(rt, "acme", job_id, None)
+    assert job["error"]["code"] == "source_error"
+    assert len(job["error"]["message"]) == MAX_MESSAGE_CHARS
+    assert largest_items(rt) <= MAX_ITEM_BYTES
+
+
+def test_a_callback_whose_job_is_gone_is_dead_lettered(crt: Runtime) -> None:
+    """The body is rebuilt from the job: with the job gone (past its retention) there is
+    nothing to send, and the intent is dead-lettered with the reason, never retried."""
+    status, body = admission.submit(
+        crt, "acme", run_task(callback_url="https://hooks.example.test/"), None
+    )
+    assert status == 202
+    job_id = body["job"]["job_id"]
+    crt.store.client.delete_item(
+        TableName=crt.store.table_name, Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "#JOB"}}
+    )
+    assert callbacks.deliver(crt, IntentRef(job_id, 1)).outcome == "dead"
+    (dead,) = list_dead(crt)
+    assert (dead["job_id"], dead["last_error"]) == (job_id, "the job no longer exists")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from jobstream.store import keys
@@ -14,6 +16,7 @@ from jobstream.store.budgets import (
     clip,
     result_fits,
     result_size,
+    unstorable_number,
 )
 from jobstream.store.codec import to_attribute
 from jobstream.store.item_size import MAX_ITEM_BYTES, item_size
@@ -55,3 +58,12 @@ def test_messages_are_clipped() -> None:
     assert clipped is not None
     assert len(clipped) == MAX_MESSAGE_CHARS
     assert clipped.endswith("…")
+
+
+def test_a_number_dynamodb_cannot_store_is_found_anywhere_in_the_job() -> None:
+    job = admitted_at_budget(bytes_=ADMITTED_JOB_BYTES - 1_000)
+    assert unstorable_number(job) is None
+    huge = replace(job, params={"constraints": {"limit": int(1e300)}})
+    assert unstorable_number(huge) == "more than 38 significant digits"
+    assert unstorable_number(replace(job, params={"x": [{"y": 10**130}]})) is not None
+    assert unstorable_number(replace(job, params={"x": 10**125})) is None
