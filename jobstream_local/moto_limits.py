@@ -21,21 +21,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from jobstream.store.item_size import MAX_ITEM_BYTES, first_number_refusal, item_size
+from jobstream_local.moto_names import refuse_requests
 
 _PATCHED: Final = "_jobstream_limits_checked"
-# The DynamoDB operations whose requests may carry numbers.
-OPERATIONS: Final = (
-    "put_item",
-    "update_item",
-    "delete_item",
-    "get_item",
-    "batch_get_item",
-    "batch_write_item",
-    "transact_write_items",
-    "transact_get_items",
-    "query",
-    "scan",
-)
 ITEM_TOO_LARGE: Final = "Item size has exceeded the maximum allowed size"
 
 
@@ -66,19 +54,6 @@ def request_refusal(request: Any) -> str | None:
     return None
 
 
-def _checked(action: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    @functools.wraps(action)
-    def wrapper(self: Any) -> Any:
-        from moto.dynamodb.exceptions import MockValidationException
-
-        refusal = request_refusal(getattr(self, "body", None))
-        if refusal is not None:
-            raise MockValidationException(refusal)
-        return action(self)
-
-    return wrapper
-
-
 def _sized_update(execute: Callable[..., None]) -> Callable[..., None]:
     """An update expression applied only when the item it produces fits (moto applies updates
     in place, item attribute by attribute: the item is put back as it was when it does not)."""
@@ -103,13 +78,11 @@ def _sized_update(execute: Callable[..., None]) -> Callable[..., None]:
 def enforce_item_limits() -> None:
     from moto.dynamodb.models.dynamo_type import LimitedSizeDict
     from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
-    from moto.dynamodb.responses import DynamoHandler
 
-    if getattr(DynamoHandler, _PATCHED, False):
+    if getattr(UpdateExpressionExecutor, _PATCHED, False):
         return
-    for name in OPERATIONS:
-        setattr(DynamoHandler, name, _checked(getattr(DynamoHandler, name)))
-    # moto's own check counts otherwise, against another limit: the checks above replace it.
+    refuse_requests(_PATCHED, request_refusal)
+    # moto's own check counts otherwise, against another limit: the checks here replace it.
     LimitedSizeDict.__setitem__ = dict.__setitem__  # type: ignore[method-assign]
     UpdateExpressionExecutor.execute = _sized_update(UpdateExpressionExecutor.execute)  # type: ignore[method-assign]
-    setattr(DynamoHandler, _PATCHED, True)
+    setattr(UpdateExpressionExecutor, _PATCHED, True)

@@ -4,32 +4,15 @@ and leaves the item as it was."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import boto3
 import pytest
 
 from jobstream.store.item_size import MAX_ITEM_BYTES, item_size
+from tests.integration.test_moto_patches import _table
 
 KEY = {"pk": {"S": "a"}, "sk": {"N": "1"}}
-
-
-def _table(client: Any) -> str:
-    name = f"limits-{uuid.uuid4().hex[:10]}"
-    client.create_table(
-        TableName=name,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "N"},
-        ],
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-    )
-    return name
 
 
 def _item_of(size: int) -> dict[str, Any]:
