@@ -97,7 +97,7 @@ def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> Jo
         kind, at = missing[0]
         event = next_event(record, kind, at)
         try:
-            _commit(rt, record, event, shown_as=record, base_url=base_url)
+            _commit(rt, record, event, base_url=base_url)
             observability.count("events_repaired")
             record = after_append(record, event)
         except StaleJobError:
@@ -177,7 +177,7 @@ def record_transition(
     Raises StaleJobError when the job moved on; the caller re-reads and decides again.
     """
     event = next_event(updated, kind, updated.updated_at)
-    _commit(rt, record, event, shown_as=updated, change=change, base_url=base_url)
+    _commit(rt, record, event, change=change, base_url=base_url)
     return after_append(updated, event)
 
 
@@ -186,15 +186,12 @@ def _commit(
     record: JobRecord,
     event: StoredEvent,
     *,
-    shown_as: JobRecord,
     change: StateChange | None = None,
     base_url: str | None,
 ) -> None:
     """Append `event` (with its callback intent, if any) atomically, then hand the intent off.
-
-    `shown_as` is the job as the event's callback shows it (after any state change).
-    """
-    intent = callback_intent(shown_as, event, base_url)
+    The intent names the event; its body is built from the job when it is sent."""
+    intent = callback_intent(record, event, base_url)
     rt.store.append_event(record, event, change=change, intent=intent)
     observability.count("events_recorded", dimension=event.kind)
     if intent is not None:
