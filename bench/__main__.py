@@ -326,8 +326,8 @@ def _stream_rows(rt: Any, client: Any, meter: Meter) -> list[Row]:
     rows: list[Row] = []
     for prior in PRIOR_EVENT_COUNTS:
         long_job = _job_with_events(rt, client, prior)
-        last = _progress_id(prior)
-        before_last = _progress_id(prior - 1)
+        last = _progress_id(long_job, prior)
+        before_last = _progress_id(long_job, prior - 1)
         page_after = partial(
             stream.events_page, rt, "bench", long_job, {"after": [before_last]}, None
         )
@@ -367,15 +367,15 @@ def _ack_next(rt: Any, job_id: str, sequences: Iterator[int]) -> Any:
     from jobstream.service import stream
 
     return stream.acknowledge(
-        rt, "bench", job_id, {"ack_through": _progress_id(next(sequences))}, None
+        rt, "bench", job_id, {"ack_through": _progress_id(job_id, next(sequences))}, None
     )
 
 
-def _progress_id(sequence: int) -> str:
+def _progress_id(job_id: str, sequence: int) -> str:
     """The id of a progress event `_job_with_events` wrote (its `at` is its sequence)."""
     from jobstream.protocol.events import event_id
 
-    return event_id(sequence, sequence)
+    return event_id(job_id, sequence, sequence)
 
 
 def _expect(holds: bool, operation: str) -> None:
@@ -493,8 +493,9 @@ def report(
         "Targets: capabilities 0 calls; get 1; admission 1 transaction; replay 1 read;",
         "page <= 2 calls; ack <= 2 calls; page and ack cost flat in the number of prior events.",
         "SQS calls are counted too (SendMessageBatch is the hand-off after commit). A delivered",
-        "callback costs its claim and its outcome (2 UpdateItem); the sweep's cost follows the",
-        "backlog, not the table.",
+        "callback costs its claim, a read of its job (the intent names its event, the body is",
+        "rebuilt from the job) and its outcome; the sweep's cost follows the backlog, not the",
+        "table.",
         "",
         f"## Cold import of each function (fresh interpreter, median of {IMPORT_RUNS})",
         "",

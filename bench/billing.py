@@ -16,9 +16,10 @@ them by DynamoDB's rules and bills:
   sizes of every item it evaluated (a filter does not lower it), rounded up to 4 KB per page;
   index queries are eventually consistent and read the projected entries.
 
-Item size: attribute names count; a string is its UTF-8 bytes; a number is 1 byte per two
-significant digits plus 1; booleans and null are 1 byte; a list or map is 3 bytes plus its
-elements, each element 1 byte more than its own size; a set is the sum of its members.
+Item size is `jobstream.store.item_size` (the rules the store keeps its size budgets by):
+attribute names count; a string is its UTF-8 bytes; a number is 1 byte per two significant digits
+plus 1; booleans and null are 1 byte; a list or map is 3 bytes plus its elements, each element
+1 byte more than its own size; a set is the sum of its members.
 """
 
 from __future__ import annotations
@@ -28,49 +29,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from jobstream.store.item_size import Item, item_size
+
 WRITE_UNIT_BYTES: Final = 1024
 READ_UNIT_BYTES: Final = 4096
 WRITE_OPERATIONS: Final = frozenset(
     {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
 )
 READ_OPERATIONS: Final = frozenset({"GetItem", "BatchGetItem", "Query", "Scan"})
-
-AttributeValue = Mapping[str, Any]
-Item = Mapping[str, AttributeValue]
-
-
-def number_size(text: str) -> int:
-    digits = text.lstrip("-").replace(".", "").split("e")[0].split("E")[0].strip("0")
-    return (max(1, len(digits)) + 1) // 2 + 1
-
-
-def value_size(value: AttributeValue) -> int:
-    ((tag, content),) = value.items()
-    if tag == "S":
-        return len(content.encode("utf-8"))
-    if tag == "N":
-        return number_size(content)
-    if tag == "B":
-        return len(content)
-    if tag in {"BOOL", "NULL"}:
-        return 1
-    if tag == "L":
-        return 3 + sum(value_size(element) + 1 for element in content)
-    if tag == "M":
-        return 3 + sum(len(name.encode("utf-8")) + value_size(v) + 1 for name, v in content.items())
-    if tag == "SS":
-        return sum(len(member.encode("utf-8")) for member in content)
-    if tag == "NS":
-        return sum(number_size(member) for member in content)
-    if tag == "BS":
-        return sum(len(member) for member in content)
-    raise ValueError(f"unknown attribute type {tag}")
-
-
-def item_size(item: Item | None) -> int:
-    if not item:
-        return 0
-    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in item.items())
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 from jobstream.http.api import error_response
 from jobstream.http.request import MAX_BODY_BYTES
 from jobstream.protocol.errors import invalid_params
+from jobstream.protocol.pages import MAX_RESPONSE_BYTES
 from jobstream_local.request_body import BODY_TIMEOUT_S, OversizedBody, UnreadableBody, read_body
 from jobstream_local.template import FunctionSpec, HttpRoute
 
@@ -158,7 +159,12 @@ class LocalHttpApi:
             route=bound,
             parameters=parameters,
         )
-        return bound.handler(event, LambdaContext(bound.route.function.name))
+        response = bound.handler(event, LambdaContext(bound.route.function.name))
+        # Lambda refuses a larger response (python3.11 writes it as ASCII-escaped JSON) and
+        # API Gateway answers 500: the local stack does the same, so tests see it.
+        if len(json.dumps(response)) > MAX_RESPONSE_BYTES:
+            return {"statusCode": 500, "body": json.dumps({"message": "Internal Server Error"})}
+        return response
 
 
 def _is_text(body: bytes) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 _PATCHED: Final = "_jobstream_names_checked"
-# The DynamoDB operations that carry items, keys or attribute names.
+# The DynamoDB operations that carry items, keys, attribute names or numbers.
 OPERATIONS: Final = (
     "put_item",
     "update_item",
@@ -49,23 +49,36 @@ def holds_empty_name(value: Any) -> bool:
     return False
 
 
-def _checked(action: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _empty_name(body: Any) -> str | None:
+    return "Empty attribute name" if holds_empty_name(body) else None
+
+
+def _checked(
+    action: Callable[[Any], Any], refusal: Callable[[Any], str | None]
+) -> Callable[[Any], Any]:
     @functools.wraps(action)
     def wrapper(self: Any) -> Any:
         from moto.dynamodb.exceptions import MockValidationException
 
-        if holds_empty_name(getattr(self, "body", None)):
-            raise MockValidationException("Empty attribute name")
+        refused = refusal(getattr(self, "body", None))
+        if refused is not None:
+            raise MockValidationException(refused)
         return action(self)
 
     return wrapper
 
 
-def refuse_empty_attribute_names() -> None:
+def refuse_requests(marker: str, refusal: Callable[[Any], str | None]) -> None:
+    """Make moto answer ValidationException(`refusal(body)`) to every DynamoDB request of
+    OPERATIONS whose body `refusal` finds fault with (once per `marker`)."""
     from moto.dynamodb.responses import DynamoHandler
 
-    if getattr(DynamoHandler, _PATCHED, False):
+    if getattr(DynamoHandler, marker, False):
         return
     for name in OPERATIONS:
-        setattr(DynamoHandler, name, _checked(getattr(DynamoHandler, name)))
-    setattr(DynamoHandler, _PATCHED, True)
+        setattr(DynamoHandler, name, _checked(getattr(DynamoHandler, name), refusal))
+    setattr(DynamoHandler, marker, True)
+
+
+def refuse_empty_attribute_names() -> None:
+    refuse_requests(_PATCHED, _empty_name)

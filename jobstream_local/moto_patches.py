@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from jobstream_local.moto_atomic import make_dynamodb_atomic
+from jobstream_local.moto_limits import enforce_item_limits
 from jobstream_local.moto_names import refuse_empty_attribute_names
 from jobstream_local.moto_queries import make_queries_cheap
 from jobstream_local.moto_sqs import make_sqs_cheap
 
 
 def patch_moto() -> None:
-    """Atomic DynamoDB requests and transactions and refused empty attribute names (as on AWS),
-    and DynamoDB queries and SQS requests whose cost does not grow with the whole table or queue."""
+    """Atomic DynamoDB requests and transactions, refused empty attribute names, and item sizes
+    and numbers checked by DynamoDB's rules (as on AWS), and DynamoDB queries and SQS requests
+    whose cost does not grow with the whole table or queue."""
     make_dynamodb_atomic()
     refuse_empty_attribute_names()
+    enforce_item_limits()
     make_queries_cheap()
     make_sqs_cheap()

@@ -16,6 +16,7 @@ from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.callbacks import IntentRef
+from jobstream.store.jobs import JobQuery
 from jobstream_local.gateway import load_handler
 from jobstream_local.template import Template
 from jobstream_local.workers import QueuePoller
@@ -283,12 +284,7 @@ def test_refused_callback_url_is_400_and_writes_nothing(rt: Runtime) -> None:
             admission.submit(private, "acme", canonical_task(callback_url=url), None)
         assert raised.value.status == 400
         assert raised.value.body()["error"]["detail"]["field"] == "callback_url"
-    assert (
-        rt.store.list_jobs(
-            __import__("jobstream.store.jobs", fromlist=["JobQuery"]).JobQuery(tenant="acme")
-        )[0]
-        == []
-    )
+    assert list(rt.store.iter_jobs(JobQuery(tenant="acme"))) == []
 
 
 def test_dns_that_changes_after_admission_dead_letters(crt: Runtime, clock: Clock) -> None:

@@ -28,6 +28,7 @@ import pytest
 
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import JobRecord
+from jobstream.protocol.events import event_id
 from jobstream.retries import default_policy
 from jobstream.service import callbacks, execution
 from jobstream.service.identity import derive_job_id
@@ -120,7 +121,7 @@ def state(rt: Runtime, job_id: str) -> dict[str, Any]:
         "reason": record.reason,
         "kinds": [event.kind for event in events],
         "ack": record.ack_sequence,
-        "intents": [json.loads(intent["event"])["type"] for intent in intents],
+        "intents": [intent["kind"] for intent in intents],
     }
 
 
@@ -146,7 +147,7 @@ def ack_second(rt: Runtime, api: Api, clock: Clock, job_id: str) -> str:
     # Looked up with a client of its own: only the ack's calls are counted and failed.
     uninstrumented = JobStore(rt.settings.table_name, client_factory=_dynamodb)
     events, _ = uninstrumented.events_after(job_id, 0, 2)
-    api.post(f"/jobs/{job_id}/events/ack", {"ack_through": f"evt-{events[1].at}-2"})
+    api.post(f"/jobs/{job_id}/events/ack", {"ack_through": event_id(job_id, events[1].at, 2)})
     return job_id
 
 
@@ -412,9 +413,9 @@ def final_state(w: World) -> dict[str, Any]:
             "kinds": [event.kind for event in events if event.kind != "job.progressed"],
             "ack": record.ack_sequence,
             "intents": [
-                (json.loads(intent["event"])["type"], intent["state"])
+                (intent["kind"], intent["state"])
                 for intent in intents
-                if json.loads(intent["event"])["type"] != "job.progress"
+                if intent["kind"] != "job.progressed"
             ],
             "dispatched": job_id in w.dispatched,
             "kept_outcome": record.pending_outcome,
@@ -457,7 +458,7 @@ def _failed_and_paged(w: World) -> None:
     mark_failed(w.rt, w.job_id, at=w.clock.advance(1_000), reason="no_candidate")
     w.api.get(f"/jobs/{w.job_id}/events")
     events, _ = w.rt.store.events_after(w.job_id, 0, 2)
-    w.ack_through = f"evt-{events[1].at}-2"
+    w.ack_through = event_id(w.job_id, events[1].at, 2)
     drain(w)
 
 

@@ -22,7 +22,7 @@ import pytest
 from jobstream.delivery.http import HttpResult
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import Reason
-from jobstream.protocol.events import EventKind, event_id
+from jobstream.protocol.events import EventKind, event_id, parse_event_id
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.liveness import expire
 from jobstream.service.runtime import Runtime
@@ -54,7 +54,7 @@ def kinds(rt: Runtime, job_id: str) -> list[str]:
 
 def ids(rt: Runtime, job_id: str) -> list[str]:
     events, _ = rt.store.events_after(job_id, 0, 100)
-    return [event_id(event.at, event.sequence) for event in events]
+    return [event_id(job_id, event.at, event.sequence) for event in events]
 
 
 def before_first_call(
@@ -213,7 +213,7 @@ def test_the_stream_stays_in_order_past_nine_events(rt: Runtime, clock: Clock) -
         clock.advance(execution.PROGRESS_MIN_INTERVAL_MS)
         lease.progress("searching", f"step {step}")
     page = stream.events_page(rt, "acme", job_id, {}, None)
-    sequences = [int(event["event_id"].rsplit("-", 1)[1]) for event in page["events"]]
+    sequences = [parse_event_id(event["event_id"], job_id) for event in page["events"]]
     assert sequences == list(range(1, 13))
     all_ids = [event["event_id"] for event in page["events"]]
     after = stream.events_page(rt, "acme", job_id, {"after": [all_ids[8]]}, None)
@@ -457,7 +457,7 @@ def test_an_ack_reads_the_job_and_its_event_even_when_throttled(
     assert record is not None
     assert record.job_id == job_id
     assert at is not None
-    assert second == event_id(at, 2)
+    assert second == event_id(job_id, at, 2)
     # Past three refusals, what is left is read one item at a time.
     assert client.get_items == (0 if throttled < 3 else 1 if partial else 2)
     client.left = throttled

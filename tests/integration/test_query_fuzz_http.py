@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobstream.protocol.events import JOB_NUMBER_DIGITS, job_number
+from jobstream.service.identity import derive_job_id
 from tests.support.harness import START_MS, Api, canonical_task
 from tests.support.validation import validate, validate_error
 from tests.unit.test_query_fuzz import json_values, raw_query_strings
@@ -56,13 +58,24 @@ def test_any_events_query_is_answered_without_a_5xx(api: Api, job_id: str, raw: 
     _check(api.get(f"/jobs/{job_id}/events?{_without_fragment(raw)}"), "EventPage")
 
 
+# The job the `job_id` fixture admits (the canonical Task of tenant acme), and another.
+OUR_JOB = derive_job_id("acme", canonical_task()["idempotency_key"])
+OTHER_JOB = derive_job_id("acme", "another key")
+
+
 @st.composite
 def near_event_ids(draw: st.DrawFn) -> str:
     """Ids shaped like ours: right or wrong time, sequence, padding or job."""
     at = draw(st.sampled_from([START_MS, START_MS + 1, 0, 10**19]))
     sequence = draw(st.integers(0, 3))
     padding = draw(st.sampled_from(["", "0", "00"]))
-    return draw(st.sampled_from([f"evt-{padding}{at}-{sequence}", f"evt-{at}-{padding}{sequence}"]))
+    number = f"{job_number(draw(st.sampled_from([OUR_JOB, OTHER_JOB]))):0{JOB_NUMBER_DIGITS}d}"
+    suffix = draw(st.sampled_from(["", number, number[1:], f"0{number}"]))
+    return draw(
+        st.sampled_from(
+            [f"evt-{padding}{at}-{sequence}{suffix}", f"evt-{at}-{padding}{sequence}{suffix}"]
+        )
+    )
 
 
 @FUZZ

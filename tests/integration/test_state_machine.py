@@ -216,7 +216,7 @@ class World:
         return self.views()[job_id]
 
     def ids(self, job_id: str) -> list[str]:
-        return [event_id(e.at, e.sequence) for e in self.view(job_id).events]
+        return [event_id(job_id, e.at, e.sequence) for e in self.view(job_id).events]
 
     # -- the invariants ---------------------------------------------------------------------
 
@@ -281,8 +281,8 @@ class World:
         assert view.record.callback_url == model.task["callback_url"]
         assert [i["sequence"] for i in view.intents] == [e.sequence for e in view.events]
         for intent, stored in zip(view.intents, view.events, strict=True):
-            assert intent["event_id"] == event_id(stored.at, stored.sequence)
-            assert json.loads(intent["event"])["event_id"] == intent["event_id"]
+            assert intent["event_id"] == event_id(model.job_id, stored.at, stored.sequence)
+            assert intent["kind"] == stored.kind
             assert intent["state"] in INTENT_STATES
             assert intent.get("attempts", 0) <= intent["max_attempts"] <= MAX_CALLBACK_ATTEMPTS
             ref = (model.job_id, stored.sequence)
@@ -582,8 +582,8 @@ class ServiceMachine(RuleBasedStateMachine):
         if after == "unacked":
             expected = ids[record.ack_sequence :]
         elif named in ids:
-            # An id that names this job's event (a foreign one can coincide: same at and
-            # sequence) pages after it; anything else replays from the start.
+            # An id that names this job's event pages after it (another job's never does:
+            # ids are unique across jobs); anything else replays from the start.
             expected = ids[ids.index(named) + 1 :]
         else:
             expected = ids
@@ -591,7 +591,10 @@ class ServiceMachine(RuleBasedStateMachine):
         # I1: an existing job's full page is never empty.
         if after == "none":
             assert result["events"]
-        events = {event_id(e.at, e.sequence): e for e in self.world.view(model.job_id).events}
+        events = {
+            event_id(model.job_id, e.at, e.sequence): e
+            for e in self.world.view(model.job_id).events
+        }
         for document in result["events"]:
             stored = events[document["event_id"]]
             assert document["type"] == KIND_TO_TYPE[EventKind(stored.kind)]

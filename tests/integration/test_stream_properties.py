@@ -120,7 +120,7 @@ class Scenario:
         # I2: each lifecycle kind at most once.
         assert len(types) == len(set(types))
         # I3: ordered by (at, sequence); at never decreases.
-        sequences = [parse_event_id(event["event_id"]) for event in events]
+        sequences = [parse_event_id(event["event_id"], self.job_id) for event in events]
         assert sequences == sorted(sequences)
         ats = [event["at"] for event in events]
         assert ats == sorted(ats)

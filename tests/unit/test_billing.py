@@ -13,12 +13,11 @@ from bench.billing import (
     Index,
     Table,
     index_write_units,
-    item_size,
-    number_size,
     read_units,
     write_units,
 )
 from bench.cost import table_from_template
+from jobstream.store.item_size import item_size, number_size
 from jobstream_local.resources import create_tables
 from jobstream_local.template import Template
 

@@ -605,3 +605,66 @@ def test_sample_catalog_expand_and_excludes() -> None:
     again = succeed(run(excluded, source, FakeContext()))
     assert again["filtered"] == [{"work_id": first["work_id"], "reason": "excluded"}]
     assert again["candidates"][0]["work_id"] != first["work_id"]
+
+
+# -- a result larger than the job item keeps (store/budgets.py) --------------------------------
+
+
+def _result(sizes: list[int]) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {
+                "candidate_id": f"pixiv:{index}",
+                "platform": "pixiv",
+                "work_id": str(index),
+                "work_type": "illustration",
+                "metadata": {"title": "t" * size},
+            }
+            for index, size in enumerate(sizes)
+        ],
+        "scanned": len(sizes) + 1,
+        "filtered": [{"work_id": "99", "reason": "duplicate"}],
+    }
+
+
+def _bytes(result: dict[str, Any]) -> int:
+    return len(json.dumps(result))
+
+
+def test_a_result_that_fits_is_kept_as_it_is() -> None:
+    result = _result([10, 10])
+    assert executor.fit_result(result, lambda _: True) is result
+
+
+@pytest.mark.parametrize("budget", [700, 1_000, 2_000, 5_000])
+def test_a_result_over_budget_keeps_its_best_candidates_and_names_the_others(budget: int) -> None:
+    result = _result([100, 400, 50, 900, 20])
+    cut = executor.fit_result(result, lambda value: _bytes(value) <= budget)
+    assert cut is not None
+    assert _bytes(cut) <= budget
+    kept = len(cut["candidates"])
+    assert cut["candidates"] == result["candidates"][:kept]
+    assert cut["filtered"] == result["filtered"] + [
+        {"work_id": candidate["work_id"], "reason": "other"}
+        for candidate in result["candidates"][kept:]
+    ]
+    assert cut["scanned"] == result["scanned"]
+    validate(cut, "Result_CandidateSearch")
+    # The longest run of best candidates that fits: one more would not.
+    if kept < len(result["candidates"]):
+        assert (
+            _bytes(
+                {
+                    **cut,
+                    "candidates": result["candidates"][: kept + 1],
+                    "filtered": cut["filtered"][:-1],
+                }
+            )
+            > budget
+        )
+
+
+def test_a_result_whose_best_candidate_alone_does_not_fit_is_refused() -> None:
+    result = _result([5_000, 10])
+    assert executor.fit_result(result, lambda value: _bytes(value) <= 2_000) is None
+    assert executor.fit_result(_result([]), lambda _: False) is None

@@ -22,6 +22,7 @@ from jobstream.protocol.documents import (
     terminal_status_for,
 )
 from jobstream.protocol.errors import ErrorCode, ProtocolError
+from jobstream.protocol.events import event_id
 from jobstream.protocol.queries import parse_ack_body, parse_events_query, parse_list_query
 from tests.support.validation import validate, validate_error
 
@@ -420,7 +421,7 @@ def test_non_terminal_event_payload_is_only_the_internal_kind(
     assert document is not None
     validate(document, "Event")
     assert document["protocol_version"] == "1"
-    assert document["event_id"] == f"evt-{CREATED + 500}-2"
+    assert document["event_id"] == event_id(JOB_ID, CREATED + 500, 2)
     assert document["job_id"] == JOB_ID
     assert document["type"] == event_type
     assert document["at"] == CREATED + 500
@@ -547,9 +548,9 @@ def test_event_page_shape_without_more() -> None:
         "job.failed",
     ]
     assert [event["event_id"] for event in page["events"]] == [
-        f"evt-{CREATED}-1",
-        f"evt-{CREATED + 4_000}-2",
-        f"evt-{CREATED + 90_000}-3",
+        event_id(JOB_ID, CREATED, 1),
+        event_id(JOB_ID, CREATED + 4_000, 2),
+        event_id(JOB_ID, CREATED + 90_000, 3),
     ]
     assert page["unacked"] == 3
     assert page["server_time"] == NOW
@@ -562,7 +563,7 @@ def test_event_page_next_after_only_when_more_exist() -> None:
     events = LIFECYCLE[:2]
     more = event_page(job, events, has_more=True, now=NOW)
     validate(more, "EventPage")
-    assert more["next_after"] == f"evt-{CREATED + 4_000}-2"
+    assert more["next_after"] == event_id(JOB_ID, CREATED + 4_000, 2)
     assert "next_after" not in event_page(job, events, has_more=False, now=NOW)
 
 

@@ -25,14 +25,17 @@ from jobstream.protocol.errors import (
     invalid_params,
 )
 from jobstream.protocol.events import (
+    JOB_NUMBER_DIGITS,
     KIND_TO_TYPE,
     EventKind,
     EventType,
     event_id,
+    job_number,
     parse_event_id,
     parse_event_position,
     protocol_type,
 )
+from jobstream.service.identity import derive_job_id
 from tests.support.validation import validate_error
 
 SHARED_PROTOCOL = Path(__file__).resolve().parents[3] / "shared" / "protocol" / "v1"
@@ -353,9 +356,13 @@ def test_unknown_kinds_map_to_nothing(kind: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Event ids (§5.3, design: evt-<at>-<sequence>)
+# Event ids (§5.3; ours: evt-<at>-<sequence><job number>)
 
+# What the reference conformance checklist checks of every event id.
 EVENT_ID_SHAPE = re.compile(r"^evt-[0-9]+-[0-9]+$")
+JOB = derive_job_id("acme", "key-1")
+OTHER_JOB = derive_job_id("acme", "key-2")
+NUMBER = f"{job_number(JOB):0{JOB_NUMBER_DIGITS}d}"
 
 
 @pytest.mark.parametrize(
@@ -363,22 +370,44 @@ EVENT_ID_SHAPE = re.compile(r"^evt-[0-9]+-[0-9]+$")
     [(0, 1), (1, 1), (1_790_481_174_000, 1), (1_790_481_174_570, 7), (999, 123_456)],
 )
 def test_event_id_round_trip(at: int, sequence: int) -> None:
-    value = event_id(at, sequence)
-    assert value == f"evt-{at}-{sequence}"
+    value = event_id(JOB, at, sequence)
+    assert value == f"evt-{at}-{sequence}{NUMBER}"
     assert EVENT_ID_SHAPE.fullmatch(value)
-    assert parse_event_id(value) == sequence
+    assert parse_event_position(value, JOB) == (at, sequence)
+    assert parse_event_id(value, JOB) == sequence
 
 
-@given(st.integers(min_value=0, max_value=10**15), st.integers(min_value=1, max_value=10**9))
-def test_event_id_round_trip_property(at: int, sequence: int) -> None:
-    value = event_id(at, sequence)
+@given(
+    st.text(min_size=1, max_size=40),
+    st.integers(min_value=0, max_value=10**15),
+    st.integers(min_value=1, max_value=10**9),
+)
+def test_event_id_round_trip_property(key: str, at: int, sequence: int) -> None:
+    job_id = derive_job_id("acme", key)
+    value = event_id(job_id, at, sequence)
     assert EVENT_ID_SHAPE.fullmatch(value)
-    assert parse_event_id(value) == sequence
+    assert parse_event_position(value, job_id) == (at, sequence)
 
 
-def test_event_ids_are_distinct_per_position() -> None:
-    ids = {event_id(at, sequence) for at in (1000, 2000) for sequence in (1, 2, 3)}
-    assert len(ids) == 6
+def test_event_ids_are_distinct_per_position_and_per_job() -> None:
+    ids = {
+        event_id(job_id, at, sequence)
+        for job_id in (JOB, OTHER_JOB)
+        for at in (1000, 2000)
+        for sequence in (1, 2, 3, 12, 123)
+    }
+    assert len(ids) == 20
+
+
+@given(st.text(max_size=20), st.text(max_size=20), st.integers(min_value=1, max_value=10**6))
+def test_two_jobs_never_share_an_event_id(key: str, other_key: str, sequence: int) -> None:
+    """Jobs active in the same millisecond get distinct ids at every position (issue 13 #4)."""
+    job_id, other_id = derive_job_id("acme", key), derive_job_id("globex", other_key)
+    at = 1_790_481_174_000
+    assert event_id(job_id, at, sequence) != event_id(other_id, at, sequence)
+    # Different positions of the two jobs cannot meet either: the job's number is fixed-width.
+    assert event_id(job_id, at, sequence) != event_id(other_id, at, sequence + 1)
+    assert parse_event_position(event_id(other_id, at, sequence), job_id) is None
 
 
 @pytest.mark.parametrize(
@@ -414,35 +443,52 @@ def test_event_ids_are_distinct_per_position() -> None:
         "evt-\u0661-1",
         "evt-1-\uff11",  # FULLWIDTH DIGIT ONE
         "evt-1-\u0967",  # DEVANAGARI DIGIT ONE
+        "evt-1-1",  # the old shape, without a job's number
+        "evt-1790481174570-3",
+        f"evt-1-1{NUMBER} ",
+        f"evt-1-\u0663{NUMBER}",
+        f"evt-1-1{NUMBER[:-1]}",  # one digit short of the job's number
+        f"evt-1-1{NUMBER}0",  # one digit over: the job's number would be another
+        f"evt-1-1{NUMBER[:-1]}\uff11",
     ],
 )
 def test_malformed_event_ids_are_not_recognised(value: str) -> None:
-    assert parse_event_id(value) is None
+    assert parse_event_id(value, JOB) is None
 
 
-@pytest.mark.parametrize("value", ["evt-1-0", "evt-0-0", "evt-1790481174570-0", "evt-1-000"])
+@pytest.mark.parametrize(
+    "value", [f"evt-1-0{NUMBER}", f"evt-0-0{NUMBER}", f"evt-1790481174570-000{NUMBER}"]
+)
 def test_sequence_zero_is_not_an_event(value: str) -> None:
-    assert parse_event_id(value) is None
+    assert parse_event_id(value, JOB) is None
 
 
 @given(st.text(max_size=30))
 def test_parse_event_id_only_accepts_ascii_shaped_ids(value: str) -> None:
-    sequence = parse_event_id(value)
-    if sequence is not None:
-        assert EVENT_ID_SHAPE.fullmatch(value), value
-        assert sequence >= 1
+    for candidate in (value, value + NUMBER):
+        sequence = parse_event_id(candidate, JOB)
+        if sequence is not None:
+            assert EVENT_ID_SHAPE.fullmatch(candidate), candidate
+            assert sequence >= 1
 
 
 @pytest.mark.parametrize(
-    "value", ["evt-01790481174570-2", "evt-1790481174570-02", "evt-00-1", "evt-0001-0001"]
+    "value",
+    [
+        f"evt-01790481174570-2{NUMBER}",
+        f"evt-1790481174570-02{NUMBER}",
+        f"evt-00-1{NUMBER}",
+        f"evt-0001-0001{NUMBER}",
+    ],
 )
 def test_only_canonical_ids_name_an_event(value: str) -> None:
     """Ids we issue have no leading zeros; a padded copy of one names no event (I4)."""
-    assert parse_event_id(value) is None
+    assert parse_event_id(value, JOB) is None
 
 
 @given(st.text(alphabet="evt-0123456789", max_size=24))
-def test_a_parsed_id_is_exactly_the_id_of_its_position(value: str) -> None:
-    position = parse_event_position(value)
-    if position is not None:
-        assert event_id(*position) == value
+def test_a_parsed_id_is_exactly_the_id_of_its_position(prefix: str) -> None:
+    for value in (prefix, prefix + NUMBER):
+        position = parse_event_position(value, JOB)
+        if position is not None:
+            assert event_id(JOB, *position) == value

@@ -83,12 +83,13 @@ class CallbackRecord:
     event_id: str
     callback_url: str
     idempotency_key: str
-    event: str
+    kind: str
     state: str
     attempts: int
     max_attempts: int
-    created_at: int
+    created_at: int  # the event's `at`
     next_attempt_at: int
+    base_url: str | None = None
     lease_until: int | None = None
     last_status: int | None = None
     last_error: str | None = None

@@ -64,6 +64,7 @@ METRICS: Final[dict[str, tuple[str, str | None]]] = {
     "jobs_claimed": (COUNT, None),
     "jobs_succeeded": (COUNT, None),
     "jobs_failed": (COUNT, None),
+    "results_cut": (COUNT, None),
     "verdicts": (COUNT, "reason"),
     "sweep_duration_ms": (MILLISECONDS, None),
     "aws_retries": (COUNT, "code"),

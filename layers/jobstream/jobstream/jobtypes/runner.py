@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from jobstream.config.targets import TargetsFile
 from jobstream.domain import JobRecord
-from jobstream.jobtypes.candidate_search.executor import Outcome, run
+from jobstream.jobtypes.candidate_search.executor import Outcome, fit_result, run
 from jobstream.jobtypes.candidate_search.plan import build_plan
 from jobstream.jobtypes.candidate_search.sources.base import Source
 from jobstream.jobtypes.context import ExecutionContext
 
-__all__ = ["Outcome", "run_job"]
+__all__ = ["Outcome", "fit_job_result", "run_job"]
 
 
 def _source(kind: str, scan_delay_ms: int) -> Source:
@@ -40,3 +43,11 @@ def run_job(targets_file: TargetsFile, record: JobRecord, context: ExecutionCont
     target = targets[0]
     plan = build_plan(record.params, target)
     return run(plan, _source(target.source, target.scan_delay_ms), context)
+
+
+def fit_job_result(
+    result: dict[str, Any], fits: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any] | None:
+    """The job type's rule for a result larger than the job item can hold: the result cut to
+    what `fits`, or None when nothing useful fits (the job then fails)."""
+    return fit_result(result, fits)

@@ -16,6 +16,7 @@ from jobstream.protocol.errors import (
     parse_reason,
 )
 from jobstream.protocol.events import TERMINAL_KINDS, EventType, event_id, protocol_type
+from jobstream.protocol.pages import fill_page
 from jobstream.protocol.task import JOB_TYPE_CANDIDATE_SEARCH, PROTOCOL_VERSION
 
 PAGE_SIZE: Final = 200
@@ -117,7 +118,7 @@ def event_document(
         return None
     document: dict[str, Any] = {
         "protocol_version": PROTOCOL_VERSION,
-        "event_id": event_id(event.at, event.sequence),
+        "event_id": event_id(record.job_id, event.at, event.sequence),
         "job_id": record.job_id,
         "type": event_type.value,
         "at": event.at,
@@ -146,15 +147,14 @@ def event_page(
     now: int,
     base_url: str | None = None,
 ) -> dict[str, Any]:
-    """An EventPage; `next_after` only when another page exists. `record` must be at least as
-    new as every event on the page (its terminal events embed it, its counts bound them)."""
-    documents = [
-        document
-        for event in events
-        if (document := event_document(record, event, now, base_url)) is not None
-    ]
+    """An EventPage; `next_after` only when another page exists: more events were read than
+    the page shows (`has_more`), or the page is full by bytes (`pages.fill_page`). `record`
+    must be at least as new as every event on the page (its terminal events embed it, its
+    counts bound them)."""
+    taken, cut = fill_page(events, lambda event: event_document(record, event, now, base_url))
+    documents = [document for _, document in taken]
     page: dict[str, Any] = {"job_id": record.job_id, "events": documents}
-    if has_more and documents:
+    if (has_more or cut) and documents:
         page["next_after"] = documents[-1]["event_id"]
     page["unacked"] = unacked_count(record)
     page["server_time"] = now
@@ -178,6 +178,8 @@ def ack_result(record: JobRecord, now: int) -> dict[str, Any]:
 def job_page(
     records: Sequence[JobRecord], *, next_cursor: str | None, now: int, base_url: str | None = None
 ) -> dict[str, Any]:
+    """A JobPage; `next_cursor` when another page exists. The caller chose `records` to fit
+    (`pages.fill_page`)."""
     page: dict[str, Any] = {"jobs": [job_document(record, now, base_url) for record in records]}
     if next_cursor:
         page["next_cursor"] = next_cursor

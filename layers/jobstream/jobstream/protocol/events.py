@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from enum import StrEnum
 from typing import Final
@@ -92,26 +93,38 @@ def protocol_type(kind: str) -> EventType | None:
         return None
 
 
-# ASCII digits only: \d would also accept other scripts' digits, which int() then reads.
-_EVENT_ID = re.compile(r"^evt-([0-9]{1,20})-([0-9]{1,12})$")
+# `evt-<at>-<sequence><job number>`: the second number is the event's position in its job's
+# stream followed by the job's number, always JOB_NUMBER_DIGITS digits. ASCII digits only: \d
+# would also accept other scripts' digits, which int() then reads.
+JOB_NUMBER_DIGITS: Final = 39
+_EVENT_ID = re.compile(rf"^evt-([0-9]{{1,20}})-([1-9][0-9]{{0,11}})([0-9]{{{JOB_NUMBER_DIGITS}}})$")
 
 
-def event_id(at: int, sequence: int) -> str:
-    """`evt-<at>-<sequence>`: the sequence is the event's position in its job's stream (from 1)."""
-    return f"evt-{at}-{sequence}"
+def job_number(job_id: str) -> int:
+    """A 128-bit number of the job (from a hash of its id): what makes its event ids its own.
+    Two jobs share one with odds of 2**-128, and their ids would then also need the same `at`
+    and sequence to collide."""
+    return int.from_bytes(hashlib.sha256(job_id.encode("utf-8")).digest()[:16], "big")
 
 
-def parse_event_position(value: str) -> tuple[int, int] | None:
-    """The (at, sequence) an event id names, or None when the id is not one of ours (ids we
-    issue are canonical: `evt-0<at>-02` names no event, though its numbers are an event's)."""
+def event_id(job_id: str, at: int, sequence: int) -> str:
+    """`evt-<at>-<sequence><job number>`, the sequence being the event's position in its job's
+    stream (from 1). Unique across jobs, stable, and of the reference's shape `evt-<n>-<n>`."""
+    return f"evt-{at}-{sequence}{job_number(job_id):0{JOB_NUMBER_DIGITS}d}"
+
+
+def parse_event_position(value: str, job_id: str) -> tuple[int, int] | None:
+    """The (at, sequence) an event id names in the job `job_id`, or None when it is not an id
+    we issue for that job: malformed, another job's, or not canonical (`evt-0<at>-...` names no
+    event, though its numbers are an event's)."""
     match = _EVENT_ID.fullmatch(value)
     if match is None:
         return None
     at, sequence = int(match.group(1)), int(match.group(2))
-    return (at, sequence) if sequence >= 1 and event_id(at, sequence) == value else None
+    return (at, sequence) if event_id(job_id, at, sequence) == value else None
 
 
-def parse_event_id(value: str) -> int | None:
-    """The sequence an event id names, or None when the id is not one of ours."""
-    position = parse_event_position(value)
+def parse_event_id(value: str, job_id: str) -> int | None:
+    """The sequence an event id names in the job `job_id`, or None when it is not one of its."""
+    position = parse_event_position(value, job_id)
     return position[1] if position is not None else None

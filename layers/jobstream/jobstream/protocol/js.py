@@ -47,7 +47,38 @@ def is_plain_object(value: Any) -> bool:
 
 
 def js_json(value: Any) -> str:
-    """JSON.stringify of a decoded JSON value, as quoted in reference messages."""
+    """JSON.stringify of a decoded JSON value, as quoted in reference messages. Iterative: a
+    value may nest as deep as the JSON parser allows, deeper than Python may recurse."""
+    parts: list[str] = []
+    # Each entry is a value to write, or a literal (str) to write as it is.
+    pending: list[tuple[bool, Any]] = [(False, value)]
+    while pending:
+        literal, current = pending.pop()
+        if literal:
+            parts.append(current)
+        elif isinstance(current, list):
+            pending.append((True, "]"))
+            for index in range(len(current) - 1, -1, -1):
+                pending.append((False, current[index]))
+                if index:
+                    pending.append((True, ","))
+            pending.append((True, "["))
+        elif isinstance(current, dict):
+            members = list(current.items())
+            pending.append((True, "}"))
+            for index in range(len(members) - 1, -1, -1):
+                name, member = members[index]
+                pending.append((False, member))
+                pending.append((True, json.dumps(str(name), ensure_ascii=False) + ":"))
+                if index:
+                    pending.append((True, ","))
+            pending.append((True, "{"))
+        else:
+            parts.append(_js_scalar(current))
+    return "".join(parts)
+
+
+def _js_scalar(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -56,13 +87,6 @@ def js_json(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         return js_number(value) if math.isfinite(value) else "null"
-    if isinstance(value, list):
-        return "[" + ",".join(js_json(item) for item in value) + "]"
-    if isinstance(value, dict):
-        members = (
-            f"{json.dumps(str(k), ensure_ascii=False)}:{js_json(v)}" for k, v in value.items()
-        )
-        return "{" + ",".join(members) + "}"
     return json.dumps(value, ensure_ascii=False)
 
 

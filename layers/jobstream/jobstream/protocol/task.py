@@ -29,6 +29,8 @@ MAX_EXCLUDES: Final = 100
 MAX_EXCLUDE_ID_LENGTH: Final = 100
 MAX_SCAN_LIMIT: Final = 100
 MAX_TARGET_ID: Final = 200
+# Number.MAX_SAFE_INTEGER: the largest integer every JSON consumer holds exactly.
+MAX_SAFE_INTEGER: Final = 2**53 - 1
 EXCLUDE_KINDS: Final = ("work", "candidate", "tag")
 
 
@@ -227,6 +229,13 @@ def _parse_constraints(constraints: Any) -> dict[str, Any] | None:
             continue
         if not is_js_integer(value) or value < 1:
             raise invalid_params(f"params.constraints.{name} must be an integer of at least 1")
+        if name == "limit" and value > MAX_SAFE_INTEGER:
+            # It is stored, and DynamoDB cannot hold every integer a JSON number can write
+            # (1e300 has 301 digits); no consumer's JavaScript can hold one this large exactly.
+            raise invalid_params(
+                f"params.constraints.limit must be at most {MAX_SAFE_INTEGER}",
+                detail={"field": "params.constraints.limit", "max": MAX_SAFE_INTEGER},
+            )
         normalized[name] = min(int(value), MAX_SCAN_LIMIT) if name == "scan_limit" else int(value)
     work_types = constraints.get("work_types")
     if work_types is not None:

@@ -17,6 +17,7 @@ from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.identity import derive_job_id
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import after_append, callback_intent, next_event, reconcile
+from jobstream.store import budgets
 from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import record_to_item
 
@@ -36,8 +37,9 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
     if existing is None:
         record = _new_record(rt, tenant, job_id, request, target)
         accepted = next_event(record, EventKind.REQUESTED, record.created_at)
-        intent = callback_intent(record, accepted, record.created_at, base_url)
+        intent = callback_intent(record, accepted, base_url)
         admitted = after_append(record, accepted)
+        _check_storable(admitted)
         if rt.store.create_job(admitted, accepted, intent):
             observability.count("events_recorded", dimension=accepted.kind)
             observability.count("admitted")
@@ -84,6 +86,28 @@ def _check_callback_url(rt: Runtime, url: str) -> None:
                 "refusal": refusal.reason,
             },
         ) from None
+
+
+def _check_storable(record: JobRecord) -> None:
+    """A job DynamoDB could not store, or that leaves no room for its result within the item
+    limit, is a 400 and nothing is written (`store/budgets.py`)."""
+    size = budgets.admitted_job_size(record)
+    if size > budgets.ADMITTED_JOB_BYTES:
+        raise invalid_params(
+            f"the Task is too large to store: its job would take {size} bytes "
+            f"(labels, params, ids and callback_url), at most {budgets.ADMITTED_JOB_BYTES}",
+            detail={
+                "reason": "task_too_large",
+                "size_bytes": size,
+                "limit_bytes": budgets.ADMITTED_JOB_BYTES,
+            },
+        )
+    refusal = budgets.unstorable_number(record)
+    if refusal is not None:
+        raise invalid_params(
+            f"the Task holds a number that cannot be stored: {refusal}",
+            detail={"reason": "unstorable_number"},
+        )
 
 
 def _new_record(

@@ -14,6 +14,7 @@ from jobstream.delivery.ssrf import check_callback_url
 from jobstream.domain import CALLBACK_IN_FLIGHT, CALLBACK_RETRY_WAIT, CallbackRecord
 from jobstream.queue import parse_message_body
 from jobstream.service.runtime import Runtime
+from jobstream.service.stream import callback_body
 from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.callbacks")
@@ -46,17 +47,19 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     if intent is None:
         return _not_claimed(rt, ref, now)
     observability.bind(event_id=intent.event_id)
-    verdict, retry_after_ms = _attempt(rt, intent)
+    job = rt.store.get_job(ref.job_id)
+    body = callback_body(job, intent, now) if job is not None else None
+    if body is None:
+        # Nothing left to send: the job is gone (past its retention).
+        return _dead(rt, intent, now=now, status=None, error="the job no longer exists")
+    verdict, retry_after_ms = _attempt(rt, intent, body)
     finished_at = rt.clock()
     if verdict.outcome is Outcome.DELIVERED:
         rt.callbacks.mark_delivered(intent, now=finished_at, status=verdict.status)
         observability.count("callbacks_delivered")
         return AttemptResult(Disposition.DONE, outcome="delivered")
     if verdict.outcome is Outcome.DEAD or intent.attempts >= intent.max_attempts:
-        rt.callbacks.mark_dead(intent, now=finished_at, status=verdict.status, error=verdict.error)
-        rt.callback_queue.dead_letter(ref)
-        observability.count("callbacks_dead_lettered")
-        return AttemptResult(Disposition.DONE, outcome="dead")
+        return _dead(rt, intent, now=finished_at, status=verdict.status, error=verdict.error)
     delay = retry_delay_ms(
         intent.attempts,
         base_ms=settings.callback_retry_base_ms,
@@ -68,6 +71,15 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     )
     observability.count("callbacks_retried")
     return AttemptResult(Disposition.RETRY, delay_ms=delay, outcome="retry")
+
+
+def _dead(
+    rt: Runtime, intent: CallbackRecord, *, now: int, status: int | None, error: str
+) -> AttemptResult:
+    rt.callbacks.mark_dead(intent, now=now, status=status, error=error)
+    rt.callback_queue.dead_letter(IntentRef(intent.job_id, intent.sequence))
+    observability.count("callbacks_dead_lettered")
+    return AttemptResult(Disposition.DONE, outcome="dead")
 
 
 class RetryLaterError(Exception):
@@ -104,10 +116,9 @@ def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
     return AttemptResult(Disposition.DONE, outcome="settled")
 
 
-def _attempt(rt: Runtime, intent: CallbackRecord) -> tuple[Verdict, int | None]:
-    """The verdict of one POST, and the wait the receiver asked for (Retry-After), if any."""
+def _attempt(rt: Runtime, intent: CallbackRecord, body: str) -> tuple[Verdict, int | None]:
+    """The verdict of one POST of `body`, and the wait the receiver asked for (Retry-After)."""
     settings = rt.settings
-    body = intent.event
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "jobstream-callbacks/1",

@@ -19,13 +19,14 @@ from typing import Final
 
 from jobstream import observability
 from jobstream.domain import JobRecord
-from jobstream.jobtypes.candidate_search.executor import Outcome
+from jobstream.jobtypes.runner import Outcome, fit_job_result
 from jobstream.protocol.documents import terminal_status_for
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import EventKind
 from jobstream.retries import transient
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import record_transition
+from jobstream.store import budgets
 from jobstream.store.jobs import StaleJobError, StateChange
 
 logger = logging.getLogger("jobstream.execution")
@@ -83,10 +84,30 @@ def known_outcome(record: JobRecord, owner: str) -> Outcome | None:
     return _kept.get(record.job_id, owner)
 
 
+def within_budget(outcome: Outcome) -> Outcome:
+    """The outcome as the job item can hold it (`store/budgets.py`): a result cut by the job
+    type's rule to `RESULT_BYTES`, or a failure when not even that fits; messages clipped."""
+    if outcome.result is None:
+        return Outcome(reason=outcome.reason, message=budgets.clip(outcome.message))
+    result = fit_job_result(outcome.result, budgets.result_fits)
+    if result is outcome.result:
+        return outcome
+    observability.count("results_cut")
+    if result is None:
+        logger.warning("a result too large to keep even cut fails its job")
+        return Outcome(
+            reason=Reason.INTERNAL_ERROR.value,
+            message=f"the result is larger than the {budgets.RESULT_BYTES} bytes a job keeps",
+        )
+    logger.warning("a result larger than its budget was cut")
+    return Outcome(result=result)
+
+
 def complete(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str:
     """State and terminal event in one transaction, only while holding the lease. Returns the
     status, or "lost" when the job was cancelled, expired or taken over first; raises
     CompletionDeferredError when a transient cause outlasted the retries (the outcome is kept)."""
+    outcome = within_budget(outcome)
     try:
         status = _record(rt, record, owner, outcome)
     except Exception as error:

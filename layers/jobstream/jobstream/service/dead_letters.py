@@ -61,7 +61,7 @@ def redrive(
     dead = [item for item in list_dead(rt) if job_id is None or item["job_id"] == job_id]
     revived: list[IntentRef] = []
     for done, item in enumerate(dead, start=1):
-        position = parse_event_position(item["event_id"])
+        position = parse_event_position(item["event_id"], item["job_id"])
         if position is not None:
             ref = IntentRef(item["job_id"], position[1])
             # None: no longer dead (delivered or revived meanwhile); not ours to count.

@@ -23,6 +23,7 @@ from jobstream.retries import transient
 from jobstream.service.completion import CompletionDeferredError, complete, known_outcome
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import record_transition
+from jobstream.store import budgets
 from jobstream.store.jobs import StaleJobError, StateChange
 
 __all__ = ["CompletionDeferredError", "Lease", "claim", "complete", "execute"]
@@ -188,6 +189,9 @@ class Lease:
 
     def _record_progress(self, stage: str, message: str | None, now: int) -> None:
         record = self.record
+        # Kept on the job item, within its growth budget (`store/budgets.py`).
+        stage = budgets.clip(stage, budgets.MAX_STAGE_CHARS) or stage
+        message = budgets.clip(message)
         at = max(now, record.updated_at)
         updated = replace(
             record,

@@ -9,6 +9,7 @@ from jobstream.domain import ACTIVE_STATUSES, JobRecord
 from jobstream.protocol import documents
 from jobstream.protocol.errors import Reason, invalid_params
 from jobstream.protocol.events import EventKind
+from jobstream.protocol.pages import fill_page
 from jobstream.protocol.queries import JobListQuery, Query, parse_list_query
 from jobstream.service.identity import derive_job_id
 from jobstream.service.ownership import load_owned_job
@@ -60,7 +61,7 @@ def list_jobs(rt: Runtime, tenant: str, query: Query, base_url: str | None) -> d
                 "cursor must be a cursor this API returned", detail={"field": "cursor"}
             )
     try:
-        records, next_key = rt.store.list_jobs(
+        listing = rt.store.iter_jobs(
             JobQuery(
                 tenant=tenant,
                 correlation_id=filters.correlation_id,
@@ -73,8 +74,17 @@ def list_jobs(rt: Runtime, tenant: str, query: Query, base_url: str | None) -> d
         raise invalid_params(
             "cursor must be a cursor this API returned", detail={"field": "cursor"}
         ) from None
-    next_cursor = encode_cursor(next_key) if next_key else None
-    return documents.job_page(records, next_cursor=next_cursor, now=now, base_url=base_url)
+    # Bounded by bytes as well as by `limit`: the page ends where the next job would not fit
+    # in a Lambda response, and its cursor resumes after the last job it shows.
+    taken, cut = fill_page(
+        listing,
+        lambda listed: documents.job_document(listed.record, now, base_url),
+        max_count=filters.limit,
+    )
+    next_cursor = encode_cursor(taken[-1][0].resume_key) if cut and taken else None
+    return documents.job_page(
+        [listed.record for listed, _ in taken], next_cursor=next_cursor, now=now, base_url=base_url
+    )
 
 
 def _matches(record: JobRecord, tenant: str, key: str, filters: JobListQuery) -> bool:

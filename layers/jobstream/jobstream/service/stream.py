@@ -7,13 +7,14 @@ from dataclasses import replace
 from typing import Any, Final
 
 from jobstream import observability
-from jobstream.domain import JobRecord, StoredEvent
+from jobstream.domain import CallbackRecord, JobRecord, StoredEvent
 from jobstream.protocol import documents
 from jobstream.protocol.events import (
     TERMINAL_KIND_BY_STATUS,
     EventKind,
     event_id,
     parse_event_position,
+    protocol_type,
 )
 from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
 from jobstream.service.handoff import hand_off
@@ -48,19 +49,28 @@ def next_event(record: JobRecord, kind: EventKind, at: int) -> StoredEvent:
 
 
 def callback_intent(
-    record: JobRecord, event: StoredEvent, now: int, base_url: str | None
+    record: JobRecord, event: StoredEvent, base_url: str | None
 ) -> CallbackIntent | None:
     """The callback to send for `event`, when the job declared a callback URL."""
-    if not record.callback_url:
-        return None
-    document = documents.event_document(record, event, now, base_url)
-    if document is None:
+    if not record.callback_url or protocol_type(event.kind) is None:
         return None
     return CallbackIntent(
         url=record.callback_url,
-        event_id=event_id(event.at, event.sequence),
-        event_json=json.dumps(document, ensure_ascii=False, separators=(",", ":")),
+        event_id=event_id(record.job_id, event.at, event.sequence),
+        base_url=base_url,
     )
+
+
+def callback_body(record: JobRecord, intent: CallbackRecord, now: int) -> str | None:
+    """The event an intent names, as its page shows it, rebuilt from the job read at send time
+    (None for a kind that is never shown). The same document as at recording: an event shows
+    the job's labels and correlation id, which never change, and only a terminal event shows
+    the job, which a terminal event leaves immutable."""
+    event = StoredEvent(record.job_id, intent.sequence, intent.kind, intent.created_at)
+    document = documents.event_document(record, event, now, intent.base_url)
+    if document is None:
+        return None
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
 
 def after_append(record: JobRecord, event: StoredEvent) -> JobRecord:
@@ -87,7 +97,7 @@ def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> Jo
         kind, at = missing[0]
         event = next_event(record, kind, at)
         try:
-            _commit(rt, record, event, shown_as=record, base_url=base_url)
+            _commit(rt, record, event, base_url=base_url)
             observability.count("events_repaired")
             record = after_append(record, event)
         except StaleJobError:
@@ -121,10 +131,10 @@ def events_page(
 def _events_after_id(rt: Runtime, record: JobRecord, after: str) -> tuple[list[StoredEvent], bool]:
     """The page after the event `after` names; from the start when it names no event of this
     job (unknown, malformed or foreign ids replay everything: consumers dedupe)."""
-    position = parse_event_position(after)
+    position = parse_event_position(after, record.job_id)
     if position is not None and position[1] <= record.event_count:
         at, sequence = position
-        # Read the named event too, to check the id is really this job's, in the same query.
+        # Read the named event too, in the same query: the id must name its `at` exactly.
         events, has_more = rt.store.events_after(
             record.job_id, sequence - 1, documents.PAGE_SIZE + 1
         )
@@ -137,13 +147,13 @@ def acknowledge(
     rt: Runtime, tenant: str, job_id: str, body: Any, base_url: str | None
 ) -> dict[str, Any]:
     ack_through = parse_ack_body(body)
-    position = parse_event_position(ack_through)
+    position = parse_event_position(ack_through, job_id)
     owned, event_at = load_owned_job_and_event_at(
         rt, tenant, job_id, position[1] if position is not None else None
     )
     record = reconcile(rt, owned, base_url)
-    # The id must name this job's event exactly (`at` too): a foreign id whose sequence
-    # happens to exist here, or an id of no event, is a no-op.
+    # The id must name this job's event exactly (`at` too): another job's id, or an id of no
+    # event, is a no-op.
     if position is not None and event_at == position[0] and record.ack_sequence < position[1]:
         if rt.store.advance_ack(record.job_id, position[1]):
             record = replace(record, ack_sequence=position[1])
@@ -167,7 +177,7 @@ def record_transition(
     Raises StaleJobError when the job moved on; the caller re-reads and decides again.
     """
     event = next_event(updated, kind, updated.updated_at)
-    _commit(rt, record, event, shown_as=updated, change=change, base_url=base_url)
+    _commit(rt, record, event, change=change, base_url=base_url)
     return after_append(updated, event)
 
 
@@ -176,15 +186,12 @@ def _commit(
     record: JobRecord,
     event: StoredEvent,
     *,
-    shown_as: JobRecord,
     change: StateChange | None = None,
     base_url: str | None,
 ) -> None:
     """Append `event` (with its callback intent, if any) atomically, then hand the intent off.
-
-    `shown_as` is the job as the event's callback shows it (after any state change).
-    """
-    intent = callback_intent(shown_as, event, rt.clock(), base_url)
+    The intent names the event; its body is built from the job when it is sent."""
+    intent = callback_intent(record, event, base_url)
     rt.store.append_event(record, event, change=change, intent=intent)
     observability.count("events_recorded", dimension=event.kind)
     if intent is not None:

@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
@@ -47,11 +47,14 @@ class StaleJobError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class CallbackIntent:
-    """A callback to send for one event; recorded in the event's own transaction."""
+    """A callback to send for one event; recorded in the event's own transaction. It names the
+    event and holds no copy of it: the body is rebuilt from the job when it is sent, so an
+    intent stays small whatever the job's labels and result weigh (`store/budgets.py`)."""
 
     url: str
     event_id: str
-    event_json: str
+    # The origin of the request that recorded the event: the body's `events_url` is built on it.
+    base_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,14 @@ class StateChange:
     require_status: frozenset[str] | None = None
     require_lease_owner: str | None = None
     require_lease_expired_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedJob:
+    """A job of a listing, and the start key that resumes the listing just after it."""
+
+    record: JobRecord
+    resume_key: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,13 +162,16 @@ class JobStore:
         events = [_item_to_event(job_id, item) for item in items]
         return events[:limit], len(events) > limit
 
-    def list_jobs(self, query: JobQuery) -> tuple[list[JobRecord], dict[str, Any] | None]:
-        """One page of a tenant's jobs, newest first; the second value is where the next starts."""
+    def iter_jobs(self, query: JobQuery) -> Iterator[ListedJob]:
+        """A tenant's jobs, newest first, each with the start key that resumes the listing just
+        after it. Read lazily, one DynamoDB page at a time of at most `query.limit` + 1 items
+        (one beyond a full page tells whether another follows): a caller that stops early, as a
+        page bounded by bytes does, has read little more than it used."""
         if query.correlation_id:
-            index, pk_name = keys.CORRELATION_INDEX, "gsi2pk"
+            index, pk_name, sort_name = keys.CORRELATION_INDEX, "gsi2pk", "gsi2sk"
             partition = keys.correlation_pk(query.tenant, query.correlation_id)
         else:
-            index, pk_name = keys.TENANT_INDEX, "gsi1pk"
+            index, pk_name, sort_name = keys.TENANT_INDEX, "gsi1pk", "gsi1sk"
             partition = keys.tenant_pk(query.tenant)
         request: dict[str, Any] = {
             "TableName": self.table_name,
@@ -166,7 +180,7 @@ class JobStore:
             "ExpressionAttributeNames": {"#p": pk_name},
             "ExpressionAttributeValues": {":p": to_attribute(partition)},
             "ScanIndexForward": False,
-            "Limit": query.limit,
+            "Limit": query.limit + 1,
             "ReturnConsumedCapacity": "TOTAL",
         }
         if query.status:
@@ -174,26 +188,26 @@ class JobStore:
             request["ExpressionAttributeNames"]["#status"] = "status"
             request["ExpressionAttributeValues"][":status"] = to_attribute(query.status)
         if query.start_key:
-            sort_name = "gsi2sk" if query.correlation_id else "gsi1sk"
             if set(query.start_key) != {keys.PK, keys.SK, sort_name}:
                 raise InvalidCursorError("cursor does not belong to this listing")
             request["ExclusiveStartKey"] = to_item({**query.start_key, pk_name: partition})
-        records: list[JobRecord] = []
+        return self._listed(request, (keys.PK, keys.SK, sort_name), query.limit + 1)
+
+    def _listed(
+        self, request: dict[str, Any], key_names: tuple[str, ...], wanted: int
+    ) -> Iterator[ListedJob]:
         while True:
             response = self.client.query(**request)
-            records.extend(item_to_record(item) for item in response.get("Items", []))
+            for item in response.get("Items", []):
+                wanted -= 1
+                resume_key = {name: from_attribute(item[name]) for name in key_names}
+                yield ListedJob(item_to_record(item), resume_key)
             last_key = response.get("LastEvaluatedKey")
-            # A filtered page may come back short; keep reading until it is full or exhausted.
-            if not last_key or len(records) >= query.limit:
-                break
+            if not last_key:
+                return
+            # A filtered page may come back short; the next one asks for what is still wanted.
             request["ExclusiveStartKey"] = last_key
-            request["Limit"] = query.limit - len(records)
-        cursor = (
-            {name: from_attribute(value) for name, value in last_key.items()} if last_key else None
-        )
-        if cursor is not None:
-            cursor.pop(pk_name, None)
-        return records, cursor
+            request["Limit"] = max(1, wanted)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -467,16 +481,18 @@ class JobStore:
                         "event_id": intent.event_id,
                         "callback_url": intent.url,
                         "idempotency_key": f"job-event:{record.job_id}:{intent.event_id}",
-                        "event": intent.event_json,
+                        "kind": event.kind,
                         "state": CALLBACK_PENDING,
                         "attempts": 0,
                         "max_attempts": MAX_CALLBACK_ATTEMPTS,
+                        # The event's own `at`: with `kind` and `sequence`, the event itself.
                         "created_at": event.at,
                         "next_attempt_at": event.at,
                         # Sparse index entry while open: if no delivery picks the intent up
                         # within the grace period (the hand-off was lost), the sweep sends it.
                         "sweep_pk": keys.CALLBACK_HANDOFF,
                         "sweep_sk": keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id),
+                        **({"base_url": intent.base_url} if intent.base_url else {}),
                     }
                 ),
                 # One intent per event, ever.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -73,6 +74,38 @@ def run(plan: SearchPlan, source: Source, context: ExecutionContext) -> Outcome:
     context.progress("ranking")
     # Source order (newest first) is the ranking; choosing among candidates is the consumer's job.
     return Outcome(result={"candidates": candidates, "scanned": scanned, "filtered": filtered})
+
+
+def fit_result(
+    result: dict[str, Any], fits: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any] | None:
+    """The result cut to what `fits` (the job item's result budget): its best candidates (source
+    order is the ranking) while they fit, each one left out listed in `filtered` with reason
+    `other`. None when not even the best candidate fits alone: the job fails instead."""
+    if fits(result):
+        return result
+    candidates: list[dict[str, Any]] = list(result.get("candidates") or [])
+    filtered: list[dict[str, Any]] = list(result.get("filtered") or [])
+
+    def keeping(count: int) -> dict[str, Any]:
+        left_out = [
+            {"work_id": str(candidate.get("work_id", "")), "reason": "other"}
+            for candidate in candidates[count:]
+        ]
+        return {**result, "candidates": candidates[:count], "filtered": filtered + left_out}
+
+    if not candidates or not fits(keeping(1)):
+        return None
+    # Keeping one more candidate only grows the result (a candidate holds its work_id and more
+    # than the `filtered` entry it replaces), so the largest count that fits is found by halving.
+    fitting, too_many = 1, len(candidates)
+    while too_many - fitting > 1:
+        middle = (fitting + too_many) // 2
+        if fits(keeping(middle)):
+            fitting = middle
+        else:
+            too_many = middle
+    return keeping(fitting)
 
 
 def _filter_reason(plan: SearchPlan, work: Work, seen: set[str]) -> FilterReason | None:

@@ -1,0 +1,64 @@
+"""Size budgets: why no item this system writes can exceed DynamoDB's 400 KB item limit.
+
+Event items and callback intents hold fixed fields and references only (a callback's body is
+rebuilt from the job when it is sent), so the job item is the one item that grows with what
+consumers and sources send. Its 400 KiB (`item_size.MAX_ITEM_BYTES`) are split three ways:
+
+- `ADMITTED_JOB_BYTES` (256 KiB): the job as admission writes it (ids, labels, params and their
+  canonical text, callback URL, keys). A Task whose job would be larger is refused at admission
+  (400 `invalid_params`, `detail.reason = "task_too_large"`) and nothing is written.
+- `RESULT_BYTES` (128 KiB): the `result` attribute a success adds. A larger result is cut by
+  the job type's rule before it is written (candidate_search keeps its best candidates).
+- `GROWTH_BYTES` (16 KiB): every other attribute written after admission: status, lease,
+  timestamps, counters, the recorded kinds, and the progress and reason messages, which are
+  clipped to `MAX_MESSAGE_CHARS` (at most 4 bytes a character).
+
+`tests/unit/test_budgets.py` builds the fattest job the rules allow and checks it fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from jobstream.domain import JobRecord
+from jobstream.store.codec import to_attribute
+from jobstream.store.item_size import (
+    MAX_ITEM_BYTES,
+    attribute_size,
+    first_number_refusal,
+    item_size,
+)
+from jobstream.store.jobs import record_to_item
+
+RESULT_BYTES: Final = 128 * 1024
+GROWTH_BYTES: Final = 16 * 1024
+ADMITTED_JOB_BYTES: Final = MAX_ITEM_BYTES - RESULT_BYTES - GROWTH_BYTES
+MAX_MESSAGE_CHARS: Final = 1000
+MAX_STAGE_CHARS: Final = 100
+
+
+def admitted_job_size(record: JobRecord) -> int:
+    """The bytes the job item takes as admission writes it."""
+    return item_size(record_to_item(record))
+
+
+def unstorable_number(record: JobRecord) -> str | None:
+    """Why DynamoDB would refuse a number of the job item, or None when it stores them all."""
+    return first_number_refusal(record_to_item(record))
+
+
+def result_size(result: Mapping[str, Any]) -> int:
+    """The bytes the `result` attribute adds to its job item."""
+    return attribute_size("result", to_attribute(result))
+
+
+def result_fits(result: Mapping[str, Any]) -> bool:
+    return result_size(result) <= RESULT_BYTES
+
+
+def clip(text: str | None, limit: int = MAX_MESSAGE_CHARS) -> str | None:
+    """A message as the job item keeps it: at most `limit` characters."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"

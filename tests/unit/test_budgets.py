@@ -1,0 +1,69 @@
+"""The size budgets (store/budgets.py): the largest job the rules allow fits in one item."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from jobstream.store import keys
+from jobstream.store.budgets import (
+    ADMITTED_JOB_BYTES,
+    GROWTH_BYTES,
+    MAX_MESSAGE_CHARS,
+    RESULT_BYTES,
+    admitted_job_size,
+    clip,
+    result_fits,
+    result_size,
+    unstorable_number,
+)
+from jobstream.store.codec import to_attribute
+from jobstream.store.item_size import MAX_ITEM_BYTES, item_size
+from jobstream.store.jobs import record_to_item
+from tests.support.fat import admitted_at_budget, fattest, result_of
+
+
+def test_the_budgets_split_one_item() -> None:
+    assert ADMITTED_JOB_BYTES + RESULT_BYTES + GROWTH_BYTES == MAX_ITEM_BYTES == 409_600
+    assert ADMITTED_JOB_BYTES == 256 * 1024
+
+
+@pytest.mark.parametrize("filler", ["x", "é", '"', "\x01", "\U0001f600"])
+def test_the_fattest_job_the_budgets_allow_fits_in_one_item(filler: str) -> None:
+    """Admitted at its budget, then every later attribute at its largest, a result at its
+    budget, and the attributes other streams add (sweep keys, retention): still one item."""
+    admitted = admitted_at_budget(filler)
+    assert admitted_job_size(admitted) == ADMITTED_JOB_BYTES
+    item = record_to_item(fattest(admitted, result=result_of(RESULT_BYTES, filler)))
+    item.setdefault("sweep_pk", to_attribute(keys.ACTIVE_JOBS))
+    item.setdefault("sweep_sk", to_attribute(keys.sweep_sk(10**13 - 1, "j" * 40)))
+    item[keys.TTL_ATTRIBUTE] = to_attribute(10**10)
+    grown = item_size(item) - ADMITTED_JOB_BYTES - result_size(result_of())
+    assert 0 < grown <= GROWTH_BYTES, grown
+    assert item_size(item) <= MAX_ITEM_BYTES
+
+
+def test_a_result_fits_up_to_its_budget() -> None:
+    assert result_size(result_of(RESULT_BYTES)) == RESULT_BYTES
+    assert result_fits(result_of(RESULT_BYTES))
+    assert not result_fits(result_of(RESULT_BYTES + 1))
+
+
+def test_messages_are_clipped() -> None:
+    assert clip(None) is None
+    assert clip("short") == "short"
+    assert clip("m" * MAX_MESSAGE_CHARS) == "m" * MAX_MESSAGE_CHARS
+    clipped = clip("m" * (MAX_MESSAGE_CHARS + 1))
+    assert clipped is not None
+    assert len(clipped) == MAX_MESSAGE_CHARS
+    assert clipped.endswith("…")
+
+
+def test_a_number_dynamodb_cannot_store_is_found_anywhere_in_the_job() -> None:
+    job = admitted_at_budget(bytes_=ADMITTED_JOB_BYTES - 1_000)
+    assert unstorable_number(job) is None
+    huge = replace(job, params={"constraints": {"limit": int(1e300)}})
+    assert unstorable_number(huge) == "more than 38 significant digits"
+    assert unstorable_number(replace(job, params={"x": [{"y": 10**130}]})) is not None
+    assert unstorable_number(replace(job, params={"x": 10**125})) is None
