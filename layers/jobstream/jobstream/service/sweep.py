@@ -10,7 +10,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Final
 
 from jobstream import observability
 from jobstream.domain import CALLBACK_OPEN_STATES, JobRecord
@@ -21,7 +20,6 @@ from jobstream.service.stream import reconcile
 from jobstream.store import keys
 
 logger = logging.getLogger("jobstream.sweep")
-PAGE: Final = 50
 
 
 @dataclass
@@ -60,39 +58,31 @@ def sweep(
 
 def _resend_due_callbacks(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
     """True when every due callback was handled; False when the budget ran out first."""
-    start_key = None
-    while True:
-        now = rt.clock()
-        refs, start_key = rt.callbacks.due(now=now, limit=PAGE, start_key=start_key)
-        for ref in refs:
-            if not in_time():
-                return False
-            intent = rt.callbacks.get(ref)
-            if intent is None or intent.state not in CALLBACK_OPEN_STATES:
-                continue
-            hand_off(rt, [ref])
-            # Look again only after a delivery had a fair chance to take it.
-            rt.callbacks.postpone(ref, due=now + keys.HANDOFF_GRACE_MS)
-            report.callbacks_resent += 1
-        if start_key is None:
-            return True
+    now = rt.clock()
+    for ref in rt.callbacks.due(now=now):
+        if not in_time():
+            return False
+        intent = rt.callbacks.get(ref)
+        if intent is None or intent.state not in CALLBACK_OPEN_STATES:
+            continue
+        hand_off(rt, [ref])
+        # Look again only after a delivery had a fair chance to take it.
+        rt.callbacks.postpone(ref, due=now + keys.HANDOFF_GRACE_MS)
+        report.callbacks_resent += 1
+    return True
 
 
 def _reconcile_open_jobs(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
-    start_key = None
-    while True:
-        job_ids, start_key = rt.store.active_jobs(limit=PAGE, start_key=start_key)
-        for job_id in job_ids:
-            if not in_time():
-                return False
-            try:
-                _check_job(rt, job_id, report)
-            except Exception:
-                # One job's failure must not starve the rest; it is retried next sweep.
-                logger.exception("sweep could not reconcile a job", extra={"job_id": job_id})
-                report.errors += 1
-        if start_key is None:
-            return True
+    for job_id in rt.store.active_jobs():
+        if not in_time():
+            return False
+        try:
+            _check_job(rt, job_id, report)
+        except Exception:
+            # One job's failure must not starve the rest; it is retried next sweep.
+            logger.exception("sweep could not reconcile a job", extra={"job_id": job_id})
+            report.errors += 1
+    return True
 
 
 def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:

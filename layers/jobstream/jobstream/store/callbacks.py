@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
@@ -19,7 +19,7 @@ from jobstream.domain import (
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
 from jobstream.store.codec import from_item, to_item
-from jobstream.store.sweep_index import sweep_page
+from jobstream.store.sweep_index import sweep_entries
 
 _RECORD_FIELDS: Final = tuple(field.name for field in fields(CallbackRecord))
 MAX_ERROR_CHARS: Final = 1000
@@ -175,7 +175,7 @@ class CallbackStore:
                 ":now": now,
                 ":status": status,
                 ":error": error[:MAX_ERROR_CHARS],
-                ":dead_pk": keys.CALLBACK_DEAD,
+                ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
                 ":dead_sk": keys.sweep_sk(now, ref.item_id),
             },
         )
@@ -186,8 +186,8 @@ class CallbackStore:
             self._update(
                 ref,
                 "SET sweep_sk = :due",
-                # A finished intent has left the index; do not put it back.
-                "attribute_exists(sweep_pk) AND sweep_pk = :handoff",
+                # A finished intent has left the hand-off shards; do not put it back.
+                "begins_with(sweep_pk, :handoff)",
                 {":due": keys.sweep_sk(due, ref.item_id), ":handoff": keys.CALLBACK_HANDOFF},
             )
             is not None
@@ -205,7 +205,7 @@ class CallbackStore:
                 ":pending": CALLBACK_PENDING,
                 ":zero": 0,
                 ":now": now,
-                ":handoff": keys.CALLBACK_HANDOFF,
+                ":handoff": keys.job_sweep_pk(keys.CALLBACK_HANDOFF, ref.job_id),
                 ":due": keys.sweep_sk(now + keys.HANDOFF_GRACE_MS, ref.item_id),
                 ":dead": CALLBACK_DEAD,
             },
@@ -214,26 +214,16 @@ class CallbackStore:
 
     # -- the sweep index ---------------------------------------------------------------------
 
-    def due(
-        self, *, now: int, limit: int, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[IntentRef], dict[str, Any] | None]:
-        """Open intents the sweep should (re)send now, oldest due first."""
-        sort_keys, last = sweep_page(
-            self.client,
-            self.table_name,
-            keys.CALLBACK_HANDOFF,
-            before=keys.sweep_due_bound(now),
-            limit=limit,
-            start_key=start_key,
-        )
-        return [_ref_from_sweep_key(key) for key in sort_keys], last
+    def due(self, *, now: int) -> Iterator[IntentRef]:
+        """Open intents the sweep should (re)send now, oldest due first (read lazily)."""
+        for sort_key in sweep_entries(
+            self.client, self.table_name, keys.CALLBACK_HANDOFF, before=keys.sweep_due_bound(now)
+        ):
+            yield _ref_from_sweep_key(sort_key)
 
-    def dead(
-        self, *, limit: int, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[CallbackRecord], dict[str, Any] | None]:
-        """Dead-lettered intents, oldest first, with their last error."""
-        sort_keys, last = sweep_page(
-            self.client, self.table_name, keys.CALLBACK_DEAD, limit=limit, start_key=start_key
-        )
-        records = [self.get(_ref_from_sweep_key(key)) for key in sort_keys]
-        return [record for record in records if record is not None], last
+    def dead(self) -> Iterator[CallbackRecord]:
+        """Dead-lettered intents, oldest first, with their last error (read lazily)."""
+        for sort_key in sweep_entries(self.client, self.table_name, keys.CALLBACK_DEAD):
+            record = self.get(_ref_from_sweep_key(sort_key))
+            if record is not None:
+                yield record

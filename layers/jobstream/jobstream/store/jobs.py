@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
@@ -18,7 +19,8 @@ from jobstream.protocol.events import ONCE_PER_JOB_KINDS, TERMINAL_KINDS
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
 from jobstream.store.codec import from_attribute, from_item, to_attribute, to_item
-from jobstream.store.sweep_index import sweep_page
+from jobstream.store.shards import MergedQuery
+from jobstream.store.sweep_index import sweep_entries
 
 MAX_CALLBACK_ATTEMPTS: Final = 8
 _RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
@@ -72,7 +74,7 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
     values: dict[str, Any] = {
         keys.PK: keys.job_pk(record.job_id),
         keys.SK: keys.JOB_SK,
-        "gsi1pk": keys.tenant_pk(record.tenant),
+        "gsi1pk": keys.job_tenant_pk(record.tenant, record.job_id),
         "gsi1sk": keys.created_sk(record.created_at, record.job_id),
     }
     if record.correlation_id:
@@ -80,7 +82,7 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
         values["gsi2sk"] = values["gsi1sk"]
     if not record.recorded_kinds & TERMINAL_KINDS:
         # The sweep visits the job until its terminal event is recorded.
-        values["sweep_pk"] = keys.ACTIVE_JOBS
+        values["sweep_pk"] = keys.job_sweep_pk(keys.ACTIVE_JOBS, record.job_id)
         values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
     for name in _RECORD_FIELDS:
         value = getattr(record, name)
@@ -145,48 +147,59 @@ class JobStore:
         return events[:limit], len(events) > limit
 
     def list_jobs(self, query: JobQuery) -> tuple[list[JobRecord], dict[str, Any] | None]:
-        """One page of a tenant's jobs, newest first; the second value is where the next starts."""
+        """One page of a tenant's jobs, newest first; the second value is where the next starts.
+
+        A tenant's jobs are spread over TENANT_SHARDS partitions: one query per shard, merged
+        newest first. The position is the sort key of the last job returned, which orders jobs
+        across every shard, so a page starts below it in each (docs/capacity.md).
+        """
         if query.correlation_id:
-            index, pk_name = keys.CORRELATION_INDEX, "gsi2pk"
-            partition = keys.correlation_pk(query.tenant, query.correlation_id)
+            index, pk_name, sort_name = keys.CORRELATION_INDEX, "gsi2pk", "gsi2sk"
+            partitions = [keys.correlation_pk(query.tenant, query.correlation_id)]
         else:
-            index, pk_name = keys.TENANT_INDEX, "gsi1pk"
-            partition = keys.tenant_pk(query.tenant)
-        request: dict[str, Any] = {
+            index, pk_name, sort_name = keys.TENANT_INDEX, "gsi1pk", "gsi1sk"
+            partitions = keys.tenant_partitions(query.tenant)
+        condition = "#p = :p"
+        names = {"#p": pk_name}
+        values: dict[str, Any] = {}
+        if query.start_key:
+            if set(query.start_key) != {keys.PK, keys.SK, sort_name}:
+                raise InvalidCursorError("cursor does not belong to this listing")
+            condition += " AND #s < :after"
+            names["#s"] = sort_name
+            values[":after"] = to_attribute(query.start_key[sort_name])
+        base: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": index,
-            "KeyConditionExpression": "#p = :p",
-            "ExpressionAttributeNames": {"#p": pk_name},
-            "ExpressionAttributeValues": {":p": to_attribute(partition)},
+            "KeyConditionExpression": condition,
             "ScanIndexForward": False,
-            "Limit": query.limit,
+            # Each shard holds about 1/n of the page: read that much (and one more) at a time.
+            "Limit": min(query.limit, -(-query.limit // len(partitions)) + 1),
             "ReturnConsumedCapacity": "TOTAL",
         }
         if query.status:
-            request["FilterExpression"] = "#status = :status"
-            request["ExpressionAttributeNames"]["#status"] = "status"
-            request["ExpressionAttributeValues"][":status"] = to_attribute(query.status)
-        if query.start_key:
-            sort_name = "gsi2sk" if query.correlation_id else "gsi1sk"
-            if set(query.start_key) != {keys.PK, keys.SK, sort_name}:
-                raise InvalidCursorError("cursor does not belong to this listing")
-            request["ExclusiveStartKey"] = to_item({**query.start_key, pk_name: partition})
-        records: list[JobRecord] = []
-        while True:
-            response = self.client.query(**request)
-            records.extend(item_to_record(item) for item in response.get("Items", []))
-            last_key = response.get("LastEvaluatedKey")
-            # A filtered page may come back short; keep reading until it is full or exhausted.
-            if not last_key or len(records) >= query.limit:
-                break
-            request["ExclusiveStartKey"] = last_key
-            request["Limit"] = query.limit - len(records)
-        cursor = (
-            {name: from_attribute(value) for name, value in last_key.items()} if last_key else None
+            base["FilterExpression"] = "#status = :status"
+            names["#status"] = "status"
+            values[":status"] = to_attribute(query.status)
+        merged = MergedQuery(
+            self.client,
+            [
+                {
+                    **base,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": {**values, ":p": to_attribute(partition)},
+                }
+                for partition in partitions
+            ],
+            sort_key=sort_name,
+            descending=True,
         )
-        if cursor is not None:
-            cursor.pop(pk_name, None)
-        return records, cursor
+        items = list(itertools.islice(merged, query.limit))
+        records = [item_to_record(item) for item in items]
+        if not items or len(items) < query.limit or merged.exhausted:
+            return records, None
+        last = from_item(items[-1])
+        return records, {name: last[name] for name in (keys.PK, keys.SK, sort_name)}
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -448,7 +461,7 @@ class JobStore:
                         "next_attempt_at": event.at,
                         # Sparse index entry while open: if no delivery picks the intent up
                         # within the grace period (the hand-off was lost), the sweep sends it.
-                        "sweep_pk": keys.CALLBACK_HANDOFF,
+                        "sweep_pk": keys.job_sweep_pk(keys.CALLBACK_HANDOFF, record.job_id),
                         "sweep_sk": keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id),
                     }
                 ),
@@ -458,14 +471,10 @@ class JobStore:
             }
         }
 
-    def active_jobs(
-        self, *, limit: int, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[str], dict[str, Any] | None]:
-        """Jobs whose stream has no terminal event yet, oldest first."""
-        sort_keys, last = sweep_page(
-            self.client, self.table_name, keys.ACTIVE_JOBS, limit=limit, start_key=start_key
-        )
-        return [key.split("#", 1)[1] for key in sort_keys], last
+    def active_jobs(self) -> Iterator[str]:
+        """Jobs whose stream has no terminal event yet, oldest first (read lazily)."""
+        for sort_key in sweep_entries(self.client, self.table_name, keys.ACTIVE_JOBS):
+            yield sort_key.split("#", 1)[1]
 
     def callback_intents(self, job_id: str) -> list[dict[str, Any]]:
         """Every callback intent recorded for a job, in event order."""
