@@ -56,6 +56,9 @@ class Settings(BaseModel):
     callback_allow_private: bool = False
     # How long one scheduled sweep may work before it stops and leaves the rest to the next.
     sweep_budget_ms: Annotated[int, Field(ge=100)] = 20_000
+    # How long a finished job and all its items are kept (DynamoDB TTL), and so how long its
+    # idempotency key keeps naming it.
+    retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
 
     @field_validator("callback_signing_secret")
     @classmethod
@@ -91,6 +94,7 @@ ENVIRONMENT: Final[dict[str, str]] = {
     "callback_allow_http": "JOBSTREAM_CALLBACK_ALLOW_HTTP",
     "callback_allow_private": "JOBSTREAM_CALLBACK_ALLOW_PRIVATE",
     "sweep_budget_ms": "JOBSTREAM_SWEEP_BUDGET_MS",
+    "retention_days": "JOBSTREAM_RETENTION_DAYS",
 }
 
 

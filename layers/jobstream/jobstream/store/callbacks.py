@@ -9,6 +9,7 @@ from typing import Any, Final
 from botocore.exceptions import ClientError
 
 from jobstream.domain import (
+    CALLBACK_CLOSED_STATES,
     CALLBACK_DEAD,
     CALLBACK_DELIVERED,
     CALLBACK_IN_FLIGHT,
@@ -133,11 +134,13 @@ class CallbackStore:
     def mark_delivered(
         self, intent: CallbackRecord, *, now: int, status: int | None
     ) -> CallbackRecord | None:
-        return self._finish(
-            intent,
-            "SET #state = :delivered, delivered_at = :now, last_status = :status, "
-            "last_error = :empty REMOVE lease_until, sweep_pk, sweep_sk",
-            {":delivered": CALLBACK_DELIVERED, ":now": now, ":status": status, ":empty": ""},
+        return self._closed(
+            self._finish(
+                intent,
+                "SET #state = :delivered, delivered_at = :now, last_status = :status, "
+                "last_error = :empty REMOVE lease_until, sweep_pk, sweep_sk",
+                {":delivered": CALLBACK_DELIVERED, ":now": now, ":status": status, ":empty": ""},
+            )
         )
 
     def mark_retry(
@@ -166,19 +169,32 @@ class CallbackStore:
         self, intent: CallbackRecord, *, now: int, status: int | None, error: str
     ) -> CallbackRecord | None:
         ref = IntentRef(intent.job_id, intent.sequence)
-        return self._finish(
-            intent,
-            "SET #state = :dead, dead_at = :now, last_status = :status, last_error = :error, "
-            "sweep_pk = :dead_pk, sweep_sk = :dead_sk REMOVE lease_until",
-            {
-                ":dead": CALLBACK_DEAD,
-                ":now": now,
-                ":status": status,
-                ":error": error[:MAX_ERROR_CHARS],
-                ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
-                ":dead_sk": keys.sweep_sk(now, ref.item_id),
-            },
+        return self._closed(
+            self._finish(
+                intent,
+                "SET #state = :dead, dead_at = :now, last_status = :status, last_error = :error, "
+                "sweep_pk = :dead_pk, sweep_sk = :dead_sk REMOVE lease_until",
+                {
+                    ":dead": CALLBACK_DEAD,
+                    ":now": now,
+                    ":status": status,
+                    ":error": error[:MAX_ERROR_CHARS],
+                    ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
+                    ":dead_sk": keys.sweep_sk(now, ref.item_id),
+                },
+            )
         )
+
+    def _closed(self, closed: CallbackRecord | None) -> CallbackRecord | None:
+        """An intent that just closed takes its job's expiry, if its job has finished."""
+        if (
+            closed is not None
+            and closed.state in CALLBACK_CLOSED_STATES
+            and closed.retain_until is not None
+            and closed.expires_at is None
+        ):
+            return self.stamp(closed) or closed
+        return closed
 
     def postpone(self, ref: IntentRef, *, due: int) -> bool:
         """Move the sweep's next look at an open intent to `due` (after a re-send)."""
@@ -194,14 +210,17 @@ class CallbackStore:
         )
 
     def revive(self, ref: IntentRef, *, now: int) -> CallbackRecord | None:
-        """A dead intent gets a fresh budget and is open again; None if it was not dead."""
+        """A dead intent gets a fresh budget and is open again; None if it was not dead (or
+        its job has expired)."""
         return self._update(
             ref,
             "SET #state = :pending, attempts = :zero, next_attempt_at = :now, "
-            "sweep_pk = :handoff, sweep_sk = :due REMOVE dead_at",
-            # Only dead letters are redriven; a live intent keeps its budget.
-            "#state = :dead",
+            "sweep_pk = :handoff, sweep_sk = :due REMOVE dead_at, #expires",
+            # Only dead letters are redriven; a live intent keeps its budget. An open intent
+            # never expires, so one whose job has expired stays dead (it goes with its job).
+            "#state = :dead AND (attribute_not_exists(retain_until) OR retain_until > :now_s)",
             {
+                ":now_s": now // 1000,
                 ":pending": CALLBACK_PENDING,
                 ":zero": 0,
                 ":now": now,
@@ -209,7 +228,88 @@ class CallbackStore:
                 ":due": keys.sweep_sk(now + keys.HANDOFF_GRACE_MS, ref.item_id),
                 ":dead": CALLBACK_DEAD,
             },
-            {"#state": "state"},
+            {"#state": "state", "#expires": keys.TTL_ATTRIBUTE},
+        )
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def unstamped(self, job_id: str, below: int) -> list[tuple[IntentRef, str]]:
+        """The job's intents before sequence `below` that carry no expiry yet, with their state."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :low AND :high",
+            "ProjectionExpression": "#sk, #state, #expires",
+            "ExpressionAttributeNames": {
+                "#pk": keys.PK,
+                "#sk": keys.SK,
+                "#state": "state",
+                "#expires": keys.TTL_ATTRIBUTE,
+            },
+            "ExpressionAttributeValues": to_item(
+                {
+                    ":pk": keys.job_pk(job_id),
+                    ":low": keys.intent_sk(1),
+                    ":high": keys.intent_sk(below - 1),
+                }
+            ),
+            "ConsistentRead": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        found: list[tuple[IntentRef, str]] = []
+        while True:
+            response = self.client.query(**request)
+            found += [
+                (IntentRef(job_id, keys.sequence_of(item[keys.SK]["S"])), item["state"]["S"])
+                for item in response.get("Items", [])
+                if keys.TTL_ATTRIBUTE not in item
+            ]
+            if "LastEvaluatedKey" not in response:
+                return found
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def retain(self, ref: IntentRef, *, expires_at: int, closed: bool) -> None:
+        """Tell an intent of a finished job the job's expiry: a closed intent takes it now (one
+        write), an open one when it closes. Safe against a close or a revive at any moment."""
+        if closed and (
+            self._update(
+                ref,
+                "SET retain_until = :expires, #expires = :expires",
+                # Closed now: nothing can deliver it any more, it may go with its job.
+                "#state IN (:delivered, :dead)",
+                {":expires": expires_at, ":delivered": CALLBACK_DELIVERED, ":dead": CALLBACK_DEAD},
+                {"#state": "state", "#expires": keys.TTL_ATTRIBUTE},
+            )
+            is not None
+        ):
+            return
+        # Open (or revived meanwhile): whoever closes it next stamps it (mark_*: _closed).
+        told = self._update(
+            ref,
+            "SET retain_until = :expires",
+            # An intent that exists; never make an item of a retention date alone.
+            "attribute_exists(#pk)",
+            {":expires": expires_at},
+            {"#pk": keys.PK},
+        )
+        if told is not None and told.expires_at is None:
+            # It may have closed just before: then its closer did not see the date.
+            self._closed(told)
+
+    def stamp(self, intent: CallbackRecord) -> CallbackRecord | None:
+        """Give a closed intent the expiry its job told it; None when it is open again."""
+        if intent.retain_until is None:
+            raise ValueError("only an intent whose job has finished has an expiry")
+        return self._update(
+            IntentRef(intent.job_id, intent.sequence),
+            "SET #expires = :expires",
+            # Never an open intent: it must stay until it is delivered or dead.
+            "#state IN (:delivered, :dead)",
+            {
+                ":expires": intent.retain_until,
+                ":delivered": CALLBACK_DELIVERED,
+                ":dead": CALLBACK_DEAD,
+            },
+            {"#state": "state", "#expires": keys.TTL_ATTRIBUTE},
         )
 
     # -- the sweep index ---------------------------------------------------------------------

@@ -239,13 +239,22 @@ class JobStore:
         *,
         change: StateChange | None = None,
         intent: CallbackIntent | None = None,
+        expires_at: int | None = None,
     ) -> None:
         """Record `event` as the job's next event, with an optional state change, atomically.
+
+        A terminal event needs `expires_at` (epoch seconds): the job and the event carry it from
+        this write on, its callback intent keeps it as `retain_until` (it expires once it is
+        closed), and the event waits in the RETIRING backlog until the job's earlier items are
+        stamped too (service/retention.py).
 
         Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
         if event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
+        terminal = event.kind in TERMINAL_KINDS
+        if terminal != (expires_at is not None):
+            raise ValueError("a terminal event, and only one, sets the job's expiry")
         names: dict[str, str] = {"#count": "event_count", "#last": "last_event_at"}
         values: dict[str, Any] = {
             ":expected": record.event_count,
@@ -264,33 +273,15 @@ class JobStore:
             conditions.append("NOT contains(#kinds, :kind)")
             add_clause = " ADD #kinds :kinds"
         removed: list[str] = []
-        if event.kind in TERMINAL_KINDS:
-            # The stream is complete: the job leaves the sweep's active set in the same write.
+        if expires_at is not None:
+            # The stream is complete: the job leaves the sweep's active set in the same write,
+            # and is kept for the retention period from now on.
             removed += ["sweep_pk", "sweep_sk"]
+            names["#expires"] = keys.TTL_ATTRIBUTE
+            values[":expires"] = expires_at
+            assignments.append("#expires = :expires")
         if change is not None:
-            for index, (name, value) in enumerate(change.values.items()):
-                names[f"#c{index}"] = name
-                values[f":c{index}"] = value
-                assignments.append(f"#c{index} = :c{index}")
-            removed += change.remove
-            if change.require_status is not None:
-                names["#status"] = "status"
-                placeholders = []
-                for index, status in enumerate(sorted(change.require_status)):
-                    values[f":s{index}"] = status
-                    placeholders.append(f":s{index}")
-                # A state move is valid only from the states it leaves.
-                conditions.append(f"#status IN ({', '.join(placeholders)})")
-            if change.require_lease_owner is not None:
-                values[":owner"] = change.require_lease_owner
-                # Only the worker holding the lease may move a running job.
-                conditions.append("lease_owner = :owner")
-            if change.require_lease_expired_at is not None:
-                values[":lease_deadline"] = change.require_lease_expired_at
-                # A verdict must not overrule a worker whose lease is still live.
-                conditions.append(
-                    "(attribute_not_exists(lease_expires_at) OR lease_expires_at < :lease_deadline)"
-                )
+            removed += _apply_change(change, names, values, assignments, conditions)
         for index, name in enumerate(removed):
             names[f"#r{index}"] = name
         remove_clause = (
@@ -306,9 +297,9 @@ class JobStore:
                 "ExpressionAttributeValues": to_item(values),
             }
         }
-        items = [update, self._put_event(event)]
+        items = [update, self._put_event(event, expires_at=expires_at)]
         if intent is not None:
-            items.append(self._put_intent(record, event, intent))
+            items.append(self._put_intent(record, event, intent, retain_until=expires_at))
         try:
             self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
@@ -418,18 +409,26 @@ class JobStore:
 
     # -- items -------------------------------------------------------------------------------
 
-    def _put_event(self, event: StoredEvent) -> dict[str, Any]:
+    def _put_event(self, event: StoredEvent, *, expires_at: int | None = None) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            keys.PK: keys.job_pk(event.job_id),
+            keys.SK: keys.event_sk(event.sequence),
+            "kind": event.kind,
+            "at": event.at,
+        }
+        if expires_at is not None:
+            # The terminal event: the job's expiry, and the RETIRING backlog entry that the
+            # retention step removes once the job's earlier items carry the expiry too.
+            values[keys.TTL_ATTRIBUTE] = expires_at
+            values["sweep_pk"] = keys.job_sweep_pk(keys.RETIRING_JOBS, event.job_id)
+            values["sweep_sk"] = keys.sweep_sk(
+                event.at + keys.HANDOFF_GRACE_MS,
+                keys.intent_item_id(event.job_id, event.sequence),
+            )
         return {
             "Put": {
                 "TableName": self.table_name,
-                "Item": to_item(
-                    {
-                        keys.PK: keys.job_pk(event.job_id),
-                        keys.SK: keys.event_sk(event.sequence),
-                        "kind": event.kind,
-                        "at": event.at,
-                    }
-                ),
+                "Item": to_item(values),
                 # An event position is written once; ids stay stable.
                 "ConditionExpression": "attribute_not_exists(#pk)",
                 "ExpressionAttributeNames": {"#pk": keys.PK},
@@ -437,14 +436,23 @@ class JobStore:
         }
 
     def _put_intent(
-        self, record: JobRecord, event: StoredEvent, intent: CallbackIntent
+        self,
+        record: JobRecord,
+        event: StoredEvent,
+        intent: CallbackIntent,
+        *,
+        retain_until: int | None = None,
     ) -> dict[str, Any]:
         item_id = keys.intent_item_id(record.job_id, event.sequence)
+        # The terminal event's intent is open when its job finishes: it learns the job's expiry
+        # now and takes it as its own when it closes (store/callbacks.py: stamp).
+        retention = {} if retain_until is None else {"retain_until": retain_until}
         return {
             "Put": {
                 "TableName": self.table_name,
                 "Item": to_item(
                     {
+                        **retention,
                         keys.PK: keys.job_pk(record.job_id),
                         keys.SK: keys.intent_sk(event.sequence),
                         "job_id": record.job_id,
@@ -476,29 +484,172 @@ class JobStore:
         for sort_key in sweep_entries(self.client, self.table_name, keys.ACTIVE_JOBS):
             yield sort_key.split("#", 1)[1]
 
+    # -- retention ---------------------------------------------------------------------------
+
+    def unstamped_events(self, job_id: str, below: int) -> list[int]:
+        """Sequences of the job's events before `below` that do not carry the expiry yet."""
+        items = self._job_range(
+            job_id,
+            keys.event_sk(1),
+            keys.event_sk(below - 1),
+            projection=(keys.SK, keys.TTL_ATTRIBUTE),
+        )
+        return [
+            keys.sequence_of(item[keys.SK]["S"]) for item in items if keys.TTL_ATTRIBUTE not in item
+        ]
+
+    def stamp_event(self, job_id: str, sequence: int, expires_at: int) -> None:
+        """Give one event its job's expiry (epoch seconds)."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)}),
+                UpdateExpression="SET #expires = :expires",
+                # Stamp an event that exists; never make an item of an expiry alone.
+                ConditionExpression="attribute_exists(#pk)",
+                ExpressionAttributeNames={"#pk": keys.PK, "#expires": keys.TTL_ATTRIBUTE},
+                ExpressionAttributeValues=to_item({":expires": expires_at}),
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+
+    def retiring(self, *, now: int) -> Iterator[tuple[str, int]]:
+        """(job id, terminal sequence) of finished jobs whose items may still lack their expiry,
+        due by `now`, oldest first (read lazily)."""
+        for sort_key in sweep_entries(
+            self.client, self.table_name, keys.RETIRING_JOBS, before=keys.sweep_due_bound(now)
+        ):
+            _, job_id, sequence = sort_key.split("#")
+            yield job_id, int(sequence)
+
+    def finish_retiring(self, job_id: str, sequence: int) -> None:
+        """Take a finished job off the RETIRING backlog (every item of it carries its expiry)."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)}),
+                UpdateExpression="REMOVE sweep_pk, sweep_sk",
+                # Only the terminal event's own entry; never create an item.
+                ConditionExpression="begins_with(sweep_pk, :retiring)",
+                ExpressionAttributeValues=to_item({":retiring": keys.RETIRING_JOBS}),
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+
+    def purge_expired(self, job_id: str, *, now_s: int) -> int:
+        """Delete what is left of an expired job (TTL deletes in the background, item by item,
+        within days), so that its key can admit a new job; returns how many items went."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk",
+            "ProjectionExpression": "#pk, #sk",
+            "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
+            "ExpressionAttributeValues": to_item({":pk": keys.job_pk(job_id)}),
+            "ConsistentRead": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        deleted = 0
+        while True:
+            response = self.client.query(**request)
+            for key in response.get("Items", []):
+                try:
+                    self.client.delete_item(
+                        TableName=self.table_name,
+                        Key=key,
+                        # Only what belongs to the expired job: its stamped items, and intents
+                        # that learnt its (past) expiry; a live job's items carry neither.
+                        ConditionExpression="#expires <= :now OR retain_until <= :now",
+                        ExpressionAttributeNames={"#expires": keys.TTL_ATTRIBUTE},
+                        ExpressionAttributeValues=to_item({":now": now_s}),
+                        ReturnConsumedCapacity="TOTAL",
+                    )
+                    deleted += 1
+                except ClientError as error:
+                    if not _condition_failed(error):
+                        raise
+            if "LastEvaluatedKey" not in response:
+                return deleted
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     def callback_intents(self, job_id: str) -> list[dict[str, Any]]:
         """Every callback intent recorded for a job, in event order."""
         items = self._job_range(job_id, keys.intent_sk(1), keys.intent_sk(_LAST_SEQUENCE))
         return [from_item(item) for item in items]
 
     def _job_range(
-        self, job_id: str, low: str, high: str, limit: int | None = None
+        self,
+        job_id: str,
+        low: str,
+        high: str,
+        limit: int | None = None,
+        projection: tuple[str, ...] = (),
     ) -> list[dict[str, Any]]:
-        """Items of one job whose sort keys lie in [low, high], in key order."""
+        """Items of one job whose sort keys lie in [low, high], in key order (all of them when
+        there is no `limit`; only the `projection` attributes, when given)."""
+        names = {"#pk": keys.PK, "#sk": keys.SK}
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :low AND :high",
-            "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": to_item(
                 {":pk": keys.job_pk(job_id), ":low": low, ":high": high}
             ),
             "ConsistentRead": True,
             "ReturnConsumedCapacity": "TOTAL",
         }
+        if projection:
+            names.update({f"#a{index}": name for index, name in enumerate(projection)})
+            request["ProjectionExpression"] = ", ".join(
+                f"#a{index}" for index in range(len(projection))
+            )
         if limit is not None:
             request["Limit"] = limit
-        items: list[dict[str, Any]] = self.client.query(**request).get("Items", [])
-        return items
+            items: list[dict[str, Any]] = self.client.query(**request).get("Items", [])
+            return items
+        items = []
+        while True:
+            response = self.client.query(**request)
+            items += response.get("Items", [])
+            if "LastEvaluatedKey" not in response:
+                return items
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def _apply_change(
+    change: StateChange,
+    names: dict[str, str],
+    values: dict[str, Any],
+    assignments: list[str],
+    conditions: list[str],
+) -> tuple[str, ...]:
+    """Add a state change's assignments and guards to an update; returns what it removes."""
+    for index, (name, value) in enumerate(change.values.items()):
+        names[f"#c{index}"] = name
+        values[f":c{index}"] = value
+        assignments.append(f"#c{index} = :c{index}")
+    if change.require_status is not None:
+        names["#status"] = "status"
+        placeholders = []
+        for index, status in enumerate(sorted(change.require_status)):
+            values[f":s{index}"] = status
+            placeholders.append(f":s{index}")
+        # A state move is valid only from the states it leaves.
+        conditions.append(f"#status IN ({', '.join(placeholders)})")
+    if change.require_lease_owner is not None:
+        values[":owner"] = change.require_lease_owner
+        # Only the worker holding the lease may move a running job.
+        conditions.append("lease_owner = :owner")
+    if change.require_lease_expired_at is not None:
+        values[":lease_deadline"] = change.require_lease_expired_at
+        # A verdict must not overrule a worker whose lease is still live.
+        conditions.append(
+            "(attribute_not_exists(lease_expires_at) OR lease_expires_at < :lease_deadline)"
+        )
+    return change.remove
 
 
 def _job_key(job_id: str) -> dict[str, Any]:
