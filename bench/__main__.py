@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.billing import BillingMeter
-from bench.cost import JobCost, measure_costs, report_lines, table_from_template
+from bench.capacity import report_lines as capacity_lines
+from bench.cost import TABLE_NAME, JobCost, measure_costs, report_lines, table_from_template
 from bench.end_to_end import Throughput, throughput
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -477,6 +478,7 @@ def report(
         "unit per 4 KB. Milliseconds are moto's own and measure nothing about AWS.",
         "",
         *report_lines(costs),
+        *capacity_lines(costs, TABLE_NAME),
         "## DynamoDB per operation",
         "",
         "| operation | calls | which | read units | write units | ms (median) |",

@@ -238,11 +238,17 @@ def test_an_intent_that_closes_while_it_learns_the_expiry_is_stamped(hrt: Runtim
 
 
 def test_a_close_whose_stamp_was_lost_is_stamped_when_its_message_returns(
-    hrt: Runtime, monkeypatch: pytest.MonkeyPatch
+    hrt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An attempt in flight when its job finishes learns the date only after its claim: it
+    stamps the intent in a second write after closing it; a crash in between is repaired when
+    SQS delivers the message again."""
     job_id = submit(hrt)
-    jobs.cancel(hrt, "acme", job_id, None)
-    ref = IntentRef(job_id, 2)
+    ref = IntentRef(job_id, 1)
+    claimed = hrt.callbacks.claim(ref, now=clock.now, lease_ms=60_000)
+    assert claimed is not None
+    assert claimed.retain_until is None
+    jobs.cancel(hrt, "acme", job_id, None)  # its retention step tells the in-flight intent
 
     def crash(*_: Any, **__: Any) -> Any:
         raise RuntimeError("the function died after recording the delivery")
@@ -250,13 +256,30 @@ def test_a_close_whose_stamp_was_lost_is_stamped_when_its_message_returns(
     with monkeypatch.context() as patch:
         patch.setattr(CallbackStore, "stamp", crash)
         with pytest.raises(RuntimeError):
-            callbacks.deliver(hrt, ref)
+            hrt.callbacks.mark_delivered(claimed, now=clock.advance(1), status=204)
     closed = hrt.callbacks.get(ref)
     assert closed is not None
     assert (closed.state, closed.expires_at) == ("delivered", None)
+    assert closed.retain_until is not None
     # SQS delivers the message again: no second POST, and the intent gets its expiry.
     assert callbacks.deliver(hrt, ref).outcome == "settled"
     assert hrt.callbacks.get(ref).expires_at == closed.retain_until  # type: ignore[union-attr]
+
+
+def test_the_terminal_intent_takes_its_expiry_in_its_closing_write(hrt: Runtime) -> None:
+    job_id = submit(hrt)
+    jobs.cancel(hrt, "acme", job_id, None)
+    ref = IntentRef(job_id, 2)
+
+    def unexpected(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a second write")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CallbackStore, "stamp", unexpected)
+        assert callbacks.deliver(hrt, ref).outcome == "delivered"
+    record = hrt.store.get_job(job_id)
+    assert record is not None
+    assert hrt.callbacks.get(ref).expires_at == record.expires_at  # type: ignore[union-attr]
 
 
 def test_the_sweep_finishes_a_retention_step_that_failed(

@@ -120,7 +120,11 @@ class CallbackStore:
         )
 
     def _finish(
-        self, intent: CallbackRecord, update: str, values: Mapping[str, Any]
+        self,
+        intent: CallbackRecord,
+        update: str,
+        values: Mapping[str, Any],
+        names: Mapping[str, str] | None = None,
     ) -> CallbackRecord | None:
         return self._update(
             IntentRef(intent.job_id, intent.sequence),
@@ -128,19 +132,35 @@ class CallbackStore:
             # Only the attempt that claimed the intent records its outcome.
             "#state = :in_flight AND attempts = :attempts",
             {**values, ":in_flight": CALLBACK_IN_FLIGHT, ":attempts": intent.attempts},
-            {"#state": "state"},
+            {**(names or {}), "#state": "state"},
+        )
+
+    def _close(
+        self, intent: CallbackRecord, assignments: str, removals: str, values: Mapping[str, Any]
+    ) -> CallbackRecord | None:
+        """Record a final outcome. An intent whose job had finished when it was claimed takes
+        its job's expiry in the same write; one that learnt it since, in a second."""
+        if intent.retain_until is None:
+            return self._closed(
+                self._finish(intent, f"SET {assignments} REMOVE {removals}", values)
+            )
+        return self._closed(
+            self._finish(
+                intent,
+                f"SET {assignments}, #expires = :retain REMOVE {removals}",
+                {**values, ":retain": intent.retain_until},
+                {"#expires": keys.TTL_ATTRIBUTE},
+            )
         )
 
     def mark_delivered(
         self, intent: CallbackRecord, *, now: int, status: int | None
     ) -> CallbackRecord | None:
-        return self._closed(
-            self._finish(
-                intent,
-                "SET #state = :delivered, delivered_at = :now, last_status = :status, "
-                "last_error = :empty REMOVE lease_until, sweep_pk, sweep_sk",
-                {":delivered": CALLBACK_DELIVERED, ":now": now, ":status": status, ":empty": ""},
-            )
+        return self._close(
+            intent,
+            "#state = :delivered, delivered_at = :now, last_status = :status, last_error = :empty",
+            "lease_until, sweep_pk, sweep_sk",
+            {":delivered": CALLBACK_DELIVERED, ":now": now, ":status": status, ":empty": ""},
         )
 
     def mark_retry(
@@ -169,20 +189,19 @@ class CallbackStore:
         self, intent: CallbackRecord, *, now: int, status: int | None, error: str
     ) -> CallbackRecord | None:
         ref = IntentRef(intent.job_id, intent.sequence)
-        return self._closed(
-            self._finish(
-                intent,
-                "SET #state = :dead, dead_at = :now, last_status = :status, last_error = :error, "
-                "sweep_pk = :dead_pk, sweep_sk = :dead_sk REMOVE lease_until",
-                {
-                    ":dead": CALLBACK_DEAD,
-                    ":now": now,
-                    ":status": status,
-                    ":error": error[:MAX_ERROR_CHARS],
-                    ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
-                    ":dead_sk": keys.sweep_sk(now, ref.item_id),
-                },
-            )
+        return self._close(
+            intent,
+            "#state = :dead, dead_at = :now, last_status = :status, last_error = :error, "
+            "sweep_pk = :dead_pk, sweep_sk = :dead_sk",
+            "lease_until",
+            {
+                ":dead": CALLBACK_DEAD,
+                ":now": now,
+                ":status": status,
+                ":error": error[:MAX_ERROR_CHARS],
+                ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
+                ":dead_sk": keys.sweep_sk(now, ref.item_id),
+            },
         )
 
     def _closed(self, closed: CallbackRecord | None) -> CallbackRecord | None:
