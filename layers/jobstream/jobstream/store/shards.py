@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+from typing import Any, Final
+
+# Concurrent first reads (botocore keeps 10 connections per client: stay below).
+FIRST_READS: Final = 8
 
 
 class _Shard:
@@ -25,8 +30,8 @@ class MergedQuery:
     """Items of several partitions of one index in one key order.
 
     `requests` are complete Query requests, one per shard, sharing the index, the direction and
-    the sort key named `sort_key` (a string attribute); each request's `Limit` is the size of
-    its reads. Reads are lazy: iterating takes what the caller consumes plus at most one read
+    the sort key named `sort_key` (a string or number attribute, unique across the shards);
+    each request's `Limit` is the size of its reads. Reads are lazy: iterating takes what the caller consumes plus at most one read
     ahead per shard.
     """
 
@@ -47,13 +52,17 @@ class MergedQuery:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if not self._started:
             self._started = True
-            for shard in self._shards:
-                self._fill(shard)
+            if len(self._shards) == 1:
+                self._fill(self._shards[0])
+            else:
+                # Every shard's first read, a few at a time: the latency of ~n/8 reads, not n.
+                with ThreadPoolExecutor(max_workers=min(FIRST_READS, len(self._shards))) as pool:
+                    list(pool.map(self._fill, self._shards))
         while True:
             live = [shard for shard in self._shards if shard.items]
             if not live:
                 return
-            heads = [shard.items[0][self._sort_key]["S"] for shard in live]
+            heads = [_order_value(shard.items[0][self._sort_key]) for shard in live]
             head = max(heads) if self._descending else min(heads)
             shard = live[heads.index(head)]
             yield shard.items.popleft()
@@ -75,3 +84,10 @@ class MergedQuery:
                 shard.request["ExclusiveStartKey"] = last_key
             else:
                 shard.done = True
+
+
+def _order_value(attribute: Mapping[str, Any]) -> Any:
+    """A sort key attribute as DynamoDB orders it: strings by code point, numbers by value."""
+    if "N" in attribute:
+        return Decimal(attribute["N"])
+    return attribute["S"]
