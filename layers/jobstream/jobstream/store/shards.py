@@ -31,8 +31,8 @@ class MergedQuery:
 
     `requests` are complete Query requests, one per shard, sharing the index, the direction and
     the sort key named `sort_key` (a string or number attribute, unique across the shards);
-    each request's `Limit` is the size of its reads. Reads are lazy: iterating takes what the caller consumes plus at most one read
-    ahead per shard.
+    each request's `Limit` is the size of its reads. Reads are lazy: iterating takes what the
+    caller consumes plus at most one read ahead per shard.
     """
 
     def __init__(
