@@ -77,7 +77,7 @@ INTENT_STATES = {
 }
 FINAL_INTENT_STATES = {CALLBACK_DELIVERED, CALLBACK_DEAD}
 GARBAGE_IDS = ("garbage", "evt-", "evt-abc-1", "evt-0-1", "evt-1-0", "evt-99999999999999-999999")
-# Large steps cross the lease (3 min), the stall (15 min), the deadline (20 min), the queued
+# Large steps cross the lease (3 min), the stall and the deadline (15 min), the queued
 # budget (30 min) and the longest callback back-off (6 h).
 LARGE_STEPS = (180_001, 900_001, 1_200_001, 1_800_001, 21_600_001)
 
