@@ -168,6 +168,16 @@ def operations() -> list[Row]:
         rows.append(
             measure(meter, "list jobs (limit 100)", lambda: jobs.list_jobs(rt, "bench", {}, None))
         )
+        # A full page: 100 of a tenant's 300 jobs, spread over its by_tenant shards.
+        for index in range(300):
+            admission.submit(rt, "pages", task(f"page-{index}"), None)
+        rows.append(
+            measure(
+                meter,
+                "list jobs (a page of 100 of 300)",
+                lambda: jobs.list_jobs(rt, "pages", {"limit": ["100"]}, None),
+            )
+        )
         rows.append(
             measure(
                 meter,
