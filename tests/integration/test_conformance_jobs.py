@@ -254,6 +254,23 @@ def test_21_misconfigured_deployment_answers_503(api: Api, rt: Runtime, targets_
     assert response.body["error"]["detail"] == {"reason": "job_api_disabled"}
 
 
+def test_a_target_changed_to_outlive_the_worker_disables_the_api(
+    api: Api, targets_path: Path
+) -> None:
+    """The targets file is live: a re-read one whose target may run past the worker's Lambda
+    timeout is refused like an invalid file (nothing is admitted to be cut off later)."""
+    import os
+
+    changed = json.loads(targets_path.read_text(encoding="utf-8"))
+    changed["targets"][0]["timeout_ms"] = 900_001
+    targets_path.write_text(json.dumps(changed), encoding="utf-8")
+    os.utime(targets_path, (3, 3))
+    response = api.post("/jobs", canonical_task(idempotency_key="too-long"))
+    assert response.status == 503
+    assert response.body["error"]["detail"] == {"reason": "job_api_disabled"}
+    assert api.get("/jobs").body["jobs"] == []  # nothing admitted
+
+
 FOUR_TARGETS: dict[str, Any] = {
     "account": "default",
     "targets": [

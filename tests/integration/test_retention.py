@@ -386,3 +386,32 @@ def test_the_dead_letters_of_an_expired_job_are_not_redriven(
     assert record is not None
     assert record.expires_at is not None
     assert hrt.callbacks.revive(IntentRef(job_id, 1), now=record.expires_at * 1000) is None
+
+
+def test_a_stale_stamp_never_gives_an_open_intent_an_expiry(hrt: Runtime, clock: Clock) -> None:
+    """The conditions of `stamp` and of `retain`'s closed branch alone: both act on what an
+    earlier read said (closed), and the intent has been redriven (open) since."""
+    job_id = submit(hrt)
+    hrt_dead = replace(hrt, poster=lambda *_: HttpResult(410, "", None))
+    assert callbacks.deliver(hrt_dead, IntentRef(job_id, 1)).outcome == "dead"
+    jobs.cancel(hrt, "acme", job_id, None)
+    closed = hrt.callbacks.get(IntentRef(job_id, 1))
+    assert closed is not None
+    assert closed.expires_at is not None
+    assert hrt.callbacks.revive(IntentRef(job_id, 1), now=clock.advance(1)) is not None
+    assert hrt.callbacks.stamp(closed) is None
+    hrt.callbacks.retain(IntentRef(job_id, 1), expires_at=closed.expires_at, closed=True)
+    reopened = hrt.callbacks.get(IntentRef(job_id, 1))
+    assert reopened is not None
+    assert (reopened.state, reopened.expires_at) == ("pending", None)
+    assert reopened.retain_until == closed.retain_until
+
+
+def test_stamping_never_makes_an_item(hrt: Runtime) -> None:
+    """An event TTL (or a purge) deleted while the retention step ran is not written back."""
+    job_id = submit(hrt)
+    before = items_of(hrt, job_id)
+    hrt.store.stamp_event(job_id, 7, 2_000_000_000)
+    hrt.store.finish_retiring(job_id, 7)
+    hrt.callbacks.retain(IntentRef(job_id, 7), expires_at=2_000_000_000, closed=False)
+    assert items_of(hrt, job_id) == before

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from jobstream.service import admission, execution
@@ -43,10 +43,14 @@ def test_job_ids_spread_evenly_over_the_shards(shards: int) -> None:
 
 
 @given(
-    first=st.text(max_size=8),
-    second=st.text(max_size=8),
+    first=st.text(alphabet="aT#1", max_size=6) | st.text(max_size=8),
+    second=st.text(alphabet="aT#1", max_size=6) | st.text(max_size=8),
     shards=st.tuples(st.integers(0, 99), st.integers(0, 99)),
 )
+# Names that would meet another tenant's shard if the shard came after the name.
+@example(first="a#1", second="a", shards=(0, 1))
+@example(first="a", second="a#1", shards=(1, 0))
+@example(first="1#a", second="a", shards=(0, 1))
 def test_no_two_tenant_shards_share_a_key(first: str, second: str, shards: tuple[int, int]) -> None:
     """Whatever a tenant is named ('1#acme', '#', ''), its shards are its own (I8)."""
     if (first, shards[0]) != (second, shards[1]):
@@ -141,3 +145,21 @@ def test_a_sweep_read_stops_with_its_caller(rt: Runtime, monkeypatch: pytest.Mon
     entries = sweep_entries(client, rt.store.table_name, keys.ACTIVE_JOBS)
     assert next(entries)
     assert queries == keys.SWEEP_SHARDS
+
+
+def test_an_intent_under_an_unsharded_key_is_postponed_after_a_resend(
+    rt: Runtime, clock: Clock
+) -> None:
+    """An intent written before sharding keeps `CALLBACK#HANDOFF`: a re-send still postpones it
+    (else every sweep would send it again)."""
+    job_id = submit(rt, "legacy-callback", callback_url="https://consumer.example.test/h")
+    assert keys.shard_of(job_id, keys.SWEEP_SHARDS) != 0
+    rt.store.client.update_item(
+        TableName=rt.store.table_name,
+        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.intent_sk(1)}),
+        UpdateExpression="SET sweep_pk = :legacy",
+        ExpressionAttributeValues=to_item({":legacy": keys.CALLBACK_HANDOFF}),
+    )
+    clock.advance(keys.HANDOFF_GRACE_MS + 1)
+    assert sweep(rt).callbacks_resent == 1
+    assert sweep(rt).callbacks_resent == 0
