@@ -94,6 +94,23 @@ def assert_all_expire_at(rt: Runtime, job_id: str, expires_at: int) -> None:
         assert expiry(item) == expires_at, f"{sk} expires at {expiry(item)}"
 
 
+def cancel_for_expiry(rt: Runtime, job_id: str) -> int:
+    """Finish the job (cancel) and return the expiry its terminal event gave it."""
+    jobs.cancel(rt, "acme", job_id, None)
+    record = rt.store.get_job(job_id)
+    assert record is not None
+    assert record.expires_at is not None
+    return record.expires_at
+
+
+def with_a_dead_callback(rt: Runtime, receiver: Receiver) -> str:
+    """A job whose first callback died (the receiver answered 410)."""
+    job_id = submit(rt)
+    receiver.status = 410
+    assert callbacks.deliver(rt, IntentRef(job_id, 1)).outcome == "dead"
+    return job_id
+
+
 # -- how a job finishes: every path that writes a terminal event --------------------------------
 
 
@@ -173,19 +190,16 @@ def test_an_open_intent_is_never_expired(hrt: Runtime, clock: Clock, receiver: R
     job_id = submit(hrt)
     receiver.status = 503
     assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "retry"
-    jobs.cancel(hrt, "acme", job_id, None)
-    record = hrt.store.get_job(job_id)
-    assert record is not None
-    assert record.expires_at is not None
+    expires_at = cancel_for_expiry(hrt, job_id)
     for sequence in (1, 2):
         intent = hrt.callbacks.get(IntentRef(job_id, sequence))
         assert intent is not None
         assert intent.state in {"retry_wait", "pending"}
-        assert (intent.retain_until, intent.expires_at) == (record.expires_at, None)
+        assert (intent.retain_until, intent.expires_at) == (expires_at, None)
     # Every other item of the finished job carries the expiry.
     for sk, item in items_of(hrt, job_id).items():
         if not sk.startswith(keys.INTENT_PREFIX):
-            assert expiry(item) == record.expires_at, sk
+            assert expiry(item) == expires_at, sk
     # Even a sweep long after leaves the open intents without one.
     clock.advance(keys.HANDOFF_GRACE_MS * 10)
     sweep(hrt)
@@ -195,15 +209,13 @@ def test_an_open_intent_is_never_expired(hrt: Runtime, clock: Clock, receiver: R
     assert callbacks.deliver(hrt, IntentRef(job_id, 2)).outcome == "delivered"
     receiver.status = 410
     assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "dead"
-    assert_all_expire_at(hrt, job_id, record.expires_at)
+    assert_all_expire_at(hrt, job_id, expires_at)
 
 
 def test_a_redriven_dead_intent_loses_its_expiry_until_it_closes_again(
     hrt: Runtime, clock: Clock, receiver: Receiver
 ) -> None:
-    job_id = submit(hrt)
-    receiver.status = 410
-    assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "dead"
+    job_id = with_a_dead_callback(hrt, receiver)
     jobs.cancel(hrt, "acme", job_id, None)
     deliver_all(hrt, job_id)
     dead = hrt.callbacks.get(IntentRef(job_id, 1))
@@ -221,10 +233,7 @@ def test_an_intent_that_closes_while_it_learns_the_expiry_is_stamped(hrt: Runtim
     """The retention step reads an intent open; it is delivered before the step tells it the
     job's expiry, so its closer saw no date: the step stamps it itself."""
     job_id = submit(hrt)
-    jobs.cancel(hrt, "acme", job_id, None)
-    record = hrt.store.get_job(job_id)
-    assert record is not None
-    assert record.expires_at is not None
+    expires_at = cancel_for_expiry(hrt, job_id)
     # Undo what the cancel's retention step did to intent 1, and deliver it.
     hrt.store.client.update_item(
         TableName=hrt.store.table_name,
@@ -233,8 +242,8 @@ def test_an_intent_that_closes_while_it_learns_the_expiry_is_stamped(hrt: Runtim
     )
     assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "delivered"
     assert hrt.callbacks.get(IntentRef(job_id, 1)).expires_at is None  # type: ignore[union-attr]
-    hrt.callbacks.retain(IntentRef(job_id, 1), expires_at=record.expires_at, closed=False)
-    assert hrt.callbacks.get(IntentRef(job_id, 1)).expires_at == record.expires_at  # type: ignore[union-attr]
+    hrt.callbacks.retain(IntentRef(job_id, 1), expires_at=expires_at, closed=False)
+    assert hrt.callbacks.get(IntentRef(job_id, 1)).expires_at == expires_at  # type: ignore[union-attr]
 
 
 def test_a_close_whose_stamp_was_lost_is_stamped_when_its_message_returns(
@@ -306,7 +315,8 @@ def test_the_sweep_finishes_a_retention_step_that_failed(
     report = sweep(hrt)
     assert (report.jobs_retired, report.errors) == (1, 0)
     deliver_all(hrt, job_id)
-    assert_all_expire_at(hrt, job_id, record.expires_at)  # type: ignore[arg-type]
+    assert record.expires_at is not None
+    assert_all_expire_at(hrt, job_id, record.expires_at)
     assert retiring_entries(hrt) == []
     assert sweep(hrt).jobs_retired == 0
 
@@ -314,13 +324,10 @@ def test_the_sweep_finishes_a_retention_step_that_failed(
 def test_retire_is_idempotent(hrt: Runtime) -> None:
     job_id = submit(hrt)
     deliver_all(hrt, job_id)
-    jobs.cancel(hrt, "acme", job_id, None)
+    expires_at = cancel_for_expiry(hrt, job_id)
     deliver_all(hrt, job_id)
-    record = hrt.store.get_job(job_id)
-    assert record is not None
-    assert record.expires_at is not None
     before = items_of(hrt, job_id)
-    retire(hrt, job_id, record.event_count, record.expires_at)
+    retire(hrt, job_id, 2, expires_at)
     assert items_of(hrt, job_id) == before
 
 
@@ -356,12 +363,9 @@ def test_a_key_reused_after_its_job_expired_admits_a_new_job(hrt: Runtime, clock
 
 def test_an_unexpired_job_is_not_purged(hrt: Runtime, clock: Clock) -> None:
     job_id = submit(hrt)
-    jobs.cancel(hrt, "acme", job_id, None)
-    record = hrt.store.get_job(job_id)
-    assert record is not None
-    assert record.expires_at is not None
-    assert hrt.store.purge_expired(job_id, now_s=record.expires_at - 1) == 0
-    clock.now = (record.expires_at - 1) * 1000
+    expires_at = cancel_for_expiry(hrt, job_id)
+    assert hrt.store.purge_expired(job_id, now_s=expires_at - 1) == 0
+    clock.now = (expires_at - 1) * 1000
     status, body = admission.submit(
         hrt,
         "acme",
@@ -378,22 +382,17 @@ def test_an_unexpired_job_is_not_purged(hrt: Runtime, clock: Clock) -> None:
 def test_the_dead_letters_of_an_expired_job_are_not_redriven(
     hrt: Runtime, clock: Clock, receiver: Receiver
 ) -> None:
-    job_id = submit(hrt)
-    receiver.status = 410
-    assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "dead"
-    jobs.cancel(hrt, "acme", job_id, None)
-    record = hrt.store.get_job(job_id)
-    assert record is not None
-    assert record.expires_at is not None
-    assert hrt.callbacks.revive(IntentRef(job_id, 1), now=record.expires_at * 1000) is None
+    job_id = with_a_dead_callback(hrt, receiver)
+    expires_at = cancel_for_expiry(hrt, job_id)
+    assert hrt.callbacks.revive(IntentRef(job_id, 1), now=expires_at * 1000) is None
 
 
-def test_a_stale_stamp_never_gives_an_open_intent_an_expiry(hrt: Runtime, clock: Clock) -> None:
+def test_a_stale_stamp_never_gives_an_open_intent_an_expiry(
+    hrt: Runtime, clock: Clock, receiver: Receiver
+) -> None:
     """The conditions of `stamp` and of `retain`'s closed branch alone: both act on what an
     earlier read said (closed), and the intent has been redriven (open) since."""
-    job_id = submit(hrt)
-    hrt_dead = replace(hrt, poster=lambda *_: HttpResult(410, "", None))
-    assert callbacks.deliver(hrt_dead, IntentRef(job_id, 1)).outcome == "dead"
+    job_id = with_a_dead_callback(hrt, receiver)
     jobs.cancel(hrt, "acme", job_id, None)
     closed = hrt.callbacks.get(IntentRef(job_id, 1))
     assert closed is not None

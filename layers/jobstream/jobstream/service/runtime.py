@@ -8,7 +8,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from jobstream.clock import now_ms
-from jobstream.config.settings import Settings, checked_targets, load_settings, load_targets
+from jobstream.config.settings import Settings, checked_targets, load_settings
 from jobstream.config.targets import TargetsFile
 from jobstream.delivery.ssrf import Resolver, system_resolver
 from jobstream.queue import CallbackQueue, WorkQueue

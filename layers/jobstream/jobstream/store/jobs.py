@@ -500,20 +500,15 @@ class JobStore:
 
     def stamp_event(self, job_id: str, sequence: int, expires_at: int) -> None:
         """Give one event its job's expiry (epoch seconds)."""
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)}),
-                UpdateExpression="SET #expires = :expires",
-                # Stamp an event that exists; never make an item of an expiry alone.
-                ConditionExpression="attribute_exists(#pk)",
-                ExpressionAttributeNames={"#pk": keys.PK, "#expires": keys.TTL_ATTRIBUTE},
-                ExpressionAttributeValues=to_item({":expires": expires_at}),
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except ClientError as error:
-            if not _condition_failed(error):
-                raise
+        self._update_event(
+            job_id,
+            sequence,
+            "SET #expires = :expires",
+            # Stamp an event that exists; never make an item of an expiry alone.
+            "attribute_exists(#pk)",
+            names={"#pk": keys.PK, "#expires": keys.TTL_ATTRIBUTE},
+            values={":expires": expires_at},
+        )
 
     def retiring(self, *, now: int) -> Iterator[tuple[str, int]]:
         """(job id, terminal sequence) of finished jobs whose items may still lack their expiry,
@@ -526,16 +521,38 @@ class JobStore:
 
     def finish_retiring(self, job_id: str, sequence: int) -> None:
         """Take a finished job off the RETIRING backlog (every item of it carries its expiry)."""
+        self._update_event(
+            job_id,
+            sequence,
+            "REMOVE sweep_pk, sweep_sk",
+            # Only the terminal event's own entry; never create an item.
+            "begins_with(sweep_pk, :retiring)",
+            values={":retiring": keys.RETIRING_JOBS},
+        )
+
+    def _update_event(
+        self,
+        job_id: str,
+        sequence: int,
+        update: str,
+        condition: str,
+        *,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, Any],
+    ) -> None:
+        """One conditional update of an event item; a failed condition is a no-op."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)}),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": to_item(values),
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if names:
+            request["ExpressionAttributeNames"] = dict(names)
         try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)}),
-                UpdateExpression="REMOVE sweep_pk, sweep_sk",
-                # Only the terminal event's own entry; never create an item.
-                ConditionExpression="begins_with(sweep_pk, :retiring)",
-                ExpressionAttributeValues=to_item({":retiring": keys.RETIRING_JOBS}),
-                ReturnConsumedCapacity="TOTAL",
-            )
+            self.client.update_item(**request)
         except ClientError as error:
             if not _condition_failed(error):
                 raise
