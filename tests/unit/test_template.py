@@ -1229,3 +1229,16 @@ def test_the_grant_check_catches_a_grant_without_its_condition(tmp_path: Path) -
     )
     actions = [action for action, _ in worker_grants(template, "/jobstream/pixiv")]
     assert actions == ["ssm:GetParameter", "secretsmanager:GetSecretValue"]
+
+
+def test_a_whole_callback_attempt_fits_in_the_callbacks_function() -> None:
+    """The function claims a message only with the callback timeout and the outcome's margin
+    left: at the largest timeout allowed, a fresh invocation must still have that time (with a
+    second to spare), or it would hand every message back."""
+    from jobstream.service.callback_batch import OUTCOME_MARGIN_MS
+
+    function = TEMPLATE_NOW.resources_of_type(FUNCTION)["CallbacksFunction"]
+    timeout_s = resolve_number(TEMPLATE_NOW, function_setting(TEMPLATE_NOW, function, "Timeout"))
+    assert timeout_s is not None
+    largest = int(parameters(TEMPLATE_NOW)["CallbackTimeoutMs"]["MaxValue"])
+    assert largest + OUTCOME_MARGIN_MS + 1_000 <= timeout_s * 1000
