@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.billing import BillingMeter
-from bench.cost import JobCost, measure_costs, report_lines, table_from_template
+from bench.capacity import report_lines as capacity_lines
+from bench.cost import TABLE_NAME, JobCost, measure_costs, report_lines, table_from_template
 from bench.end_to_end import Throughput, throughput
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -166,6 +167,16 @@ def operations() -> list[Row]:
         rows.append(measure(meter, "get job", lambda: jobs.get_job(rt, "bench", job_id, None)))
         rows.append(
             measure(meter, "list jobs (limit 100)", lambda: jobs.list_jobs(rt, "bench", {}, None))
+        )
+        # A full page: 100 of a tenant's 300 jobs, spread over its by_tenant shards.
+        for index in range(300):
+            admission.submit(rt, "pages", task(f"page-{index}"), None)
+        rows.append(
+            measure(
+                meter,
+                "list jobs (a page of 100 of 300)",
+                lambda: jobs.list_jobs(rt, "pages", {"limit": ["100"]}, None),
+            )
         )
         rows.append(
             measure(
@@ -477,6 +488,7 @@ def report(
         "unit per 4 KB. Milliseconds are moto's own and measure nothing about AWS.",
         "",
         *report_lines(costs),
+        *capacity_lines(costs, TABLE_NAME),
         "## DynamoDB per operation",
         "",
         "| operation | calls | which | read units | write units | ms (median) |",

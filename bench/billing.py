@@ -25,7 +25,7 @@ plus 1; booleans and null are 1 byte; a list or map is 3 bytes plus its elements
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -118,6 +118,8 @@ class Bill:
     index_write_units: dict[str, float] = field(default_factory=dict)
     read_units: float = 0.0
     requests: dict[str, int] = field(default_factory=dict)
+    # Write units by (table or index, kind of partition key): what each key must absorb.
+    key_write_units: dict[tuple[str, str], float] = field(default_factory=dict)
 
     @property
     def write_units(self) -> float:
@@ -125,6 +127,9 @@ class Bill:
 
     def add_index_write(self, index: str, units: float) -> None:
         self.index_write_units[index] = self.index_write_units.get(index, 0.0) + units
+
+    def add_key_write(self, where: str, kind: str, units: float) -> None:
+        self.key_write_units[(where, kind)] = self.key_write_units.get((where, kind), 0.0) + units
 
     def count(self, service: str, operation: str) -> None:
         name = f"{service}:{operation}"
@@ -134,30 +139,47 @@ class Bill:
         self.table_write_units = self.read_units = 0.0
         self.index_write_units.clear()
         self.requests.clear()
+        self.key_write_units.clear()
 
 
 def index_write_units(index: Index, table: Table, before: Item | None, after: Item | None) -> int:
     """What one item write costs `index`, by the entries it had before and has after."""
+    return sum(units for _, units in index_writes(index, table, before, after))
+
+
+def index_writes(
+    index: Index, table: Table, before: Item | None, after: Item | None
+) -> list[tuple[Any, int]]:
+    """The index partitions one item write touches: (partition key value, write units) each."""
     old = index.entry(before, table.key_names)
     new = index.entry(after, table.key_names)
     if old is None and new is None:
-        return 0
+        return []
     if old is None or new is None:
-        return write_units(item_size(new if old is None else old))
+        entry = old or new or {}
+        return [(entry[index.hash_key], write_units(item_size(entry)))]
     if index.key(old) != index.key(new):
-        return write_units(item_size(old)) + write_units(item_size(new))
+        return [
+            (old[index.hash_key], write_units(item_size(old))),
+            (new[index.hash_key], write_units(item_size(new))),
+        ]
     if old == new:
-        return 0
-    return write_units(max(item_size(old), item_size(new)))
+        return []
+    return [(new[index.hash_key], write_units(max(item_size(old), item_size(new))))]
 
 
 class BillingMeter:
     """Bills DynamoDB requests made through `client` (hooked) for one table, reading items
     through `reader`, a client of the same endpoint that is not hooked."""
 
-    def __init__(self, table: Table, reader: Any) -> None:
+    def __init__(
+        self, table: Table, reader: Any, key_kind: Callable[[str, str], str] | None = None
+    ) -> None:
         self.table = table
         self.reader = reader
+        # (table or index name, partition key value) -> the kind of key it is, for
+        # Bill.key_write_units; by default every value is its own kind.
+        self.key_kind = key_kind or (lambda _where, value: value)
         self.bill = Bill()
         self._before: dict[int, list[tuple[dict[str, Any], Item | None, int]]] = {}
 
@@ -234,10 +256,18 @@ class BillingMeter:
             after = self._read(key)
             size = max(item_size(before), item_size(after))
             self.bill.table_write_units += multiplier * write_units(size)
+            partition = key[self.table.hash_key]["S"]
+            self.bill.add_key_write(
+                self.table.name,
+                self.key_kind(self.table.name, partition),
+                multiplier * write_units(size),
+            )
             for index in self.table.indexes:
-                units = index_write_units(index, self.table, before, after)
-                if units:
+                for value, units in index_writes(index, self.table, before, after):
                     self.bill.add_index_write(index.name, units)
+                    self.bill.add_key_write(
+                        index.name, self.key_kind(index.name, value["S"]), units
+                    )
 
     # -- reads -------------------------------------------------------------------------------
 

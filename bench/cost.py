@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from bench.billing import Bill, BillingMeter, Table
+from bench.capacity import partition_kind
 
 # Assumed list prices, us-east-1, on-demand, as published; dated so that a reader can check them.
 PRICES_AS_OF: Final = "2026-12-03"
@@ -26,6 +27,7 @@ PRICE_PER_MILLION: Final[dict[str, float]] = {
     "Lambda request": 0.20,
     "HTTP API request": 1.00,
 }
+TABLE_NAME: Final = "cost-jobs"
 # Lambda compute, arm64, per GB-second.
 LAMBDA_GB_SECOND: Final = 0.0000133334
 
@@ -144,6 +146,7 @@ def _copy(bill: Bill) -> Bill:
         index_write_units=dict(bill.index_write_units),
         read_units=bill.read_units,
         requests=dict(bill.requests),
+        key_write_units=dict(bill.key_write_units),
     )
 
 
@@ -183,10 +186,10 @@ def measure_costs() -> list[JobCost]:
         dynamodb_client.cache_clear()
         sqs_client.cache_clear()
         template = Template.load()
-        create_tables(template, boto3.client("dynamodb"), name_for=lambda _: "cost-jobs")
+        create_tables(template, boto3.client("dynamodb"), name_for=lambda _: TABLE_NAME)
         queues = create_queues(template, boto3.client("sqs"), name_for=lambda n: f"cost-{n}")
         settings = Settings(
-            table_name="cost-jobs",
+            table_name=TABLE_NAME,
             api_tokens=parse_api_tokens("bench=bench-token"),
             targets_path=DEFAULT_TARGETS_FILE,
             work_queue_url=queues["WorkQueue"]["Ref"],
@@ -195,11 +198,15 @@ def measure_costs() -> list[JobCost]:
         )
         rt = Runtime(
             settings=settings,
-            store=JobStore("cost-jobs"),
+            store=JobStore(TABLE_NAME),
             resolver=lambda _host, _port: ["93.184.215.14"],
             poster=receiver,
         )
-        meter = BillingMeter(table_from_template(template, "cost-jobs"), boto3.client("dynamodb"))
+        meter = BillingMeter(
+            table_from_template(template, TABLE_NAME),
+            boto3.client("dynamodb"),
+            key_kind=partition_kind,
+        )
         meter.attach(dynamodb_client())
         meter.attach(sqs_client(), "sqs")
         return job_lifetime_costs(rt, meter, posted)

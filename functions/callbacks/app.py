@@ -1,30 +1,24 @@
-"""SQS-triggered: one callback POST per message, partial batch failures for retries."""
+"""SQS-triggered: a batch of callback messages, delivered concurrently within the invocation's
+time; the partial batch response names the messages SQS must keep (service/callback_batch.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
 from jobstream.observability import instrument
 from jobstream.service import runtime as runtime_module
-from jobstream.service.callbacks import handle_message
-
-processor = BatchProcessor(event_type=EventType.SQS)
-
-
-def record_handler(record: SQSRecord) -> str:
-    return handle_message(runtime_module.runtime(), record.body, record.receipt_handle)
+from jobstream.service.callback_batch import QueueMessage, deliver_batch
 
 
 @instrument
-def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+def handler(event: dict[str, Any], context: Any) -> dict[str, list[dict[str, str]]]:
+    messages = [
+        QueueMessage(
+            message_id=record["messageId"],
+            body=record["body"],
+            receipt_handle=record["receiptHandle"],
+        )
+        for record in event.get("Records", [])
+    ]
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return deliver_batch(runtime_module.runtime(), messages, remaining)

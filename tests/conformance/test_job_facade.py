@@ -226,9 +226,9 @@ def test_19_capabilities_from_live_configuration(main_stack: Stack, main: Client
     assert declaration["queued_timeout_ms"] == 1_800_000
     assert declaration["stall_timeout_ms"] == 900_000
     assert declaration["heartbeat_interval_ms"] == 30_000
-    assert declaration["default_deadline_ms"] == 1_200_000
+    assert declaration["default_deadline_ms"] == 900_000
     job = main.admit(canonical_task(key("ref-19"), None, deadline_ms=None))
-    assert job["deadline_at"] == job["created_at"] + 1_200_000
+    assert job["deadline_at"] == job["created_at"] + 900_000
     # queued/stall budgets are deployment settings here (not live); the target's execution
     # ceiling is live: the next read after a change of the targets file reports it.
     changed = json.loads(json.dumps(MAIN_TARGETS))
@@ -241,7 +241,7 @@ def test_19_capabilities_from_live_configuration(main_stack: Stack, main: Client
         assert shorter["deadline_at"] == shorter["created_at"] + 660_000
     finally:
         main_stack.write_targets(MAIN_TARGETS)
-    assert main.capabilities()["job_types"][0]["default_deadline_ms"] == 1_200_000
+    assert main.capabilities()["job_types"][0]["default_deadline_ms"] == 900_000
 
 
 def _quiet(client: Client, timeout: float = 20) -> None:

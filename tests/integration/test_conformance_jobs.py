@@ -216,10 +216,10 @@ def test_19_capabilities_from_live_configuration(
     assert declaration["queued_timeout_ms"] == 1_800_000
     assert declaration["stall_timeout_ms"] == 900_000
     assert declaration["heartbeat_interval_ms"] == 30_000
-    assert declaration["default_deadline_ms"] == 1_200_000
+    assert declaration["default_deadline_ms"] == 900_000
     assert response.body["server_time"] == clock.now
     job = api.post("/jobs", canonical_task(deadline_ms=None)).body["job"]
-    assert job["deadline_at"] == job["created_at"] + 1_200_000
+    assert job["deadline_at"] == job["created_at"] + 900_000
     # The targets file is live: a new ceiling shows on the next read.
     changed = json.loads(json.dumps(REFERENCE_TARGETS))
     changed["targets"][0]["timeout_ms"] = 660_000
@@ -238,7 +238,7 @@ def test_deadline_ms_shortens_but_never_extends_the_ceiling(api: Api) -> None:
     long = api.post("/jobs", canonical_task(idempotency_key="long", deadline_ms=5_400_000)).body[
         "job"
     ]
-    assert long["deadline_at"] == long["created_at"] + 1_200_000
+    assert long["deadline_at"] == long["created_at"] + 900_000
 
 
 def test_21_misconfigured_deployment_answers_503(api: Api, rt: Runtime, targets_path: Path) -> None:
@@ -252,6 +252,23 @@ def test_21_misconfigured_deployment_answers_503(api: Api, rt: Runtime, targets_
     assert response.body["error"]["code"] == "internal_error"
     assert response.body["error"]["retryable"] is False
     assert response.body["error"]["detail"] == {"reason": "job_api_disabled"}
+
+
+def test_a_target_changed_to_outlive_the_worker_disables_the_api(
+    api: Api, targets_path: Path
+) -> None:
+    """The targets file is live: a re-read one whose target may run past the worker's Lambda
+    timeout is refused like an invalid file (nothing is admitted to be cut off later)."""
+    import os
+
+    changed = json.loads(targets_path.read_text(encoding="utf-8"))
+    changed["targets"][0]["timeout_ms"] = 900_001
+    targets_path.write_text(json.dumps(changed), encoding="utf-8")
+    os.utime(targets_path, (3, 3))
+    response = api.post("/jobs", canonical_task(idempotency_key="too-long"))
+    assert response.status == 503
+    assert response.body["error"]["detail"] == {"reason": "job_api_disabled"}
+    assert api.get("/jobs").body["jobs"] == []  # nothing admitted
 
 
 FOUR_TARGETS: dict[str, Any] = {

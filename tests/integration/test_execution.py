@@ -120,7 +120,11 @@ def test_cancel_while_running_stops_the_worker(
 
 
 def test_a_worker_that_lost_its_lease_cannot_complete(rt: Runtime, clock: Clock) -> None:
-    job_id = submit(rt)
+    job_id = submit(rt, deadline_ms=None)
+    # The target's ceiling equals the stall budget (15 minutes): lift it so the stall fires.
+    from tests.support.state import set_job_attributes
+
+    set_job_attributes(rt, job_id, deadline_at=clock.now + 10 * 3_600_000)
     record = execution.claim(rt, job_id, "worker-a")
     assert record is not None
     # The worker goes silent: its lease lapses and the stall verdict expires the job.
@@ -198,7 +202,7 @@ def test_liveness_verdicts(
     rt: Runtime, clock: Clock, status: str, advance: int, expected: str
 ) -> None:
     job_id = submit(rt, deadline_ms=None)
-    # The reference target's ceiling is 20 minutes; lift it so only the budget under test fires.
+    # The reference target's ceiling is 15 minutes; lift it so only the budget under test fires.
     from tests.support.state import set_job_attributes
 
     set_job_attributes(rt, job_id, deadline_at=clock.now + 10 * 3_600_000)

@@ -47,6 +47,14 @@ from tests.support.validation import validate_error
 MODES = ("before", "after")
 
 
+@pytest.fixture(autouse=True)
+def few_shards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two shards per key: still sharded, but a sweep's or a listing's calls stay few enough
+    to fail each of them in turn (the matrix is quadratic in the calls an operation makes)."""
+    monkeypatch.setattr(keys, "TENANT_SHARDS", 2)
+    monkeypatch.setattr(keys, "SWEEP_SHARDS", 2)
+
+
 class CrashError(Exception):
     """The invocation dies here (not an AWS error: nothing retries it)."""
 

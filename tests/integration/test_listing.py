@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
+import uuid
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from jobstream.domain import JobRecord
+from jobstream.service.identity import derive_job_id
 from jobstream.service.runtime import Runtime
-from tests.support.harness import Api, Clock, canonical_task
+from jobstream.store import keys
+from jobstream.store.jobs import JobQuery, decode_cursor, encode_cursor, record_to_item
+from tests.support.harness import START_MS, Api, Clock, canonical_task
 from tests.support.state import mark_failed
 from tests.support.validation import validate, validate_error
 
@@ -29,7 +38,7 @@ def seven_jobs(api: Api, clock: Clock) -> list[str]:
 def collect(api: Api, query: str) -> list[str]:
     ids: list[str] = []
     cursor = None
-    for _ in range(20):
+    for _ in range(100):
         suffix = f"&cursor={cursor}" if cursor else ""
         response = api.get(f"/jobs?{query}{suffix}")
         assert response.status == 200, response.body
@@ -142,3 +151,128 @@ def test_cursor_from_another_listing_is_rejected(api: Api, seven_jobs: list[str]
     response = api.get(f"/jobs?correlation_id=odd&cursor={cursor}")
     assert response.status == 400
     validate_error(response.body)
+
+
+# -- across shards: the tenant's jobs lie on TENANT_SHARDS index keys -------------------------
+
+
+def test_a_tenants_jobs_on_many_shards_list_as_one(api: Api, rt: Runtime, clock: Clock) -> None:
+    ids = []
+    for index in range(30):
+        # Ties in time too: the job id orders jobs admitted in the same millisecond.
+        clock.advance(index % 2)
+        response = api.post(
+            "/jobs",
+            canonical_task(idempotency_key=f"many-{index}", correlation_id=f"c{index % 3}"),
+        )
+        ids.append(response.body["job"]["job_id"])
+    assert len({keys.shard_of(job_id, keys.TENANT_SHARDS) for job_id in ids}) >= 10
+    created = {job_id: rt.store.get_job(job_id).created_at for job_id in ids}  # type: ignore[union-attr]
+    newest_first = sorted(ids, key=lambda job_id: (created[job_id], job_id), reverse=True)
+    for limit in (4, 30, 31):
+        assert collect(api, f"limit={limit}") == newest_first, limit
+    for failed in ids[::5]:
+        mark_failed(rt, failed, at=clock.advance(1), reason="no_candidate")
+    wanted = [job_id for job_id in newest_first if job_id in ids[::5]]
+    assert collect(api, "status=failed&limit=4") == wanted
+    assert collect(api, "status=queued&limit=10") == [j for j in newest_first if j not in wanted]
+    assert collect(api, "correlation_id=c1&limit=3") == [
+        job_id for job_id in newest_first if ids.index(job_id) % 3 == 1
+    ]
+
+
+def test_a_full_last_page_ends_the_listing_within_one_more_page(api: Api, clock: Clock) -> None:
+    for index in range(6):
+        clock.advance(1)
+        api.post("/jobs", canonical_task(idempotency_key=f"six-{index}"))
+    first = api.get("/jobs?limit=6").body
+    assert len(first["jobs"]) == 6
+    if "next_cursor" in first:
+        assert api.get(f"/jobs?limit=6&cursor={first['next_cursor']}").body["jobs"] == []
+
+
+@st.composite
+def stored_jobs(draw: st.DrawFn) -> list[tuple[str, int, str, str | None]]:
+    """(idempotency key, created_at, status, correlation id) of a tenant's jobs."""
+    count = draw(st.integers(0, 16))
+    return [
+        (
+            f"key-{index}",
+            draw(st.integers(0, 5)),  # few distinct times: ties are ordered by job id
+            draw(st.sampled_from(["queued", "running", "failed"])),
+            draw(st.sampled_from([None, "x", "y"])),
+        )
+        for index in range(count)
+    ]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    jobs=stored_jobs(),
+    limit=st.integers(3, 12),
+    status=st.sampled_from([None, "queued", "failed"]),
+    correlation=st.sampled_from([None, "x"]),
+)
+def test_sharded_pages_walk_the_model_newest_first(
+    rt: Runtime,
+    jobs: list[tuple[str, int, str, str | None]],
+    limit: int,
+    status: str | None,
+    correlation: str | None,
+) -> None:
+    """Pages of any size, any filter, followed by their cursors, give each matching job once,
+    newest first, over every shard; another tenant's jobs never show."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    client = rt.store.client
+    model = []
+    for key, created_at, job_status, correlation_id in [*jobs, ("other", 3, "queued", "x")]:
+        owner = tenant if key != "other" else f"{tenant}-other"
+        record = JobRecord(
+            job_id=derive_job_id(owner, key),
+            tenant=owner,
+            job_type="candidate_search",
+            idempotency_key=key,
+            params={},
+            params_canonical="{}",
+            target_id="t",
+            work_type="illustration",
+            status=job_status,
+            created_at=START_MS + created_at,
+            updated_at=START_MS + created_at,
+            correlation_id=correlation_id,
+        )
+        client.put_item(TableName=rt.store.table_name, Item=record_to_item(record))
+        if (
+            owner == tenant
+            and status in (None, job_status)
+            and correlation in (None, correlation_id)
+        ):
+            model.append((keys.created_sk(record.created_at, record.job_id), record.job_id))
+    expected = [job_id for _, job_id in sorted(model, reverse=True)]
+    got: list[str] = []
+    start = None
+    for _ in range(len(jobs) + 2):
+        records, start = list_page(
+            rt.store,
+            JobQuery(
+                tenant, correlation_id=correlation, status=status, limit=limit, start_key=start
+            ),
+        )
+        assert len(records) <= limit
+        got += [record.job_id for record in records]
+        if start is None:
+            break
+        assert decode_cursor(encode_cursor(start)) == start
+    assert start is None, "the listing never ended"
+    assert got == expected
+
+
+def list_page(store: Any, query: JobQuery) -> tuple[list[JobRecord], dict[str, Any] | None]:
+    """One page of the store's lazy listing, as the service takes it: `limit` jobs, and the
+    resume key of the last one when another follows."""
+    listed = list(itertools.islice(store.iter_jobs(query), query.limit + 1))
+    page = listed[: query.limit]
+    more = len(listed) > query.limit
+    return [job.record for job in page], (page[-1].resume_key if more and page else None)

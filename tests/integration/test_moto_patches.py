@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from jobstream.domain import StoredEvent
 from jobstream.service.runtime import Runtime
 from jobstream.store.jobs import CallbackIntent
+from jobstream.store.shards import MergedQuery
 
 PARTITIONS = ["a", "b", "c"]
 
@@ -468,10 +469,74 @@ def test_a_refused_admission_leaves_no_job_event_or_callback(crt: Runtime) -> No
     assert stored is not None
     unstorable = replace(stored, job_id=job_id[:-4] + "XXXX", params={"limit": 1e300})
     accepted = StoredEvent(unstorable.job_id, 1, "job.requested", unstorable.created_at)
-    intent = CallbackIntent("https://consumer.example.test/hooks", "evt-1-1", "{}")
+    intent = CallbackIntent("https://consumer.example.test/hooks", "evt-1-1")
     before = whole_table(crt)
     with pytest.raises(ClientError):
         crt.store.create_job(unstorable, accepted, intent)
     assert whole_table(crt) == before
     crt.clock.advance(keys.HANDOFF_GRACE_MS * 2)  # type: ignore[attr-defined]
     assert sweep(crt).callbacks_resent == 1  # the first job's own, nothing for the refused one
+
+
+# -- the store's sharded reads: one query per partition, merged --------------------------------
+
+unique_items = st.lists(
+    st.tuples(
+        st.sampled_from(PARTITIONS),
+        st.integers(0, 50),
+        st.sampled_from(["x", "y", "z", None]),
+        st.integers(0, 500),
+    ),
+    max_size=40,
+    unique_by=(lambda item: (item[0], item[1]), lambda item: item[3]),
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    items=unique_items,
+    shards=st.sampled_from([["x"], ["x", "y"], ["z", "y", "x"]]),
+    forward=st.booleans(),
+    limit=st.sampled_from([1, 2, 5]),
+    low=st.sampled_from([None, 10, 40]),
+)
+def test_a_merged_read_of_shards_is_their_union_in_index_order(
+    aws: None,
+    *,
+    items: list[Item],
+    shards: list[str],
+    forward: bool,
+    limit: int,
+    low: int | None,
+) -> None:
+    """store/shards.py: MergedQuery over index partitions (the store's shards) answers what
+    one partition holding all their items would, in either direction, with filters and small
+    reads; taking a few items reads no further than it must."""
+    client = boto3.client("dynamodb")
+    table = _table(client)
+    _put(client, table, items)
+    requests = []
+    for shard in shards:
+        request: dict[str, Any] = {
+            "TableName": table,
+            "IndexName": "sparse",
+            "KeyConditionExpression": "g = :g",
+            "ExpressionAttributeValues": {":g": {"S": shard}},
+            "ScanIndexForward": forward,
+            "Limit": limit,
+        }
+        if low is not None:
+            request["FilterExpression"] = "sk >= :low"
+            request["ExpressionAttributeValues"][":low"] = {"N": str(low)}
+        requests.append(request)
+    merged = MergedQuery(client, requests, sort_key="gr", descending=not forward)
+    got = [(item["pk"]["S"], int(item["sk"]["N"])) for item in merged]
+    wanted = sorted(
+        (gr, pk, sk) for pk, sk, g, gr in items if g in shards and (low is None or sk >= low)
+    )
+    if not forward:
+        wanted.reverse()
+    assert got == [(pk, sk) for _gr, pk, sk in wanted]
+    assert merged.exhausted

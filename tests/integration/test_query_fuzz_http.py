@@ -152,3 +152,60 @@ def test_task_strings_round_trip_exactly_or_are_refused(
     listing = api.get("/jobs?status=queued&limit=500")
     _check(listing, "JobPage")
     assert job in listing.body["jobs"]
+
+
+@pytest.fixture
+def spread_jobs(api: Api, rt: Any) -> list[dict[str, Any]]:
+    """18 jobs of one tenant over many `by_tenant` shards, two correlation ids, two statuses."""
+    from jobstream.store import keys
+    from tests.support.state import mark_failed
+
+    made = []
+    for index in range(18):
+        task = canonical_task(idempotency_key=f"spread-{index}", correlation_id=f"c{index % 2}")
+        response = api.post("/jobs", task)
+        assert response.status == 202
+        made.append(response.body["job"])
+    for job in made[::3]:
+        mark_failed(rt, job["job_id"], at=START_MS + 1, reason="no_candidate")
+        job["status"] = "failed"
+    assert len({keys.shard_of(j["job_id"], keys.TENANT_SHARDS) for j in made}) >= 8
+    return made
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    limit=st.integers(2, 20),
+    status=st.sampled_from([None, "queued", "failed", "running"]),
+    correlation=st.sampled_from([None, "c0", "c1"]),
+)
+def test_any_listing_walk_over_shards_gives_each_match_once_newest_first(
+    api: Api,
+    spread_jobs: list[dict[str, Any]],
+    limit: int,
+    status: str | None,
+    correlation: str | None,
+) -> None:
+    query = f"limit={limit}"
+    query += f"&status={status}" if status else ""
+    query += f"&correlation_id={correlation}" if correlation else ""
+    seen: list[str] = []
+    cursor = None
+    for _ in range(20):
+        response = api.get(f"/jobs?{query}" + (f"&cursor={cursor}" if cursor else ""))
+        _check(response, "JobPage")
+        assert response.status == 200
+        assert len(response.body["jobs"]) <= limit
+        seen += [job["job_id"] for job in response.body["jobs"]]
+        cursor = response.body.get("next_cursor")
+        if not cursor:
+            break
+    wanted = [
+        job
+        for job in spread_jobs
+        if status in (None, job["status"]) and correlation in (None, job["correlation_id"])
+    ]
+    newest_first = sorted(wanted, key=lambda job: (job["created_at"], job["job_id"]), reverse=True)
+    assert seen == [job["job_id"] for job in newest_first]

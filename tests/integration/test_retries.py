@@ -294,7 +294,8 @@ def test_a_transient_cause_on_every_route_answers_a_retryable_503(
     assert response.headers["retry-after"] == "2"
     assert ("rejected", "resource_busy") in counted
     exhausted = [dimension for name, dimension in counted if name == "aws_retries_exhausted"]
-    assert len(exhausted) == 1
+    # One call gives up, or (a listing reads its shards at once) each call in flight.
+    assert len(exhausted) == 1 or (route == "GET /jobs" and len(exhausted) >= 1)
     assert api.call(method, target, body).status < 300
 
 

@@ -52,6 +52,7 @@ from jobstream.protocol.events import (
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.identity import derive_job_id
 from jobstream.service.liveness import verdict
+from jobstream.service.retention import expiry_of
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
@@ -76,7 +77,7 @@ INTENT_STATES = {
 }
 FINAL_INTENT_STATES = {CALLBACK_DELIVERED, CALLBACK_DEAD}
 GARBAGE_IDS = ("garbage", "evt-", "evt-abc-1", "evt-0-1", "evt-1-0", "evt-99999999999999-999999")
-# Large steps cross the lease (3 min), the stall (15 min), the deadline (20 min), the queued
+# Large steps cross the lease (3 min), the stall and the deadline (15 min), the queued
 # budget (30 min) and the longest callback back-off (6 h).
 LARGE_STEPS = (180_001, 900_001, 1_200_001, 1_800_001, 21_600_001)
 
@@ -133,6 +134,7 @@ class JobView:
     record: JobRecord
     events: list[StoredEvent] = field(default_factory=list)
     intents: list[dict[str, Any]] = field(default_factory=list)
+    event_items: list[dict[str, Any]] = field(default_factory=list)
 
 
 def conflicting(task: dict[str, Any]) -> dict[str, Any]:
@@ -207,6 +209,7 @@ class World:
                 views[job_id].events.append(
                     StoredEvent(job_id, keys.sequence_of(sk), values["kind"], values["at"])
                 )
+                views[job_id].event_items.append(values)
             elif sk.startswith(keys.INTENT_PREFIX):
                 views[job_id].intents.append(from_item(item))
         self._views = (snapshot, views)
@@ -256,7 +259,7 @@ class World:
             assert record.lease_owner is None
         else:
             assert terminal == [], f"{record.status} job {job_id} has {terminal}"
-            assert view.item["sweep_pk"]["S"] == keys.ACTIVE_JOBS
+            assert keys.sweep_kind(view.item["sweep_pk"]["S"]) == keys.ACTIVE_JOBS
         # I6: one execution at most; started iff job.started was recorded.
         assert record.attempt <= 1
         assert (record.started_at is not None) == (EventKind.EXECUTION_STARTED in kinds)
@@ -271,6 +274,29 @@ class World:
         assert record.ack_sequence >= self.best_ack.get(job_id, 0)
         self.best_ack[job_id] = record.ack_sequence
         self.check_intents(model, view)
+        self.check_retention(view)
+
+    def check_retention(self, view: JobView) -> None:
+        """Retention: an open job carries no expiry anywhere; a finished one carries its own
+        (from its terminal event's time) on the job, on every event and on every closed intent;
+        an open intent never carries one, it keeps its job's date for when it closes."""
+        record, ttl = view.record, keys.TTL_ATTRIBUTE
+        if not record.is_terminal:
+            assert ttl not in view.item
+            assert all(ttl not in item for item in view.event_items)
+            assert all(ttl not in i and "retain_until" not in i for i in view.intents)
+            return
+        expires_at = expiry_of(view.events[-1].at, self.rt.settings)
+        assert record.expires_at == expires_at
+        # The retention step runs right after the terminal commit (nothing fails here).
+        assert all(item.get(ttl) == expires_at for item in view.event_items)
+        assert "sweep_pk" not in view.event_items[-1], "the job is still RETIRING"
+        for intent in view.intents:
+            assert intent["retain_until"] == expires_at
+            if intent["state"] in FINAL_INTENT_STATES:
+                assert intent.get(ttl) == expires_at, intent
+            else:
+                assert ttl not in intent, f"open intent {intent['sequence']} may expire"
 
     def check_intents(self, model: JobModel, view: JobView) -> None:
         """I5: one intent per event of a job with a callback URL, in a known state."""
@@ -293,9 +319,9 @@ class World:
             if intent["state"] == CALLBACK_DELIVERED:
                 assert "sweep_pk" not in intent
             elif intent["state"] == CALLBACK_DEAD:
-                assert intent["sweep_pk"] == keys.CALLBACK_DEAD
+                assert keys.sweep_kind(intent["sweep_pk"]) == keys.CALLBACK_DEAD
             else:
-                assert intent["sweep_pk"] == keys.CALLBACK_HANDOFF
+                assert keys.sweep_kind(intent["sweep_pk"]) == keys.CALLBACK_HANDOFF
 
     # -- helpers for rules ------------------------------------------------------------------
 
@@ -819,5 +845,34 @@ def test_the_checker_catches_a_moved_ack_cursor(rt: Runtime) -> None:
         UpdateExpression="SET ack_sequence = :zero",
         ExpressionAttributeValues=to_item({":zero": 0}),
     )
+    with pytest.raises(AssertionError):
+        world.check()
+
+
+@pytest.mark.parametrize("corrupt", ["open intent", "earlier event", "open job"])
+def test_the_checker_catches_a_wrong_expiry(rt: Runtime, corrupt: str) -> None:
+    """Retention: an expiry on an open intent or an open job, or a finished job's event without
+    one, fails the check."""
+    world = World(rt)
+    task = canonical_task(idempotency_key="key-3")
+    _, body = admission.submit(world.rt, "acme", task, None)
+    job_id = body["job"]["job_id"]
+    world.jobs[("acme", "key-3")] = JobModel("acme", "key-3", job_id, task, callback=True)
+    if corrupt != "open job":
+        jobs.cancel(world.rt, "acme", job_id, None)
+    world.check()
+    key, update = {
+        "open intent": (keys.intent_sk(2), "SET expires_at = :when"),
+        "earlier event": (keys.event_sk(1), "REMOVE expires_at"),
+        "open job": (keys.JOB_SK, "SET expires_at = :when"),
+    }[corrupt]
+    request: dict[str, Any] = {
+        "TableName": world.rt.settings.table_name,
+        "Key": to_item({keys.PK: keys.job_pk(job_id), keys.SK: key}),
+        "UpdateExpression": update,
+    }
+    if ":when" in update:
+        request["ExpressionAttributeValues"] = to_item({":when": 2_000_000_000})
+    world.rt.store.client.update_item(**request)
     with pytest.raises(AssertionError):
         world.check()

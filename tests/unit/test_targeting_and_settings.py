@@ -335,7 +335,10 @@ def test_defaults() -> None:
     assert settings.stall_timeout_ms == 900_000
     assert settings.heartbeat_interval_ms == 30_000
     assert settings.lease_ms == 180_000
-    assert settings.default_deadline_ms == 1_800_000
+    # Every ceiling fits in the worker's Lambda timeout (900 s).
+    assert settings.default_deadline_ms == 900_000
+    assert settings.worker_timeout_s == 900
+    assert settings.retention_days == 30
     # The default targets file ships with the project and is valid.
     assert settings.targets_path.is_file()
 
@@ -347,7 +350,7 @@ def test_load_settings_reads_only_the_given_mapping(monkeypatch: pytest.MonkeyPa
 
 def test_every_value_can_be_configured(tmp_path: Path) -> None:
     targets = tmp_path / "targets.json"
-    targets.write_text(json.dumps({"targets": [target("only", timeout_ms=5_400_000)]}), "utf-8")
+    targets.write_text(json.dumps({"targets": [target("only", timeout_ms=540_000)]}), "utf-8")
     settings = load_settings(
         env(
             JOBSTREAM_TARGETS=str(targets),
@@ -356,6 +359,8 @@ def test_every_value_can_be_configured(tmp_path: Path) -> None:
             JOBSTREAM_HEARTBEAT_INTERVAL_MS="10000",
             JOBSTREAM_LEASE_MS="60000",
             JOBSTREAM_DEFAULT_DEADLINE_MS="1200000",
+            JOBSTREAM_WORKER_TIMEOUT_S="600",
+            JOBSTREAM_RETENTION_DAYS="7",
         )
     )
     assert settings.targets_path == targets
@@ -363,7 +368,60 @@ def test_every_value_can_be_configured(tmp_path: Path) -> None:
     assert settings.stall_timeout_ms == 420_000
     assert settings.heartbeat_interval_ms == 10_000
     assert settings.lease_ms == 60_000
+    # No target goes without a timeout_ms: the default ceiling is never used, so it may exceed.
     assert settings.default_deadline_ms == 1_200_000
+    assert settings.worker_timeout_s == 600
+    assert settings.retention_days == 7
+
+
+@pytest.mark.parametrize(
+    ("targets", "variables", "named"),
+    [
+        ([target("slow", timeout_ms=900_001)], {}, "'slow' may run 900001 ms (its timeout_ms)"),
+        (
+            [target("fine", timeout_ms=300_000), target("default-ceiling")],
+            {"JOBSTREAM_DEFAULT_DEADLINE_MS": "1800000"},
+            "'default-ceiling' may run 1800000 ms (JOBSTREAM_DEFAULT_DEADLINE_MS",
+        ),
+        (
+            [target("ten-minutes", timeout_ms=600_000)],
+            {"JOBSTREAM_WORKER_TIMEOUT_S": "300"},
+            "longer than the worker's timeout of 300000 ms (JOBSTREAM_WORKER_TIMEOUT_S)",
+        ),
+    ],
+    ids=["timeout_ms", "default deadline", "shorter worker"],
+)
+def test_a_target_that_may_outlive_the_worker_stops_start_up(
+    tmp_path: Path, targets: list[dict[str, Any]], variables: dict[str, str], named: str
+) -> None:
+    """A job the worker's Lambda timeout would cut off is a configuration error naming its
+    target, not a job that ends `expired` 15 minutes in."""
+    path = tmp_path / "targets.json"
+    path.write_text(json.dumps({"targets": targets}), "utf-8")
+    with pytest.raises(ConfigurationError) as raised:
+        load_settings(env(JOBSTREAM_TARGETS=str(path), **variables))
+    assert named in str(raised.value)
+    # A disabled target cannot run: it does not count.
+    for entry in targets:
+        entry["enabled"] = False
+    path.write_text(json.dumps({"targets": [*targets, target("ok", timeout_ms=60_000)]}), "utf-8")
+    load_settings(env(JOBSTREAM_TARGETS=str(path), **variables))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("JOBSTREAM_WORKER_TIMEOUT_S", "901"),
+        ("JOBSTREAM_WORKER_TIMEOUT_S", "0"),
+        ("JOBSTREAM_RETENTION_DAYS", "0"),
+        ("JOBSTREAM_RETENTION_DAYS", "3651"),
+        ("JOBSTREAM_RETENTION_DAYS", "30.5"),
+    ],
+)
+def test_worker_timeout_and_retention_are_validated(variable: str, value: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        load_settings(env(**{variable: value}))
+    assert variable in str(raised.value)
 
 
 def test_empty_values_mean_the_default() -> None:

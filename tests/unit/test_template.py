@@ -978,3 +978,267 @@ def test_the_sam_local_env_file_points_every_queue_and_the_table_at_the_local_st
         ("JOBSTREAM_CALLBACK_DLQ_URL", "CallbackDeadLetterQueue"),
     ):
         assert parameters[variable].endswith(template.physical_name(logical_id)), variable
+
+
+# ------------------------------------------ Lambda and API limits (issue 13 item 11, capacity)
+
+LOG_GROUP = "AWS::Logs::LogGroup"
+HTTP_API = "AWS::Serverless::HttpApi"
+LAMBDA_MAX_TIMEOUT_S = 900
+
+
+def ref(value: Any) -> str | None:
+    return str(value["Ref"]) if isinstance(value, dict) and set(value) == {"Ref"} else None
+
+
+def log_group_problems(template: Template, group: str | None, where: str) -> list[str]:
+    groups = template.resources_of_type(LOG_GROUP)
+    if group is None or group not in groups:
+        return [f"{where}: no AWS::Logs::LogGroup of the template ({group!r})"]
+    retention = resolve_number(template, groups[group].get("RetentionInDays"))
+    if retention is None or retention < 1:
+        return [f"{where}: log group {group} keeps its logs forever (no RetentionInDays)"]
+    return []
+
+
+def function_log_problems(template: Template, function: str) -> list[str]:
+    """Each function logs to a log group of its own with a retention (not Lambda's default
+    group, which keeps logs forever and which CloudFormation cannot own)."""
+    properties = template.resources_of_type(FUNCTION)[function]
+    group = ref((properties.get("LoggingConfig") or {}).get("LogGroup"))
+    return log_group_problems(template, group, f"{function}.LoggingConfig.LogGroup")
+
+
+def http_api_problems(template: Template, name: str) -> list[str]:
+    api = template.resources_of_type(HTTP_API)[name]
+    problems = []
+    access = api.get("AccessLogSettings") or {}
+    target = getatt(access.get("DestinationArn"))
+    problems += log_group_problems(
+        template, target[0] if target and target[1] == "Arn" else None, f"{name} access logs"
+    )
+    log_format = str(access.get("Format", ""))
+    for field in ("$context.requestId", "$context.status", "$context.routeKey"):
+        if field not in log_format:
+            problems.append(f"{name}: the access log format lacks {field}")
+    try:
+        json.loads(log_format.replace("$context.", "context_"))
+    except ValueError:
+        problems.append(f"{name}: the access log format is not one JSON object per line")
+    throttling = api.get("DefaultRouteSettings") or {}
+    for setting in ("ThrottlingRateLimit", "ThrottlingBurstLimit"):
+        value = resolve_number(template, throttling.get(setting))
+        if value is None or value < 1:
+            problems.append(f"{name}: DefaultRouteSettings.{setting} is not a positive number")
+    return problems
+
+
+def worker_scaling_problems(template: Template) -> list[str]:
+    (props,) = [p for function, _, p in sqs_sources(template) if function == "WorkerFunction"] or [
+        {}
+    ]
+    cap = resolve_number(template, (props.get("ScalingConfig") or {}).get("MaximumConcurrency"))
+    if cap is None or not 2 <= cap <= 1000:
+        return [f"WorkerFunction: the work queue trigger's MaximumConcurrency is {cap!r}"]
+    return []
+
+
+def schedule_name_problems(template: Template) -> list[str]:
+    """A schedule's name is unique per account and region: a fixed one (SAM's default is the
+    logical id) lets a second stack take over the first one's sweep."""
+    return [
+        f"{function}.{event}: set OmitName: true (and no Name) for a generated name"
+        for function, properties in template.resources_of_type(FUNCTION).items()
+        for event, props in events_of(properties, "ScheduleV2")
+        if props.get("OmitName") is not True or "Name" in props
+    ]
+
+
+def condition_value(template: Template, node: Any, parameters_now: dict[str, str]) -> Any:
+    """A condition or intrinsic evaluated for given parameter values (the subset used here)."""
+    if isinstance(node, dict) and len(node) == 1:
+        ((name, argument),) = node.items()
+        if name == "Ref":
+            return parameters_now[argument]
+        if name in {"Condition", "Fn::Condition"}:
+            return condition_value(template, conditions(template)[argument], parameters_now)
+        if name == "Fn::Equals":
+            left, right = (condition_value(template, a, parameters_now) for a in argument)
+            return left == right
+        if name == "Fn::Not":
+            return not condition_value(template, argument[0], parameters_now)
+        if name == "Fn::And":
+            return all(condition_value(template, a, parameters_now) for a in argument)
+        if name == "Fn::Or":
+            return any(condition_value(template, a, parameters_now) for a in argument)
+        if name == "Fn::Split":
+            return str(condition_value(template, argument[1], parameters_now)).split(argument[0])
+        if name == "Fn::Select":
+            return condition_value(template, argument[1], parameters_now)[int(argument[0])]
+        raise AssertionError(f"no evaluation for {name}")
+    return node
+
+
+def worker_grants(template: Template, token_parameter: str) -> list[tuple[str, str]]:
+    """(action, resource) of every secret-store grant of the worker's own policies, for a
+    deployment whose PixivRefreshTokenParameter is `token_parameter`."""
+    values = {"PixivRefreshTokenParameter": token_parameter}
+    policies = template.resources_of_type(FUNCTION)["WorkerFunction"].get("Policies") or []
+    grants = []
+    for entry in as_list(policies):
+        policy = entry
+        if isinstance(entry, dict) and "Fn::If" in entry:
+            condition, chosen, otherwise = entry["Fn::If"]
+            holds = condition_value(template, {"Condition": condition}, values)
+            policy = chosen if holds else otherwise
+        for statement in policy_statements(policy):
+            for action in as_list(statement.get("Action") or []):
+                if str(action).startswith(("ssm:", "secretsmanager:", "kms:")):
+                    resource = statement.get("Resource")
+                    text = resource["Fn::Sub"] if isinstance(resource, dict) else str(resource)
+                    grants.append(
+                        (
+                            str(action),
+                            text.replace("${PixivRefreshTokenParameter}", token_parameter),
+                        )
+                    )
+    return grants
+
+
+FUNCTIONS_NOW = sorted(TEMPLATE_NOW.resources_of_type(FUNCTION))
+
+
+@pytest.mark.parametrize("function", FUNCTIONS_NOW)
+def test_every_function_logs_to_its_own_group_with_a_retention(function: str) -> None:
+    problems = function_log_problems(TEMPLATE_NOW, function)
+    assert not problems, "\n".join(problems)
+    groups = [
+        ref((properties.get("LoggingConfig") or {}).get("LogGroup"))
+        for properties in TEMPLATE_NOW.resources_of_type(FUNCTION).values()
+    ]
+    assert len(set(groups)) == len(groups), f"functions share a log group: {groups}"
+
+
+def test_the_http_api_has_access_logs_and_route_throttling() -> None:
+    apis = sorted(TEMPLATE_NOW.resources_of_type(HTTP_API))
+    assert apis
+    for api in apis:
+        problems = http_api_problems(TEMPLATE_NOW, api)
+        assert not problems, "\n".join(problems)
+
+
+def test_the_worker_queue_trigger_has_a_concurrency_cap() -> None:
+    assert worker_scaling_problems(TEMPLATE_NOW) == []
+
+
+def test_schedules_get_generated_names() -> None:
+    assert schedules(TEMPLATE_NOW), "no schedule to check"
+    assert schedule_name_problems(TEMPLATE_NOW) == []
+
+
+@pytest.mark.parametrize(
+    ("token_parameter", "expected"),
+    [
+        ("", []),
+        ("/jobstream/pixiv", [("ssm:GetParameter", "parameter/jobstream/pixiv")]),
+        ("jobstream-pixiv", [("secretsmanager:GetSecretValue", "secret:jobstream-pixiv-??????")]),
+    ],
+    ids=["none", "ssm", "secret"],
+)
+def test_the_worker_may_read_exactly_the_configured_secret(
+    token_parameter: str, expected: list[tuple[str, str]]
+) -> None:
+    """Left empty, no grant at all (it used to end in `secret:*`: every secret of the
+    account); otherwise one action on the one parameter or secret named."""
+    grants = worker_grants(TEMPLATE_NOW, token_parameter)
+    assert [(action, resource.split(":")[-1]) for action, resource in grants] == [
+        (action, suffix.split(":")[-1]) for action, suffix in expected
+    ]
+    for _, resource in grants:
+        assert not resource.endswith("*"), resource
+
+
+def test_the_worker_timeout_comes_from_one_parameter() -> None:
+    """The worker's Lambda Timeout and the settings' JOBSTREAM_WORKER_TIMEOUT_S are the same
+    parameter, which Lambda allows and the work queue's visibility covers six times over."""
+    worker = TEMPLATE_NOW.resources_of_type(FUNCTION)["WorkerFunction"]
+    parameter = ref(worker.get("Timeout"))
+    assert parameter is not None, "WorkerFunction.Timeout must be !Ref a parameter"
+    globals_environment = environment_of(globals_function(TEMPLATE_NOW))
+    assert ref(globals_environment.get("JOBSTREAM_WORKER_TIMEOUT_S")) == parameter
+    declared = parameters(TEMPLATE_NOW)[parameter]
+    assert int(declared["MaxValue"]) <= LAMBDA_MAX_TIMEOUT_S
+    queue = TEMPLATE_NOW.resources_of_type(QUEUE)["WorkQueue"]
+    assert int(queue["VisibilityTimeout"]) >= VISIBILITY_FACTOR * int(declared["MaxValue"])
+    assert int(parameters(TEMPLATE_NOW)["DefaultDeadlineMs"]["Default"]) <= (
+        int(declared["Default"]) * 1000
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "check", "expected"),
+    [
+        (
+            "        LogGroup: !Ref AckLogGroup\n",
+            "",
+            lambda t: function_log_problems(t, "AckFunction"),
+            "AckFunction.LoggingConfig.LogGroup",
+        ),
+        (
+            (
+                "  AckLogGroup:\n    Type: AWS::Logs::LogGroup\n    Properties:\n"
+                "      RetentionInDays: !Ref LogRetentionDays\n"
+            ),
+            "  AckLogGroup:\n    Type: AWS::Logs::LogGroup\n",
+            lambda t: function_log_problems(t, "AckFunction"),
+            "keeps its logs forever",
+        ),
+        (
+            "        ThrottlingRateLimit: !Ref ApiThrottlingRateLimit\n",
+            "",
+            lambda t: http_api_problems(t, "HttpApi"),
+            "ThrottlingRateLimit",
+        ),
+        (
+            "      AccessLogSettings:\n",
+            "      AccessLogs:\n",
+            lambda t: http_api_problems(t, "HttpApi"),
+            "access logs",
+        ),
+        (
+            "              MaximumConcurrency: !Ref WorkerMaxConcurrency\n",
+            "              MaximumConcurrency: 1\n",
+            worker_scaling_problems,
+            "MaximumConcurrency",
+        ),
+        ("            OmitName: true\n", "", schedule_name_problems, "OmitName"),
+    ],
+    ids=["no log group", "no retention", "no throttling", "no access logs", "no cap", "named"],
+)
+def test_the_limit_checks_catch(
+    tmp_path: Path, old: str, new: str, check: Any, expected: str
+) -> None:
+    problems = check(edited(tmp_path, old, new))
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_the_grant_check_catches_a_grant_without_its_condition(tmp_path: Path) -> None:
+    """The secret grant under the 'any token' condition: an SSM name gets a secret grant too."""
+    template = edited(
+        tmp_path, "          - PixivTokenInSecretsManager\n", "          - HasPixivTokenParameter\n"
+    )
+    actions = [action for action, _ in worker_grants(template, "/jobstream/pixiv")]
+    assert actions == ["ssm:GetParameter", "secretsmanager:GetSecretValue"]
+
+
+def test_a_whole_callback_attempt_fits_in_the_callbacks_function() -> None:
+    """The function claims a message only with the callback timeout and the outcome's margin
+    left: at the largest timeout allowed, a fresh invocation must still have that time (with a
+    second to spare), or it would hand every message back."""
+    from jobstream.service.callback_batch import OUTCOME_MARGIN_MS
+
+    function = TEMPLATE_NOW.resources_of_type(FUNCTION)["CallbacksFunction"]
+    timeout_s = resolve_number(TEMPLATE_NOW, function_setting(TEMPLATE_NOW, function, "Timeout"))
+    assert timeout_s is not None
+    largest = int(parameters(TEMPLATE_NOW)["CallbackTimeoutMs"]["MaxValue"])
+    assert largest + OUTCOME_MARGIN_MS + 1_000 <= timeout_s * 1000

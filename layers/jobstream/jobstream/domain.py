@@ -45,6 +45,8 @@ class JobRecord:
     last_event_at: int = 0
     recorded_kinds: frozenset[str] = field(default_factory=frozenset)
     ack_sequence: int = 0
+    # Epoch SECONDS (DynamoDB TTL): set with the terminal event; absent while the job is open.
+    expires_at: int | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -71,6 +73,7 @@ CALLBACK_DELIVERED: Final = "delivered"
 CALLBACK_DEAD: Final = "dead"
 # States in which a callback still has to be sent.
 CALLBACK_OPEN_STATES: Final = frozenset({CALLBACK_PENDING, CALLBACK_IN_FLIGHT, CALLBACK_RETRY_WAIT})
+CALLBACK_CLOSED_STATES: Final = frozenset({CALLBACK_DELIVERED, CALLBACK_DEAD})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +98,7 @@ class CallbackRecord:
     last_error: str | None = None
     delivered_at: int | None = None
     dead_at: int | None = None
+    # Retention (epoch seconds): the expiry of the intent's job once the job has finished, and
+    # the intent's own TTL, set only while it is closed (an open intent never expires).
+    retain_until: int | None = None
+    expires_at: int | None = None

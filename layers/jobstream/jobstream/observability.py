@@ -61,6 +61,8 @@ METRICS: Final[dict[str, tuple[str, str | None]]] = {
     "callbacks_delivered": (COUNT, None),
     "callbacks_retried": (COUNT, None),
     "callbacks_dead_lettered": (COUNT, None),
+    "callbacks_deferred": (COUNT, None),
+    "callbacks_failed": (COUNT, None),
     "jobs_claimed": (COUNT, None),
     "jobs_succeeded": (COUNT, None),
     "jobs_failed": (COUNT, None),

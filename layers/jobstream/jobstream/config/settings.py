@@ -18,6 +18,9 @@ DEFAULT_TARGETS_FILE: Final = Path(__file__).with_name("targets.default.json")
 # The reference producer's floor for liveness budgets; below it a budget is a configuration error.
 MIN_BUDGET_MS: Final = 60_000
 
+# Lambda's longest invocation.
+MAX_LAMBDA_TIMEOUT_S: Final = 900
+
 PositiveMs = Annotated[int, Field(ge=1)]
 BudgetMs = Annotated[int, Field(ge=MIN_BUDGET_MS)]
 
@@ -42,7 +45,12 @@ class Settings(BaseModel):
     stall_timeout_ms: BudgetMs = 900_000
     heartbeat_interval_ms: PositiveMs = 30_000
     lease_ms: PositiveMs = 180_000
-    default_deadline_ms: Annotated[int, Field(ge=1000)] = 1_800_000
+    # The execution ceiling of targets without timeout_ms; like every target's ceiling it must
+    # fit in the worker's Lambda timeout (checked with the targets file).
+    default_deadline_ms: Annotated[int, Field(ge=1000)] = 900_000
+    # The worker function's timeout (template parameter WorkerTimeoutSeconds, also its Lambda
+    # Timeout): no job may be allowed to run longer than the invocation that runs it.
+    worker_timeout_s: Annotated[int, Field(ge=1, le=MAX_LAMBDA_TIMEOUT_S)] = MAX_LAMBDA_TIMEOUT_S
     # Callbacks: where intents are handed off, how they are sent, and what targets are allowed.
     work_queue_url: str | None = None
     callback_queue_url: str | None = None
@@ -56,6 +64,9 @@ class Settings(BaseModel):
     callback_allow_private: bool = False
     # How long one scheduled sweep may work before it stops and leaves the rest to the next.
     sweep_budget_ms: Annotated[int, Field(ge=100)] = 20_000
+    # How long a finished job and all its items are kept (DynamoDB TTL), and so how long its
+    # idempotency key keeps naming it.
+    retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
 
     @field_validator("callback_signing_secret")
     @classmethod
@@ -91,6 +102,8 @@ ENVIRONMENT: Final[dict[str, str]] = {
     "callback_allow_http": "JOBSTREAM_CALLBACK_ALLOW_HTTP",
     "callback_allow_private": "JOBSTREAM_CALLBACK_ALLOW_PRIVATE",
     "sweep_budget_ms": "JOBSTREAM_SWEEP_BUDGET_MS",
+    "retention_days": "JOBSTREAM_RETENTION_DAYS",
+    "worker_timeout_s": "JOBSTREAM_WORKER_TIMEOUT_S",
 }
 
 
@@ -123,8 +136,30 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         settings = Settings.model_validate(raw)
     except ValidationError as error:
         raise ConfigurationError(_describe(error)) from None
-    load_targets(settings.targets_path)
+    checked_targets(settings)
     return settings
+
+
+def checked_targets(settings: Settings) -> TargetsFile:
+    """The targets file, refused when an enabled target could run longer than the worker's
+    Lambda timeout allows: its jobs would be cut off mid-run and end `expired`."""
+    targets = load_targets(settings.targets_path)
+    limit_ms = settings.worker_timeout_s * 1000
+    for target in targets.enabled:
+        ceiling = target.timeout_ms or settings.default_deadline_ms
+        if ceiling > limit_ms:
+            source = (
+                "its timeout_ms"
+                if target.timeout_ms
+                else f"{ENVIRONMENT['default_deadline_ms']} (it has no timeout_ms)"
+            )
+            raise ConfigurationError(
+                f"JOBSTREAM_TARGETS: target {target.id!r} may run {ceiling} ms ({source}), "
+                f"longer than the worker's timeout of {limit_ms} ms "
+                f"({ENVIRONMENT['worker_timeout_s']}); its jobs would be cut off and end "
+                f"expired: give it a timeout_ms of at most {limit_ms}"
+            )
+    return targets
 
 
 def _describe(error: ValidationError) -> str:

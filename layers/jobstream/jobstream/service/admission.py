@@ -15,6 +15,7 @@ from jobstream.protocol.targeting import admit_target
 from jobstream.protocol.task import AdmissionRequest, parse_task
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.identity import derive_job_id
+from jobstream.service.retention import has_expired
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import after_append, callback_intent, next_event, reconcile
 from jobstream.store import budgets
@@ -34,6 +35,11 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
     job_id = derive_job_id(tenant, request.idempotency_key)
     observability.bind(job_id=job_id, correlation_id=request.correlation_id)
     existing = rt.store.get_job(job_id)
+    if existing is not None and has_expired(existing, rt.clock()):
+        # Past its retention the job is gone, and its key free (docs/protocol.md): clear what
+        # TTL has not deleted yet, so that the new job's items do not meet the old ones.
+        rt.store.purge_expired(job_id, now_s=rt.clock() // 1000)
+        existing = None
     if existing is None:
         record = _new_record(rt, tenant, job_id, request, target)
         accepted = next_event(record, EventKind.REQUESTED, record.created_at)

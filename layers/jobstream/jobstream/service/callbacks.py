@@ -11,7 +11,12 @@ from jobstream.delivery.backoff import parse_retry_after, retry_delay_ms
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.signing import webhook_headers
 from jobstream.delivery.ssrf import check_callback_url
-from jobstream.domain import CALLBACK_IN_FLIGHT, CALLBACK_RETRY_WAIT, CallbackRecord
+from jobstream.domain import (
+    CALLBACK_CLOSED_STATES,
+    CALLBACK_IN_FLIGHT,
+    CALLBACK_RETRY_WAIT,
+    CallbackRecord,
+)
 from jobstream.queue import parse_message_body
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import callback_body
@@ -112,6 +117,14 @@ def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
     if current is not None and current.state == CALLBACK_IN_FLIGHT:
         # Another attempt holds it; if that one dies, the sweep re-sends after its lease.
         return AttemptResult(Disposition.DONE, outcome="held")
+    if (
+        current is not None
+        and current.state in CALLBACK_CLOSED_STATES
+        and current.retain_until is not None
+        and current.expires_at is None
+    ):
+        # Closed after its job finished, by an attempt that died before stamping it.
+        rt.callbacks.stamp(current)
     # Delivered, dead, or unknown: acknowledged without a second POST.
     return AttemptResult(Disposition.DONE, outcome="settled")
 

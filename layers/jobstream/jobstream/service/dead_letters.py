@@ -2,42 +2,33 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from jobstream.protocol.events import parse_event_position
 from jobstream.service.runtime import Runtime
 from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.dead_letters")
-PAGE: Final = 100
 
 
 def list_dead(rt: Runtime, *, limit: int = 1000) -> list[dict[str, Any]]:
     """Dead-lettered callbacks, oldest first: job, event, target, attempts, last error."""
-    found: list[dict[str, Any]] = []
-    start_key = None
-    while len(found) < limit:
-        records, start_key = rt.callbacks.dead(
-            limit=min(PAGE, limit - len(found)), start_key=start_key
-        )
-        found += [
-            {
-                "job_id": record.job_id,
-                "event_id": record.event_id,
-                "callback_url": record.callback_url,
-                "attempts": record.attempts,
-                "last_status": record.last_status,
-                "last_error": record.last_error,
-                "dead_at": record.dead_at,
-            }
-            for record in records
-        ]
-        if start_key is None:
-            break
-    return found
+    return [
+        {
+            "job_id": record.job_id,
+            "event_id": record.event_id,
+            "callback_url": record.callback_url,
+            "attempts": record.attempts,
+            "last_status": record.last_status,
+            "last_error": record.last_error,
+            "dead_at": record.dead_at,
+        }
+        for record in itertools.islice(rt.callbacks.dead(), limit)
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from jobstream.clock import now_ms
-from jobstream.config.settings import Settings, load_settings, load_targets
+from jobstream.config.settings import Settings, checked_targets, load_settings
 from jobstream.config.targets import TargetsFile
 from jobstream.delivery.ssrf import Resolver, system_resolver
 from jobstream.queue import CallbackQueue, WorkQueue
@@ -43,8 +43,8 @@ class Runtime:
     resolver: Resolver = system_resolver
 
     def targets(self) -> TargetsFile:
-        """The targets file as it is now (re-read when it changes)."""
-        return load_targets(self.settings.targets_path)
+        """The targets file as it is now (re-read when it changes, and checked again)."""
+        return checked_targets(self.settings)
 
     @property
     def callbacks(self) -> CallbackStore:

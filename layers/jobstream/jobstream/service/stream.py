@@ -11,6 +11,7 @@ from jobstream.domain import CallbackRecord, JobRecord, StoredEvent
 from jobstream.protocol import documents
 from jobstream.protocol.events import (
     TERMINAL_KIND_BY_STATUS,
+    TERMINAL_KINDS,
     EventKind,
     event_id,
     parse_event_position,
@@ -19,6 +20,7 @@ from jobstream.protocol.events import (
 from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
 from jobstream.service.handoff import hand_off
 from jobstream.service.ownership import load_owned_job, load_owned_job_and_event_at
+from jobstream.service.retention import expiry_of, retire_after_commit
 from jobstream.service.runtime import Runtime
 from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import CallbackIntent, StaleJobError, StateChange
@@ -192,7 +194,11 @@ def _commit(
     """Append `event` (with its callback intent, if any) atomically, then hand the intent off.
     The intent names the event; its body is built from the job when it is sent."""
     intent = callback_intent(record, event, base_url)
-    rt.store.append_event(record, event, change=change, intent=intent)
+    # The terminal event starts the job's retention period (service/retention.py).
+    expires_at = expiry_of(event.at, rt.settings) if event.kind in TERMINAL_KINDS else None
+    rt.store.append_event(record, event, change=change, intent=intent, expires_at=expires_at)
     observability.count("events_recorded", dimension=event.kind)
     if intent is not None:
         hand_off(rt, [IntentRef(record.job_id, event.sequence)])
+    if expires_at is not None:
+        retire_after_commit(rt, record.job_id, event.sequence, expires_at)

@@ -1,7 +1,8 @@
 """The scheduled sweep: repairs whatever a crash left half-done, oldest first, within a budget.
 
-Its cost follows the backlog (open callbacks, jobs without a terminal event), never the table:
-both are read from the sparse sweep index.
+Its cost follows the backlog (open callbacks, jobs without a terminal event, finished jobs
+whose items are not all stamped with their expiry), never the table: each is read from the
+sparse sweep index, over all its shards, oldest first.
 """
 
 from __future__ import annotations
@@ -10,20 +11,19 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Final
 
 from jobstream import observability
 from jobstream.domain import CALLBACK_OPEN_STATES, JobRecord
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
+from jobstream.service.retention import retire_from_backlog
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import reconcile
 from jobstream.store import keys
 from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.sweep")
-PAGE: Final = 50
 
 
 @dataclass
@@ -36,6 +36,7 @@ class SweepReport:
     stalled_no_heartbeat: int = 0
     execution_timeout: int = 0
     events_repaired: int = 0
+    jobs_retired: int = 0
     errors: int = 0
     budget_exhausted: bool = False
 
@@ -55,6 +56,7 @@ def sweep(
     report.budget_exhausted = not (
         _resend_due_callbacks(rt, report, lambda: monotonic() < deadline)
         and _reconcile_open_jobs(rt, report, lambda: monotonic() < deadline)
+        and _retire_finished_jobs(rt, report, lambda: monotonic() < deadline)
     )
     observability.duration_ms("sweep_duration_ms", (monotonic() - started) * 1000)
     logger.info("sweep finished", extra={"sweep": report.counts()})
@@ -63,21 +65,17 @@ def sweep(
 
 def _resend_due_callbacks(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
     """True when every due callback was handled; False when the budget ran out first."""
-    start_key = None
-    while True:
-        now = rt.clock()
-        refs, start_key = rt.callbacks.due(now=now, limit=PAGE, start_key=start_key)
-        for ref in refs:
-            if not in_time():
-                return False
-            try:
-                report.callbacks_resent += _resend(rt, ref, now)
-            except Exception:
-                # One intent's failure must not starve the rest; it is still due next sweep.
-                logger.exception("sweep could not re-send a callback", extra={"job_id": ref.job_id})
-                report.errors += 1
-        if start_key is None:
-            return True
+    now = rt.clock()
+    for ref in rt.callbacks.due(now=now):
+        if not in_time():
+            return False
+        try:
+            report.callbacks_resent += _resend(rt, ref, now)
+        except Exception:
+            # One intent's failure must not starve the rest; it is still due next sweep.
+            logger.exception("sweep could not re-send a callback", extra={"job_id": ref.job_id})
+            report.errors += 1
+    return True
 
 
 def _resend(rt: Runtime, ref: IntentRef, now: int) -> int:
@@ -91,20 +89,30 @@ def _resend(rt: Runtime, ref: IntentRef, now: int) -> int:
 
 
 def _reconcile_open_jobs(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
-    start_key = None
-    while True:
-        job_ids, start_key = rt.store.active_jobs(limit=PAGE, start_key=start_key)
-        for job_id in job_ids:
-            if not in_time():
-                return False
-            try:
-                _check_job(rt, job_id, report)
-            except Exception:
-                # One job's failure must not starve the rest; it is retried next sweep.
-                logger.exception("sweep could not reconcile a job", extra={"job_id": job_id})
-                report.errors += 1
-        if start_key is None:
-            return True
+    for job_id in rt.store.active_jobs():
+        if not in_time():
+            return False
+        try:
+            _check_job(rt, job_id, report)
+        except Exception:
+            # One job's failure must not starve the rest; it is retried next sweep.
+            logger.exception("sweep could not reconcile a job", extra={"job_id": job_id})
+            report.errors += 1
+    return True
+
+
+def _retire_finished_jobs(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
+    """Finish the retention step of jobs whose own did not finish (service/retention.py)."""
+    for job_id, sequence in rt.store.retiring(now=rt.clock()):
+        if not in_time():
+            return False
+        try:
+            if retire_from_backlog(rt, job_id, sequence):
+                report.jobs_retired += 1
+        except Exception:
+            logger.exception("sweep could not retire a job", extra={"job_id": job_id})
+            report.errors += 1
+    return True
 
 
 def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:

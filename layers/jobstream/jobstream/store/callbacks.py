@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
 from jobstream.domain import (
+    CALLBACK_CLOSED_STATES,
     CALLBACK_DEAD,
     CALLBACK_DELIVERED,
     CALLBACK_IN_FLIGHT,
@@ -19,7 +20,7 @@ from jobstream.domain import (
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
 from jobstream.store.codec import from_item, to_item
-from jobstream.store.sweep_index import sweep_page
+from jobstream.store.sweep_index import sweep_entries
 
 _RECORD_FIELDS: Final = tuple(field.name for field in fields(CallbackRecord))
 MAX_ERROR_CHARS: Final = 1000
@@ -119,7 +120,11 @@ class CallbackStore:
         )
 
     def _finish(
-        self, intent: CallbackRecord, update: str, values: Mapping[str, Any]
+        self,
+        intent: CallbackRecord,
+        update: str,
+        values: Mapping[str, Any],
+        names: Mapping[str, str] | None = None,
     ) -> CallbackRecord | None:
         return self._update(
             IntentRef(intent.job_id, intent.sequence),
@@ -127,16 +132,34 @@ class CallbackStore:
             # Only the attempt that claimed the intent records its outcome.
             "#state = :in_flight AND attempts = :attempts",
             {**values, ":in_flight": CALLBACK_IN_FLIGHT, ":attempts": intent.attempts},
-            {"#state": "state"},
+            {**(names or {}), "#state": "state"},
+        )
+
+    def _close(
+        self, intent: CallbackRecord, assignments: str, removals: str, values: Mapping[str, Any]
+    ) -> CallbackRecord | None:
+        """Record a final outcome. An intent whose job had finished when it was claimed takes
+        its job's expiry in the same write; one that learnt it since, in a second."""
+        if intent.retain_until is None:
+            return self._closed(
+                self._finish(intent, f"SET {assignments} REMOVE {removals}", values)
+            )
+        return self._closed(
+            self._finish(
+                intent,
+                f"SET {assignments}, #expires = :retain REMOVE {removals}",
+                {**values, ":retain": intent.retain_until},
+                {"#expires": keys.TTL_ATTRIBUTE},
+            )
         )
 
     def mark_delivered(
         self, intent: CallbackRecord, *, now: int, status: int | None
     ) -> CallbackRecord | None:
-        return self._finish(
+        return self._close(
             intent,
-            "SET #state = :delivered, delivered_at = :now, last_status = :status, "
-            "last_error = :empty REMOVE lease_until, sweep_pk, sweep_sk",
+            "#state = :delivered, delivered_at = :now, last_status = :status, last_error = :empty",
+            "lease_until, sweep_pk, sweep_sk",
             {":delivered": CALLBACK_DELIVERED, ":now": now, ":status": status, ":empty": ""},
         )
 
@@ -166,19 +189,31 @@ class CallbackStore:
         self, intent: CallbackRecord, *, now: int, status: int | None, error: str
     ) -> CallbackRecord | None:
         ref = IntentRef(intent.job_id, intent.sequence)
-        return self._finish(
+        return self._close(
             intent,
-            "SET #state = :dead, dead_at = :now, last_status = :status, last_error = :error, "
-            "sweep_pk = :dead_pk, sweep_sk = :dead_sk REMOVE lease_until",
+            "#state = :dead, dead_at = :now, last_status = :status, last_error = :error, "
+            "sweep_pk = :dead_pk, sweep_sk = :dead_sk",
+            "lease_until",
             {
                 ":dead": CALLBACK_DEAD,
                 ":now": now,
                 ":status": status,
                 ":error": error[:MAX_ERROR_CHARS],
-                ":dead_pk": keys.CALLBACK_DEAD,
+                ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
                 ":dead_sk": keys.sweep_sk(now, ref.item_id),
             },
         )
+
+    def _closed(self, closed: CallbackRecord | None) -> CallbackRecord | None:
+        """An intent that just closed takes its job's expiry, if its job has finished."""
+        if (
+            closed is not None
+            and closed.state in CALLBACK_CLOSED_STATES
+            and closed.retain_until is not None
+            and closed.expires_at is None
+        ):
+            return self.stamp(closed) or closed
+        return closed
 
     def postpone(self, ref: IntentRef, *, due: int) -> bool:
         """Move the sweep's next look at an open intent to `due` (after a re-send)."""
@@ -186,54 +221,128 @@ class CallbackStore:
             self._update(
                 ref,
                 "SET sweep_sk = :due",
-                # A finished intent has left the index; do not put it back.
-                "attribute_exists(sweep_pk) AND sweep_pk = :handoff",
+                # A finished intent has left the hand-off shards; do not put it back.
+                "begins_with(sweep_pk, :handoff)",
                 {":due": keys.sweep_sk(due, ref.item_id), ":handoff": keys.CALLBACK_HANDOFF},
             )
             is not None
         )
 
     def revive(self, ref: IntentRef, *, now: int) -> CallbackRecord | None:
-        """A dead intent gets a fresh budget and is open again; None if it was not dead."""
+        """A dead intent gets a fresh budget and is open again; None if it was not dead (or
+        its job has expired)."""
         return self._update(
             ref,
             "SET #state = :pending, attempts = :zero, next_attempt_at = :now, "
-            "sweep_pk = :handoff, sweep_sk = :due REMOVE dead_at",
-            # Only dead letters are redriven; a live intent keeps its budget.
-            "#state = :dead",
+            "sweep_pk = :handoff, sweep_sk = :due REMOVE dead_at, #expires",
+            # Only dead letters are redriven; a live intent keeps its budget. An open intent
+            # never expires, so one whose job has expired stays dead (it goes with its job).
+            "#state = :dead AND (attribute_not_exists(retain_until) OR retain_until > :now_s)",
             {
+                ":now_s": now // 1000,
                 ":pending": CALLBACK_PENDING,
                 ":zero": 0,
                 ":now": now,
-                ":handoff": keys.CALLBACK_HANDOFF,
+                ":handoff": keys.job_sweep_pk(keys.CALLBACK_HANDOFF, ref.job_id),
                 ":due": keys.sweep_sk(now + keys.HANDOFF_GRACE_MS, ref.item_id),
                 ":dead": CALLBACK_DEAD,
             },
-            {"#state": "state"},
+            {"#state": "state", "#expires": keys.TTL_ATTRIBUTE},
+        )
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def unstamped(self, job_id: str, below: int) -> list[tuple[IntentRef, str]]:
+        """The job's intents before sequence `below` that carry no expiry yet, with their state."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :low AND :high",
+            "ProjectionExpression": "#sk, #state, #expires",
+            "ExpressionAttributeNames": {
+                "#pk": keys.PK,
+                "#sk": keys.SK,
+                "#state": "state",
+                "#expires": keys.TTL_ATTRIBUTE,
+            },
+            "ExpressionAttributeValues": to_item(
+                {
+                    ":pk": keys.job_pk(job_id),
+                    ":low": keys.intent_sk(1),
+                    ":high": keys.intent_sk(below - 1),
+                }
+            ),
+            "ConsistentRead": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        found: list[tuple[IntentRef, str]] = []
+        while True:
+            response = self.client.query(**request)
+            found += [
+                (IntentRef(job_id, keys.sequence_of(item[keys.SK]["S"])), item["state"]["S"])
+                for item in response.get("Items", [])
+                if keys.TTL_ATTRIBUTE not in item
+            ]
+            if "LastEvaluatedKey" not in response:
+                return found
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def retain(self, ref: IntentRef, *, expires_at: int, closed: bool) -> None:
+        """Tell an intent of a finished job the job's expiry: a closed intent takes it now (one
+        write), an open one when it closes. Safe against a close or a revive at any moment."""
+        if closed and (
+            self._update(
+                ref,
+                "SET retain_until = :expires, #expires = :expires",
+                # Closed now: nothing can deliver it any more, it may go with its job.
+                "#state IN (:delivered, :dead)",
+                {":expires": expires_at, ":delivered": CALLBACK_DELIVERED, ":dead": CALLBACK_DEAD},
+                {"#state": "state", "#expires": keys.TTL_ATTRIBUTE},
+            )
+            is not None
+        ):
+            return
+        # Open (or revived meanwhile): whoever closes it next stamps it (mark_*: _closed).
+        told = self._update(
+            ref,
+            "SET retain_until = :expires",
+            # An intent that exists; never make an item of a retention date alone.
+            "attribute_exists(#pk)",
+            {":expires": expires_at},
+            {"#pk": keys.PK},
+        )
+        if told is not None and told.expires_at is None:
+            # It may have closed just before: then its closer did not see the date.
+            self._closed(told)
+
+    def stamp(self, intent: CallbackRecord) -> CallbackRecord | None:
+        """Give a closed intent the expiry its job told it; None when it is open again."""
+        if intent.retain_until is None:
+            raise ValueError("only an intent whose job has finished has an expiry")
+        return self._update(
+            IntentRef(intent.job_id, intent.sequence),
+            "SET #expires = :expires",
+            # Never an open intent: it must stay until it is delivered or dead.
+            "#state IN (:delivered, :dead)",
+            {
+                ":expires": intent.retain_until,
+                ":delivered": CALLBACK_DELIVERED,
+                ":dead": CALLBACK_DEAD,
+            },
+            {"#state": "state", "#expires": keys.TTL_ATTRIBUTE},
         )
 
     # -- the sweep index ---------------------------------------------------------------------
 
-    def due(
-        self, *, now: int, limit: int, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[IntentRef], dict[str, Any] | None]:
-        """Open intents the sweep should (re)send now, oldest due first."""
-        sort_keys, last = sweep_page(
-            self.client,
-            self.table_name,
-            keys.CALLBACK_HANDOFF,
-            before=keys.sweep_due_bound(now),
-            limit=limit,
-            start_key=start_key,
-        )
-        return [_ref_from_sweep_key(key) for key in sort_keys], last
+    def due(self, *, now: int) -> Iterator[IntentRef]:
+        """Open intents the sweep should (re)send now, oldest due first (read lazily)."""
+        for sort_key in sweep_entries(
+            self.client, self.table_name, keys.CALLBACK_HANDOFF, before=keys.sweep_due_bound(now)
+        ):
+            yield _ref_from_sweep_key(sort_key)
 
-    def dead(
-        self, *, limit: int, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[CallbackRecord], dict[str, Any] | None]:
-        """Dead-lettered intents, oldest first, with their last error."""
-        sort_keys, last = sweep_page(
-            self.client, self.table_name, keys.CALLBACK_DEAD, limit=limit, start_key=start_key
-        )
-        records = [self.get(_ref_from_sweep_key(key)) for key in sort_keys]
-        return [record for record in records if record is not None], last
+    def dead(self) -> Iterator[CallbackRecord]:
+        """Dead-lettered intents, oldest first, with their last error (read lazily)."""
+        for sort_key in sweep_entries(self.client, self.table_name, keys.CALLBACK_DEAD):
+            record = self.get(_ref_from_sweep_key(sort_key))
+            if record is not None:
+                yield record

@@ -18,7 +18,8 @@ from jobstream.retries import after_lost_answer, default_policy
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
 from jobstream.store.codec import from_attribute, from_item, to_attribute, to_item
-from jobstream.store.sweep_index import sweep_page
+from jobstream.store.shards import MergedQuery
+from jobstream.store.sweep_index import sweep_entries
 
 MAX_CALLBACK_ATTEMPTS: Final = 8
 _RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
@@ -90,7 +91,7 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
     values: dict[str, Any] = {
         keys.PK: keys.job_pk(record.job_id),
         keys.SK: keys.JOB_SK,
-        "gsi1pk": keys.tenant_pk(record.tenant),
+        "gsi1pk": keys.job_tenant_pk(record.tenant, record.job_id),
         "gsi1sk": keys.created_sk(record.created_at, record.job_id),
     }
     if record.correlation_id:
@@ -98,7 +99,7 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
         values["gsi2sk"] = values["gsi1sk"]
     if not record.recorded_kinds & TERMINAL_KINDS:
         # The sweep visits the job until its terminal event is recorded.
-        values["sweep_pk"] = keys.ACTIVE_JOBS
+        values["sweep_pk"] = keys.job_sweep_pk(keys.ACTIVE_JOBS, record.job_id)
         values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
     for name in _RECORD_FIELDS:
         value = getattr(record, name)
@@ -164,50 +165,55 @@ class JobStore:
 
     def iter_jobs(self, query: JobQuery) -> Iterator[ListedJob]:
         """A tenant's jobs, newest first, each with the start key that resumes the listing just
-        after it. Read lazily, one DynamoDB page at a time of at most `query.limit` + 1 items
-        (one beyond a full page tells whether another follows): a caller that stops early, as a
-        page bounded by bytes does, has read little more than it used."""
+        after it. Read lazily: a caller that stops early, as a page bounded by bytes does, has
+        read little more than it used.
+
+        A tenant's jobs are spread over TENANT_SHARDS partitions: one query per shard, merged
+        newest first. The resume key holds the sort key of the job, which orders jobs across
+        every shard, so the next page starts below it in each (docs/capacity.md).
+        """
         if query.correlation_id:
             index, pk_name, sort_name = keys.CORRELATION_INDEX, "gsi2pk", "gsi2sk"
-            partition = keys.correlation_pk(query.tenant, query.correlation_id)
+            partitions = [keys.correlation_pk(query.tenant, query.correlation_id)]
         else:
             index, pk_name, sort_name = keys.TENANT_INDEX, "gsi1pk", "gsi1sk"
-            partition = keys.tenant_pk(query.tenant)
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": index,
-            "KeyConditionExpression": "#p = :p",
-            "ExpressionAttributeNames": {"#p": pk_name},
-            "ExpressionAttributeValues": {":p": to_attribute(partition)},
-            "ScanIndexForward": False,
-            "Limit": query.limit + 1,
-            "ReturnConsumedCapacity": "TOTAL",
-        }
-        if query.status:
-            request["FilterExpression"] = "#status = :status"
-            request["ExpressionAttributeNames"]["#status"] = "status"
-            request["ExpressionAttributeValues"][":status"] = to_attribute(query.status)
+            partitions = keys.tenant_partitions(query.tenant)
+        condition = "#p = :p"
+        names = {"#p": pk_name}
+        values: dict[str, Any] = {}
         if query.start_key:
             if set(query.start_key) != {keys.PK, keys.SK, sort_name}:
                 raise InvalidCursorError("cursor does not belong to this listing")
-            request["ExclusiveStartKey"] = to_item({**query.start_key, pk_name: partition})
-        return self._listed(request, (keys.PK, keys.SK, sort_name), query.limit + 1)
-
-    def _listed(
-        self, request: dict[str, Any], key_names: tuple[str, ...], wanted: int
-    ) -> Iterator[ListedJob]:
-        while True:
-            response = self.client.query(**request)
-            for item in response.get("Items", []):
-                wanted -= 1
-                resume_key = {name: from_attribute(item[name]) for name in key_names}
-                yield ListedJob(item_to_record(item), resume_key)
-            last_key = response.get("LastEvaluatedKey")
-            if not last_key:
-                return
-            # A filtered page may come back short; the next one asks for what is still wanted.
-            request["ExclusiveStartKey"] = last_key
-            request["Limit"] = max(1, wanted)
+            condition += " AND #s < :after"
+            names["#s"] = sort_name
+            values[":after"] = to_attribute(query.start_key[sort_name])
+        base: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": index,
+            "KeyConditionExpression": condition,
+            "ScanIndexForward": False,
+            # Each shard holds about 1/n of the page: read that much (and one more) at a time.
+            "Limit": min(query.limit + 1, -(-query.limit // len(partitions)) + 1),
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if query.status:
+            base["FilterExpression"] = "#status = :status"
+            names["#status"] = "status"
+            values[":status"] = to_attribute(query.status)
+        merged = MergedQuery(
+            self.client,
+            [
+                {
+                    **base,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": {**values, ":p": to_attribute(partition)},
+                }
+                for partition in partitions
+            ],
+            sort_key=sort_name,
+            descending=True,
+        )
+        return _listed(iter(merged), (keys.PK, keys.SK, sort_name))
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -247,13 +253,22 @@ class JobStore:
         *,
         change: StateChange | None = None,
         intent: CallbackIntent | None = None,
+        expires_at: int | None = None,
     ) -> None:
         """Record `event` as the job's next event, with an optional state change, atomically.
+
+        A terminal event needs `expires_at` (epoch seconds): the job and the event carry it from
+        this write on, its callback intent keeps it as `retain_until` (it expires once it is
+        closed), and the event waits in the RETIRING backlog until the job's earlier items are
+        stamped too (service/retention.py).
 
         Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
         if event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
+        terminal = event.kind in TERMINAL_KINDS
+        if terminal != (expires_at is not None):
+            raise ValueError("a terminal event, and only one, sets the job's expiry")
         names: dict[str, str] = {"#count": "event_count", "#last": "last_event_at"}
         values: dict[str, Any] = {
             ":expected": record.event_count,
@@ -272,33 +287,15 @@ class JobStore:
             conditions.append("NOT contains(#kinds, :kind)")
             add_clause = " ADD #kinds :kinds"
         removed: list[str] = []
-        if event.kind in TERMINAL_KINDS:
-            # The stream is complete: the job leaves the sweep's active set in the same write.
+        if expires_at is not None:
+            # The stream is complete: the job leaves the sweep's active set in the same write,
+            # and is kept for the retention period from now on.
             removed += ["sweep_pk", "sweep_sk"]
+            names["#expires"] = keys.TTL_ATTRIBUTE
+            values[":expires"] = expires_at
+            assignments.append("#expires = :expires")
         if change is not None:
-            for index, (name, value) in enumerate(change.values.items()):
-                names[f"#c{index}"] = name
-                values[f":c{index}"] = value
-                assignments.append(f"#c{index} = :c{index}")
-            removed += change.remove
-            if change.require_status is not None:
-                names["#status"] = "status"
-                placeholders = []
-                for index, status in enumerate(sorted(change.require_status)):
-                    values[f":s{index}"] = status
-                    placeholders.append(f":s{index}")
-                # A state move is valid only from the states it leaves.
-                conditions.append(f"#status IN ({', '.join(placeholders)})")
-            if change.require_lease_owner is not None:
-                values[":owner"] = change.require_lease_owner
-                # Only the worker holding the lease may move a running job.
-                conditions.append("lease_owner = :owner")
-            if change.require_lease_expired_at is not None:
-                values[":lease_deadline"] = change.require_lease_expired_at
-                # A verdict must not overrule a worker whose lease is still live.
-                conditions.append(
-                    "(attribute_not_exists(lease_expires_at) OR lease_expires_at < :lease_deadline)"
-                )
+            removed += _apply_change(change, names, values, assignments, conditions)
         for index, name in enumerate(removed):
             names[f"#r{index}"] = name
         remove_clause = (
@@ -314,9 +311,9 @@ class JobStore:
                 "ExpressionAttributeValues": to_item(values),
             }
         }
-        items = [update, self._put_event(event)]
+        items = [update, self._put_event(event, expires_at=expires_at)]
         if intent is not None:
-            items.append(self._put_intent(record, event, intent))
+            items.append(self._put_intent(record, event, intent, retain_until=expires_at))
         try:
             self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
@@ -446,18 +443,26 @@ class JobStore:
 
     # -- items -------------------------------------------------------------------------------
 
-    def _put_event(self, event: StoredEvent) -> dict[str, Any]:
+    def _put_event(self, event: StoredEvent, *, expires_at: int | None = None) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            keys.PK: keys.job_pk(event.job_id),
+            keys.SK: keys.event_sk(event.sequence),
+            "kind": event.kind,
+            "at": event.at,
+        }
+        if expires_at is not None:
+            # The terminal event: the job's expiry, and the RETIRING backlog entry that the
+            # retention step removes once the job's earlier items carry the expiry too.
+            values[keys.TTL_ATTRIBUTE] = expires_at
+            values["sweep_pk"] = keys.job_sweep_pk(keys.RETIRING_JOBS, event.job_id)
+            values["sweep_sk"] = keys.sweep_sk(
+                event.at + keys.HANDOFF_GRACE_MS,
+                keys.intent_item_id(event.job_id, event.sequence),
+            )
         return {
             "Put": {
                 "TableName": self.table_name,
-                "Item": to_item(
-                    {
-                        keys.PK: keys.job_pk(event.job_id),
-                        keys.SK: keys.event_sk(event.sequence),
-                        "kind": event.kind,
-                        "at": event.at,
-                    }
-                ),
+                "Item": to_item(values),
                 # An event position is written once; ids stay stable.
                 "ConditionExpression": "attribute_not_exists(#pk)",
                 "ExpressionAttributeNames": {"#pk": keys.PK},
@@ -465,14 +470,23 @@ class JobStore:
         }
 
     def _put_intent(
-        self, record: JobRecord, event: StoredEvent, intent: CallbackIntent
+        self,
+        record: JobRecord,
+        event: StoredEvent,
+        intent: CallbackIntent,
+        *,
+        retain_until: int | None = None,
     ) -> dict[str, Any]:
         item_id = keys.intent_item_id(record.job_id, event.sequence)
+        # The terminal event's intent is open when its job finishes: it learns the job's expiry
+        # now and takes it as its own when it closes (store/callbacks.py: stamp).
+        retention = {} if retain_until is None else {"retain_until": retain_until}
         return {
             "Put": {
                 "TableName": self.table_name,
                 "Item": to_item(
                     {
+                        **retention,
                         keys.PK: keys.job_pk(record.job_id),
                         keys.SK: keys.intent_sk(event.sequence),
                         "job_id": record.job_id,
@@ -490,7 +504,7 @@ class JobStore:
                         "next_attempt_at": event.at,
                         # Sparse index entry while open: if no delivery picks the intent up
                         # within the grace period (the hand-off was lost), the sweep sends it.
-                        "sweep_pk": keys.CALLBACK_HANDOFF,
+                        "sweep_pk": keys.job_sweep_pk(keys.CALLBACK_HANDOFF, record.job_id),
                         "sweep_sk": keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id),
                         **({"base_url": intent.base_url} if intent.base_url else {}),
                     }
@@ -501,14 +515,118 @@ class JobStore:
             }
         }
 
-    def active_jobs(
-        self, *, limit: int, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[str], dict[str, Any] | None]:
-        """Jobs whose stream has no terminal event yet, oldest first."""
-        sort_keys, last = sweep_page(
-            self.client, self.table_name, keys.ACTIVE_JOBS, limit=limit, start_key=start_key
+    def active_jobs(self) -> Iterator[str]:
+        """Jobs whose stream has no terminal event yet, oldest first (read lazily)."""
+        for sort_key in sweep_entries(self.client, self.table_name, keys.ACTIVE_JOBS):
+            yield sort_key.split("#", 1)[1]
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def unstamped_events(self, job_id: str, below: int) -> list[int]:
+        """Sequences of the job's events before `below` that do not carry the expiry yet."""
+        items = self._job_range(
+            job_id,
+            keys.event_sk(1),
+            keys.event_sk(below - 1),
+            projection=(keys.SK, keys.TTL_ATTRIBUTE),
         )
-        return [key.split("#", 1)[1] for key in sort_keys], last
+        return [
+            keys.sequence_of(item[keys.SK]["S"]) for item in items if keys.TTL_ATTRIBUTE not in item
+        ]
+
+    def stamp_event(self, job_id: str, sequence: int, expires_at: int) -> None:
+        """Give one event its job's expiry (epoch seconds)."""
+        self._update_event(
+            job_id,
+            sequence,
+            "SET #expires = :expires",
+            # Stamp an event that exists; never make an item of an expiry alone.
+            "attribute_exists(#pk)",
+            names={"#pk": keys.PK, "#expires": keys.TTL_ATTRIBUTE},
+            values={":expires": expires_at},
+        )
+
+    def retiring(self, *, now: int) -> Iterator[tuple[str, int]]:
+        """(job id, terminal sequence) of finished jobs whose items may still lack their expiry,
+        due by `now`, oldest first (read lazily)."""
+        for sort_key in sweep_entries(
+            self.client, self.table_name, keys.RETIRING_JOBS, before=keys.sweep_due_bound(now)
+        ):
+            _, job_id, sequence = sort_key.split("#")
+            yield job_id, int(sequence)
+
+    def finish_retiring(self, job_id: str, sequence: int) -> None:
+        """Take a finished job off the RETIRING backlog (every item of it carries its expiry)."""
+        self._update_event(
+            job_id,
+            sequence,
+            "REMOVE sweep_pk, sweep_sk",
+            # Only the terminal event's own entry; never create an item.
+            "begins_with(sweep_pk, :retiring)",
+            values={":retiring": keys.RETIRING_JOBS},
+        )
+
+    def _update_event(
+        self,
+        job_id: str,
+        sequence: int,
+        update: str,
+        condition: str,
+        *,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, Any],
+    ) -> None:
+        """One conditional update of an event item; a failed condition is a no-op."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)}),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": to_item(values),
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if names:
+            request["ExpressionAttributeNames"] = dict(names)
+        try:
+            self.client.update_item(**request)
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+
+    def purge_expired(self, job_id: str, *, now_s: int) -> int:
+        """Delete what is left of an expired job (TTL deletes in the background, item by item,
+        within days), so that its key can admit a new job; returns how many items went."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk",
+            "ProjectionExpression": "#pk, #sk",
+            "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
+            "ExpressionAttributeValues": to_item({":pk": keys.job_pk(job_id)}),
+            "ConsistentRead": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        deleted = 0
+        while True:
+            response = self.client.query(**request)
+            for key in response.get("Items", []):
+                try:
+                    self.client.delete_item(
+                        TableName=self.table_name,
+                        Key=key,
+                        # Only what belongs to the expired job: its stamped items, and intents
+                        # that learnt its (past) expiry; a live job's items carry neither.
+                        ConditionExpression="#expires <= :now OR retain_until <= :now",
+                        ExpressionAttributeNames={"#expires": keys.TTL_ATTRIBUTE},
+                        ExpressionAttributeValues=to_item({":now": now_s}),
+                        ReturnConsumedCapacity="TOTAL",
+                    )
+                    deleted += 1
+                except ClientError as error:
+                    if not _condition_failed(error):
+                        raise
+            if "LastEvaluatedKey" not in response:
+                return deleted
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def callback_intents(self, job_id: str) -> list[dict[str, Any]]:
         """Every callback intent recorded for a job, in event order."""
@@ -516,23 +634,81 @@ class JobStore:
         return [from_item(item) for item in items]
 
     def _job_range(
-        self, job_id: str, low: str, high: str, limit: int | None = None
+        self,
+        job_id: str,
+        low: str,
+        high: str,
+        limit: int | None = None,
+        projection: tuple[str, ...] = (),
     ) -> list[dict[str, Any]]:
-        """Items of one job whose sort keys lie in [low, high], in key order."""
+        """Items of one job whose sort keys lie in [low, high], in key order (all of them when
+        there is no `limit`; only the `projection` attributes, when given)."""
+        names = {"#pk": keys.PK, "#sk": keys.SK}
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :low AND :high",
-            "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": to_item(
                 {":pk": keys.job_pk(job_id), ":low": low, ":high": high}
             ),
             "ConsistentRead": True,
             "ReturnConsumedCapacity": "TOTAL",
         }
+        if projection:
+            names.update({f"#a{index}": name for index, name in enumerate(projection)})
+            request["ProjectionExpression"] = ", ".join(
+                f"#a{index}" for index in range(len(projection))
+            )
         if limit is not None:
             request["Limit"] = limit
-        items: list[dict[str, Any]] = self.client.query(**request).get("Items", [])
-        return items
+            items: list[dict[str, Any]] = self.client.query(**request).get("Items", [])
+            return items
+        items = []
+        while True:
+            response = self.client.query(**request)
+            items += response.get("Items", [])
+            if "LastEvaluatedKey" not in response:
+                return items
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def _apply_change(
+    change: StateChange,
+    names: dict[str, str],
+    values: dict[str, Any],
+    assignments: list[str],
+    conditions: list[str],
+) -> tuple[str, ...]:
+    """Add a state change's assignments and guards to an update; returns what it removes."""
+    for index, (name, value) in enumerate(change.values.items()):
+        names[f"#c{index}"] = name
+        values[f":c{index}"] = value
+        assignments.append(f"#c{index} = :c{index}")
+    if change.require_status is not None:
+        names["#status"] = "status"
+        placeholders = []
+        for index, status in enumerate(sorted(change.require_status)):
+            values[f":s{index}"] = status
+            placeholders.append(f":s{index}")
+        # A state move is valid only from the states it leaves.
+        conditions.append(f"#status IN ({', '.join(placeholders)})")
+    if change.require_lease_owner is not None:
+        values[":owner"] = change.require_lease_owner
+        # Only the worker holding the lease may move a running job.
+        conditions.append("lease_owner = :owner")
+    if change.require_lease_expired_at is not None:
+        values[":lease_deadline"] = change.require_lease_expired_at
+        # A verdict must not overrule a worker whose lease is still live.
+        conditions.append(
+            "(attribute_not_exists(lease_expires_at) OR lease_expires_at < :lease_deadline)"
+        )
+    return change.remove
+
+
+def _listed(items: Iterator[dict[str, Any]], key_names: tuple[str, ...]) -> Iterator[ListedJob]:
+    for item in items:
+        resume_key = {name: from_attribute(item[name]) for name in key_names}
+        yield ListedJob(item_to_record(item), resume_key)
 
 
 def _job_key(job_id: str) -> dict[str, Any]:

@@ -6,10 +6,18 @@
 
 GSIs: `by_tenant` (tenant's jobs, newest first), `by_correlation` (sparse: jobs with a
 correlation id), `sweep` (sparse: work a sweep must find, oldest first).
+
+Write sharding (docs/capacity.md): a tenant's jobs are spread over TENANT_SHARDS partitions of
+`by_tenant`, and each kind of sweep backlog over SWEEP_SHARDS partitions of `sweep`, by a hash of
+the job id, so that no partition key takes more than its share of DynamoDB's 1,000 writes per
+second. Shard 0 keeps the unsharded key of earlier releases, so items written before sharding
+are still read. Raising a shard count later is safe (readers read every shard below it);
+lowering it would hide items.
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Final
 
 PK: Final = "pk"
@@ -31,6 +39,13 @@ TTL_ATTRIBUTE: Final = "expires_at"
 CALLBACK_HANDOFF: Final = "CALLBACK#HANDOFF"
 CALLBACK_DEAD: Final = "CALLBACK#DEAD"
 ACTIVE_JOBS: Final = "JOB#ACTIVE"
+# A finished job whose earlier items may still lack their expiry: its terminal event sits here
+# until the retention step has stamped every item of the job (service/retention.py).
+RETIRING_JOBS: Final = "JOB#RETIRING"
+SWEEP_PARTITIONS: Final = (CALLBACK_HANDOFF, CALLBACK_DEAD, ACTIVE_JOBS, RETIRING_JOBS)
+
+TENANT_SHARDS: Final = 16
+SWEEP_SHARDS: Final = 32
 # How long a callback may wait in the queue (or in flight) before the sweep sends it again.
 HANDOFF_GRACE_MS: Final = 60_000
 
@@ -51,8 +66,44 @@ def sequence_of(sort_key: str) -> int:
     return int(sort_key.split("#", 1)[1])
 
 
-def tenant_pk(tenant: str) -> str:
-    return f"T#{tenant}"
+def shard_of(job_id: str, shards: int) -> int:
+    """The job's shard: stable for the job, uniform over job ids (CRC-32 of the id)."""
+    return zlib.crc32(job_id.encode()) % shards
+
+
+def tenant_pk(tenant: str, shard: int) -> str:
+    # Shard 0 is `T#<tenant>` (the unsharded key); shard n is `T<n>#<tenant>`. The shard sits
+    # before the first '#', so no tenant name can make two (tenant, shard) pairs share a key.
+    return f"T#{tenant}" if shard == 0 else f"T{shard}#{tenant}"
+
+
+def tenant_partitions(tenant: str) -> list[str]:
+    """Every `by_tenant` partition that may hold the tenant's jobs."""
+    return [tenant_pk(tenant, shard) for shard in range(TENANT_SHARDS)]
+
+
+def job_tenant_pk(tenant: str, job_id: str) -> str:
+    return tenant_pk(tenant, shard_of(job_id, TENANT_SHARDS))
+
+
+def sweep_pk(partition: str, shard: int) -> str:
+    return partition if shard == 0 else f"{partition}#{shard}"
+
+
+def sweep_partitions(partition: str) -> list[str]:
+    """Every shard of one kind of sweep backlog."""
+    return [sweep_pk(partition, shard) for shard in range(SWEEP_SHARDS)]
+
+
+def job_sweep_pk(partition: str, job_id: str) -> str:
+    """The shard of `partition` that holds the job's items (its intents share it)."""
+    return sweep_pk(partition, shard_of(job_id, SWEEP_SHARDS))
+
+
+def sweep_kind(value: str) -> str:
+    """The kind of sweep backlog a `sweep_pk` value belongs to (its shard removed)."""
+    base, _, shard = value.rpartition("#")
+    return base if base in SWEEP_PARTITIONS and shard.isdigit() else value
 
 
 def correlation_pk(tenant: str, correlation_id: str) -> str:

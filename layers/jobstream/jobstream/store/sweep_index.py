@@ -1,39 +1,40 @@
-"""Reading the sparse sweep index: one partition per kind of backlog, oldest first."""
+"""Reading the sparse sweep index: one kind of backlog over its shards, oldest first."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Final
 
 from jobstream.store import keys
 from jobstream.store.codec import to_item
+from jobstream.store.shards import MergedQuery
+
+# Entries read per query of one shard: index entries are keys only (~100 bytes), so a read ahead
+# that the sweep's budget leaves unused costs next to nothing.
+SHARD_PAGE: Final = 50
 
 
-def sweep_page(
-    client: Any,
-    table_name: str,
-    partition: str,
-    *,
-    before: str | None = None,
-    limit: int,
-    start_key: dict[str, Any] | None = None,
-) -> tuple[list[str], dict[str, Any] | None]:
-    """Sort keys of one page of a sweep partition (below `before`), and where the next starts."""
+def sweep_entries(
+    client: Any, table_name: str, partition: str, *, before: str | None = None
+) -> Iterator[str]:
+    """Sort keys of every entry of one kind of backlog (below `before`), oldest first across
+    its shards; read lazily, so a caller that stops early reads little more than it took."""
     condition = "sweep_pk = :p"
-    values: dict[str, Any] = {":p": partition}
+    values: dict[str, Any] = {}
     if before is not None:
         condition += " AND sweep_sk < :before"
         values[":before"] = before
-    request: dict[str, Any] = {
-        "TableName": table_name,
-        "IndexName": keys.SWEEP_INDEX,
-        "KeyConditionExpression": condition,
-        "ExpressionAttributeValues": to_item(values),
-        "Limit": limit,
-        "ScanIndexForward": True,
-        "ReturnConsumedCapacity": "TOTAL",
-    }
-    if start_key:
-        request["ExclusiveStartKey"] = start_key
-    response = client.query(**request)
-    sort_keys = [item["sweep_sk"]["S"] for item in response.get("Items", [])]
-    return sort_keys, response.get("LastEvaluatedKey")
+    requests = [
+        {
+            "TableName": table_name,
+            "IndexName": keys.SWEEP_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": to_item({**values, ":p": shard}),
+            "Limit": SHARD_PAGE,
+            "ScanIndexForward": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        for shard in keys.sweep_partitions(partition)
+    ]
+    for item in MergedQuery(client, requests, sort_key="sweep_sk", descending=False):
+        yield item["sweep_sk"]["S"]

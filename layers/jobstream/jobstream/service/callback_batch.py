@@ -1,0 +1,144 @@
+"""One invocation of the callbacks function: a batch of queue messages, delivered concurrently,
+within the invocation's time, answered as a partial batch response.
+
+- Every message is delivered in its own thread (a callback is one HTTP POST: I/O), so a batch of
+  10 takes about as long as its slowest receiver, not the sum of them.
+- A message is claimed only while the invocation has the time for a whole attempt left (the
+  callback timeout and a margin for recording the outcome); the others are handed back at once
+  (visibility 0) and reported as batch item failures, so SQS delivers them again. The function
+  returns before its own timeout even if a receiver holds a connection open: an attempt still
+  running then keeps its lease, and a later message or the sweep finishes the intent.
+- A receiver's outage is no function error: a retry is reported as a batch item failure (its
+  message comes back after the backoff it was given), counted (`callbacks_retried`) and logged
+  as a warning, and a batch of nothing but retries is a normal answer. Only when every message
+  of a batch raised does the invocation fail, so that the function's error alarm sees a fault
+  of the function itself (DynamoDB refused every write, a bug).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from jobstream import observability
+from jobstream.service.callbacks import RetryLaterError, handle_message
+from jobstream.service.runtime import Runtime
+
+logger = logging.getLogger("jobstream.callbacks")
+
+# Time an attempt needs besides the POST itself: the claim, the outcome, the visibility change.
+OUTCOME_MARGIN_MS: Final = 5_000
+# One thread per message of a batch (the event source mapping's BatchSize is 10).
+MAX_CONCURRENT: Final = 10
+
+
+@dataclass(frozen=True, slots=True)
+class QueueMessage:
+    message_id: str
+    body: str
+    receipt_handle: str
+
+
+class Result(StrEnum):
+    DONE = "done"  # delivered, dead-lettered, or nothing to do: the message may go
+    RETRY = "retry"  # not delivered yet: the message comes back after its backoff
+    DEFERRED = "deferred"  # not attempted (too little time left): back at once
+    FAILED = "failed"  # raised: back after the queue's visibility timeout
+
+
+class BatchFailedError(Exception):
+    """Every message of the batch raised: the invocation fails (and the error alarm sees it)."""
+
+
+def deliver_batch(
+    rt: Runtime,
+    messages: Sequence[QueueMessage],
+    remaining_ms: Callable[[], int] | None = None,
+) -> dict[str, list[dict[str, str]]]:
+    """Deliver a batch; the partial batch response names every message SQS must keep."""
+    if not messages:
+        return {"batchItemFailures": []}
+    # Clients are created once, before the threads share them (boto3's default session is not
+    # safe to create clients from concurrently).
+    rt.store.client  # noqa: B018
+    rt.callback_queue.client  # noqa: B018
+    deadline = _deadline(remaining_ms)
+    attempt_ms = rt.settings.callback_timeout_ms + OUTCOME_MARGIN_MS
+    pool = ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(messages)))
+    futures: dict[Future[Result], QueueMessage] = {}
+    try:
+        for message in messages:
+            # Each message in a copy of the invocation's context: its log keys are its own.
+            context = contextvars.copy_context()
+            futures[pool.submit(context.run, _one, rt, message, deadline, attempt_ms)] = message
+        done, _ = wait(futures, timeout=_seconds_left(deadline, OUTCOME_MARGIN_MS))
+    finally:
+        # Never wait for a receiver past the invocation's time: an attempt still running keeps
+        # its lease; its message is reported below and comes back.
+        pool.shutdown(wait=False, cancel_futures=True)
+    results = {message.message_id: _result(future, done) for future, message in futures.items()}
+    if all(result is Result.FAILED for result in results.values()):
+        raise BatchFailedError(f"all {len(results)} callback messages of the batch failed")
+    return {
+        "batchItemFailures": [
+            {"itemIdentifier": message_id}
+            for message_id, result in results.items()
+            if result is not Result.DONE
+        ]
+    }
+
+
+def _result(future: Future[Result], done: set[Future[Result]]) -> Result:
+    if future in done:
+        return future.result()
+    # Still posting at the invocation's deadline (a receiver that holds the connection): the
+    # attempt keeps its lease; the message comes back, finds it held or settled.
+    logger.warning("callback attempt unfinished at the invocation's deadline")
+    observability.count("callbacks_deferred")
+    return Result.DEFERRED
+
+
+def _one(rt: Runtime, message: QueueMessage, deadline: float | None, attempt_ms: int) -> Result:
+    if deadline is not None and _ms_left(deadline) < attempt_ms:
+        # Not claimed: another invocation, with the time for it, takes it at once.
+        observability.count("callbacks_deferred")
+        try:
+            rt.callback_queue.delay(message.receipt_handle, 0)
+        except Exception:
+            logger.warning("could not hand a deferred callback message back", exc_info=True)
+        return Result.DEFERRED
+    try:
+        handle_message(rt, message.body, message.receipt_handle)
+    except RetryLaterError as retry:
+        # The consumer did not take it (down, slow, 429/5xx): its message returns after the
+        # backoff. Expected in an outage: a warning and a metric, not a function error.
+        logger.warning("callback not delivered, will retry: %s", retry)
+        return Result.RETRY
+    except Exception:
+        logger.exception("callback message failed", extra={"message_id": message.message_id})
+        observability.count("callbacks_failed")
+        return Result.FAILED
+    return Result.DONE
+
+
+def _deadline(remaining_ms: Callable[[], int] | None) -> float | None:
+    """The invocation's end on the monotonic clock, or None when unknown (tests, the CLI)."""
+    if remaining_ms is None:
+        return None
+    return time.monotonic() + remaining_ms() / 1000
+
+
+def _ms_left(deadline: float) -> float:
+    return (deadline - time.monotonic()) * 1000
+
+
+def _seconds_left(deadline: float | None, margin_ms: int) -> float | None:
+    if deadline is None:
+        return None
+    return max(0.0, (_ms_left(deadline) - margin_ms) / 1000)

@@ -1,0 +1,230 @@
+"""The callbacks function under Lambda's limits (issue 13 item 11): a batch is delivered
+concurrently, nothing is claimed without the time for a whole attempt, a consumer's outage is
+no invocation error, and the partial batch response names exactly the messages SQS must keep."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+
+from jobstream import observability
+from jobstream.delivery.http import HttpResult
+from jobstream.service import admission
+from jobstream.service import runtime as runtime_module
+from jobstream.service.callback_batch import (
+    OUTCOME_MARGIN_MS,
+    BatchFailedError,
+    QueueMessage,
+    deliver_batch,
+)
+from jobstream.service.runtime import Runtime
+from jobstream.store.callbacks import CallbackStore, IntentRef
+from tests.integration.test_sample_events import REPOSITORY
+from tests.support.harness import canonical_task
+
+HOOK = "https://consumer.example.test/hooks"
+
+
+def submit_many(rt: Runtime, count: int) -> list[str]:
+    ids = []
+    for index in range(count):
+        status, body = admission.submit(
+            rt, "acme", canonical_task(idempotency_key=f"batch-{index}", callback_url=HOOK), None
+        )
+        assert status == 202
+        ids.append(body["job"]["job_id"])
+    return ids
+
+
+def receive(rt: Runtime, count: int) -> list[QueueMessage]:
+    """The callback queue's messages, as the event source mapping hands them to the function."""
+    sqs = boto3.client("sqs")
+    found: dict[str, QueueMessage] = {}
+    for _ in range(10):
+        response = sqs.receive_message(
+            QueueUrl=rt.settings.callback_queue_url or "",
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=60,
+            WaitTimeSeconds=0,
+        )
+        for message in response.get("Messages", []):
+            found[message["MessageId"]] = QueueMessage(
+                message["MessageId"], message["Body"], message["ReceiptHandle"]
+            )
+        if len(found) >= count:
+            break
+    assert len(found) == count
+    return list(found.values())
+
+
+def visible(rt: Runtime) -> int:
+    response = boto3.client("sqs").receive_message(
+        QueueUrl=rt.settings.callback_queue_url or "", MaxNumberOfMessages=10, WaitTimeSeconds=0
+    )
+    return len(response.get("Messages", []))
+
+
+def states(rt: Runtime, job_ids: list[str]) -> list[tuple[str, int]]:
+    found = []
+    for job_id in job_ids:
+        intent = rt.callbacks.get(IntentRef(job_id, 1))
+        assert intent is not None
+        found.append((intent.state, intent.attempts))
+    return found
+
+
+def failures(response: dict[str, list[dict[str, str]]]) -> set[str]:
+    return {item["itemIdentifier"] for item in response["batchItemFailures"]}
+
+
+def test_a_batch_is_delivered_concurrently(crt: Runtime) -> None:
+    """Ten receivers that each wait for all ten: only a concurrent batch gets them together."""
+    job_ids = submit_many(crt, 10)
+    together = threading.Barrier(10, timeout=10)
+
+    def receiver(_target: Any, _body: bytes, _headers: Any, _timeout: float) -> HttpResult:
+        together.wait()
+        return HttpResult(204, "", None)
+
+    response = deliver_batch(replace(crt, poster=receiver), receive(crt, 10), lambda: 30_000)
+    assert response == {"batchItemFailures": []}
+    assert states(crt, job_ids) == [("delivered", 1)] * 10
+
+
+def test_nothing_is_claimed_without_the_time_for_a_whole_attempt(crt: Runtime) -> None:
+    job_ids = submit_many(crt, 3)
+    posts: list[bytes] = []
+
+    def receiver(_target: Any, body: bytes, _headers: Any, _timeout: float) -> HttpResult:
+        posts.append(body)
+        return HttpResult(204, "", None)
+
+    messages = receive(crt, 3)
+    assert visible(crt) == 0
+    too_little = crt.settings.callback_timeout_ms + OUTCOME_MARGIN_MS - 1
+    response = deliver_batch(replace(crt, poster=receiver), messages, lambda: too_little)
+    assert failures(response) == {message.message_id for message in messages}
+    assert posts == []
+    assert states(crt, job_ids) == [("pending", 0)] * 3
+    # Handed back at once (visibility 0), not after the queue's visibility timeout.
+    assert visible(crt) == 3
+
+
+def invoke(messages: list[QueueMessage], remaining_ms: int) -> Any:
+    """The callbacks function's handler, invoked as Lambda's SQS integration would."""
+    spec = importlib.util.spec_from_file_location(
+        "callbacks_app", REPOSITORY / "functions" / "callbacks" / "app.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    records = [
+        {"messageId": m.message_id, "body": m.body, "receiptHandle": m.receipt_handle}
+        for m in messages
+    ]
+    context = SimpleNamespace(
+        function_name="callbacks",
+        aws_request_id="req-1",
+        get_remaining_time_in_millis=lambda: remaining_ms,
+    )
+    return module.handler({"Records": records}, context)
+
+
+def test_the_handler_reads_the_invocations_remaining_time(crt: Runtime) -> None:
+    job_ids = submit_many(crt, 2)
+    response = invoke(receive(crt, 2), remaining_ms=1_000)
+    assert len(response["batchItemFailures"]) == 2
+    assert states(crt, job_ids) == [("pending", 0)] * 2
+
+
+def test_an_attempt_unfinished_at_the_deadline_does_not_hold_the_invocation(
+    crt: Runtime,
+) -> None:
+    """A receiver that holds its connection past the invocation's time: the function answers
+    before its timeout, keeping the message; the attempt keeps its lease."""
+    (job_id,) = submit_many(crt, 1)
+    release = threading.Event()
+    entered = threading.Event()
+
+    def stuck(_target: Any, _body: bytes, _headers: Any, _timeout: float) -> HttpResult:
+        entered.set()
+        release.wait(10)
+        return HttpResult(204, "", None)
+
+    (message,) = receive(crt, 1)
+    # Time for the attempt to start, not for it to end.
+    just_enough = crt.settings.callback_timeout_ms + OUTCOME_MARGIN_MS + 300
+    try:
+        response = deliver_batch(replace(crt, poster=stuck), [message], lambda: just_enough)
+        assert entered.is_set()
+        assert failures(response) == {message.message_id}
+        assert states(crt, [job_id]) == [("in_flight", 1)]
+    finally:
+        release.set()
+
+
+def test_a_consumer_outage_is_no_invocation_error(
+    crt: Runtime, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every message of the batch fails to deliver (503): each comes back after its backoff, a
+    warning is logged and counted, and the invocation itself succeeds."""
+    job_ids = submit_many(crt, 4)
+
+    def down(_target: Any, _body: bytes, _headers: Any, _timeout: float) -> HttpResult:
+        return HttpResult(503, "maintenance", None)
+
+    messages = receive(crt, 4)
+    observability.emf_documents()  # drop what earlier tests counted
+    flushed: list[dict[str, Any]] = []
+    flush = observability.flush
+    monkeypatch.setattr(observability, "flush", lambda: flushed.extend(flush()) or flushed)
+    monkeypatch.setattr(runtime_module, "runtime", lambda: replace(crt, poster=down))
+    with caplog.at_level(logging.WARNING, logger="jobstream.callbacks"):
+        # Through the function's handler: a batch of nothing but failed deliveries.
+        response = invoke(messages, remaining_ms=30_000)
+    assert failures(response) == {message.message_id for message in messages}
+    assert states(crt, job_ids) == [("retry_wait", 1)] * 4
+    warnings = [r for r in caplog.records if "will retry" in r.getMessage()]
+    assert len(warnings) == 4
+    # The handler wrote its metrics when it returned: 4 retries, as one EMF document.
+    (document,) = [d for d in flushed if "callbacks_retried" in d]
+    assert document["callbacks_retried"] == 4
+
+
+def test_only_the_messages_that_raise_are_failures_and_all_raising_fails_the_invocation(
+    crt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_ids = submit_many(crt, 3)
+    broken = job_ids[0]
+    claim = CallbackStore.claim
+
+    def flaky(self: CallbackStore, ref: IntentRef, **kwargs: Any) -> Any:
+        if ref.job_id == broken:
+            raise RuntimeError("DynamoDB refused the claim")
+        return claim(self, ref, **kwargs)
+
+    def ok(_target: Any, _body: bytes, _headers: Any, _timeout: float) -> HttpResult:
+        return HttpResult(204, "", None)
+
+    messages = receive(crt, 3)
+    monkeypatch.setattr(CallbackStore, "claim", flaky)
+    response = deliver_batch(replace(crt, poster=ok), messages, lambda: 30_000)
+    by_job = {message.body: message.message_id for message in messages}
+    (failed,) = failures(response)
+    assert broken in next(body for body, mid in by_job.items() if mid == failed)
+
+    # Every message raises: a fault of the function itself, so the invocation fails.
+    def refused(self: CallbackStore, ref: IntentRef, **kwargs: Any) -> Any:
+        raise RuntimeError("no table access")
+
+    monkeypatch.setattr(CallbackStore, "claim", refused)
+    with pytest.raises(BatchFailedError):
+        deliver_batch(replace(crt, poster=ok), messages, lambda: 30_000)

@@ -1,0 +1,165 @@
+"""Write sharding (issue 13 item 10, docs/capacity.md): no constant partition key takes every
+open job, pending callback or tenant's job; readers see the shards as one key, in one order."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from jobstream.service import admission, execution
+from jobstream.service.identity import derive_job_id
+from jobstream.service.runtime import Runtime
+from jobstream.service.sweep import sweep
+from jobstream.store import keys
+from jobstream.store.codec import to_item
+from jobstream.store.sweep_index import sweep_entries
+from tests.support.harness import Clock, canonical_task
+from tests.support.state import whole_table
+
+
+def submit(rt: Runtime, key: str, **overrides: Any) -> str:
+    status, body = admission.submit(
+        rt, "acme", canonical_task(idempotency_key=key, **overrides), None
+    )
+    assert status == 202
+    job_id: str = body["job"]["job_id"]
+    return job_id
+
+
+@pytest.mark.parametrize("shards", [keys.TENANT_SHARDS, keys.SWEEP_SHARDS])
+def test_job_ids_spread_evenly_over_the_shards(shards: int) -> None:
+    """A hot tenant's jobs land on every shard alike: none takes much more than its share."""
+    ids = [derive_job_id("acme", f"request-{n}") for n in range(20_000)]
+    counts = Counter(keys.shard_of(job_id, shards) for job_id in ids)
+    share = len(ids) / shards
+    assert set(counts) == set(range(shards))
+    # The busiest shard carries what capacity.md assumes, within a few standard deviations.
+    assert max(counts.values()) < 1.15 * share
+
+
+@given(
+    first=st.text(alphabet="aT#1", max_size=6) | st.text(max_size=8),
+    second=st.text(alphabet="aT#1", max_size=6) | st.text(max_size=8),
+    shards=st.tuples(st.integers(0, 99), st.integers(0, 99)),
+)
+# Names that would meet another tenant's shard if the shard came after the name.
+@example(first="a#1", second="a", shards=(0, 1))
+@example(first="a", second="a#1", shards=(1, 0))
+@example(first="1#a", second="a", shards=(0, 1))
+def test_no_two_tenant_shards_share_a_key(first: str, second: str, shards: tuple[int, int]) -> None:
+    """Whatever a tenant is named ('1#acme', '#', ''), its shards are its own (I8)."""
+    if (first, shards[0]) != (second, shards[1]):
+        assert keys.tenant_pk(first, shards[0]) != keys.tenant_pk(second, shards[1])
+
+
+def test_shard_zero_keeps_the_unsharded_keys() -> None:
+    """Items written before sharding are read as shard 0 (no migration)."""
+    assert keys.tenant_partitions("acme")[0] == "T#acme"
+    for kind in keys.SWEEP_PARTITIONS:
+        assert keys.sweep_partitions(kind)[0] == kind
+        assert {keys.sweep_kind(pk) for pk in keys.sweep_partitions(kind)} == {kind}
+
+
+def test_open_jobs_and_pending_callbacks_spread_over_the_sweep_shards(rt: Runtime) -> None:
+    for n in range(40):
+        submit(rt, f"spread-{n}", callback_url="https://consumer.example.test/hooks")
+    items = whole_table(rt).values()
+    by_kind: dict[str, set[str]] = {}
+    for item in items:
+        if "sweep_pk" in item:
+            pk = item["sweep_pk"]["S"]
+            by_kind.setdefault(keys.sweep_kind(pk), set()).add(pk)
+    # 40 jobs over 32 shards: a constant key would be one partition; these are many.
+    assert len(by_kind[keys.ACTIVE_JOBS]) >= 16
+    assert len(by_kind[keys.CALLBACK_HANDOFF]) >= 16
+    tenant_keys = {item["gsi1pk"]["S"] for item in items if "gsi1pk" in item}
+    assert len(tenant_keys) >= 10
+    assert all(pk in keys.tenant_partitions("acme") for pk in tenant_keys)
+
+
+def test_the_sweep_reads_every_shard_oldest_first(rt: Runtime, clock: Clock) -> None:
+    created = []
+    for n in range(30):
+        clock.advance(1_000)
+        created.append(submit(rt, f"old-{n}", callback_url="https://consumer.example.test/h"))
+    assert list(rt.store.active_jobs()) == created
+    due = rt.callbacks.due(now=clock.advance(keys.HANDOFF_GRACE_MS + 1))
+    assert [ref.job_id for ref in due] == created
+    # A budget for ten jobs visits the ten oldest, whichever shards they are on.
+    ticks = itertools.count()
+    visited: list[str] = []
+    checked = rt.store.get_job
+
+    def spy(job_id: str) -> Any:
+        visited.append(job_id)
+        return checked(job_id)
+
+    rt.store.get_job = spy  # type: ignore[method-assign]
+    try:
+        # 30 callbacks re-sent first (each one tick), then jobs until the budget ends.
+        report = sweep(rt, budget_ms=(30 + 10 + 1) * 1000, monotonic=lambda: next(ticks))
+    finally:
+        del rt.store.get_job
+    assert report.budget_exhausted
+    assert report.callbacks_resent == 30
+    assert list(dict.fromkeys(visited)) == created[: report.jobs_checked]
+    assert report.jobs_checked >= 5
+
+
+def test_an_entry_under_an_unsharded_key_is_still_swept(rt: Runtime, clock: Clock) -> None:
+    """A job admitted before sharding sits under `JOB#ACTIVE` whatever its id's shard."""
+    job_id = submit(rt, "legacy")
+    assert keys.shard_of(job_id, keys.SWEEP_SHARDS) != 0
+    rt.store.client.update_item(
+        TableName=rt.store.table_name,
+        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK}),
+        UpdateExpression="SET sweep_pk = :legacy",
+        ExpressionAttributeValues=to_item({":legacy": keys.ACTIVE_JOBS}),
+    )
+    assert list(rt.store.active_jobs()) == [job_id]
+    clock.advance(keys.HANDOFF_GRACE_MS + 1)
+    assert sweep(rt).jobs_redispatched == 1
+    assert execution.execute(rt, job_id) in {"succeeded", "failed"}
+    assert list(rt.store.active_jobs()) == []
+
+
+def test_a_sweep_read_stops_with_its_caller(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lazy: taking one entry reads one page per shard, not the whole backlog."""
+    for n in range(keys.SWEEP_SHARDS * 3):
+        submit(rt, f"lazy-{n}")
+    queries = 0
+    client = rt.store.client
+    original = client.query
+
+    def counting(**request: Any) -> Any:
+        nonlocal queries
+        queries += 1
+        return original(**request)
+
+    monkeypatch.setattr(client, "query", counting)
+    entries = sweep_entries(client, rt.store.table_name, keys.ACTIVE_JOBS)
+    assert next(entries)
+    assert queries == keys.SWEEP_SHARDS
+
+
+def test_an_intent_under_an_unsharded_key_is_postponed_after_a_resend(
+    rt: Runtime, clock: Clock
+) -> None:
+    """An intent written before sharding keeps `CALLBACK#HANDOFF`: a re-send still postpones it
+    (else every sweep would send it again)."""
+    job_id = submit(rt, "legacy-callback", callback_url="https://consumer.example.test/h")
+    assert keys.shard_of(job_id, keys.SWEEP_SHARDS) != 0
+    rt.store.client.update_item(
+        TableName=rt.store.table_name,
+        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.intent_sk(1)}),
+        UpdateExpression="SET sweep_pk = :legacy",
+        ExpressionAttributeValues=to_item({":legacy": keys.CALLBACK_HANDOFF}),
+    )
+    clock.advance(keys.HANDOFF_GRACE_MS + 1)
+    assert sweep(rt).callbacks_resent == 1
+    assert sweep(rt).callbacks_resent == 0
