@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from jobstream.tenant_names import check_tenant_name
+
 PK: Final = "pk"
 SK: Final = "sk"
 JOB_SK: Final = "#JOB"
@@ -52,11 +54,12 @@ def sequence_of(sort_key: str) -> int:
 
 
 def tenant_pk(tenant: str) -> str:
-    return f"T#{tenant}"
+    # A name with '#' could reach another tenant's correlation range: refused, never built.
+    return f"T#{check_tenant_name(tenant)}"
 
 
 def correlation_pk(tenant: str, correlation_id: str) -> str:
-    return f"T#{tenant}#C#{correlation_id}"
+    return f"T#{check_tenant_name(tenant)}#C#{correlation_id}"
 
 
 def created_sk(created_at: int, job_id: str) -> str:
