@@ -44,14 +44,15 @@ def load_registry(settings: Settings) -> TenantRegistry:
 
 
 def load_registry_file(path: Path) -> TenantRegistry:
-    """The file's registry, parsed again only when its size or modification time changed."""
+    """The file's registry, parsed again only when the file changed."""
     try:
         stat = path.stat()
     except OSError as error:
         raise ConfigurationError(
             f"JOBSTREAM_TENANTS: cannot read {path.name}: {error.strerror}"
         ) from None
-    stamp = (stat.st_mtime_ns, stat.st_size)
+    # The inode too: an atomic replace (the CLI's writes) is a new file even within one tick.
+    stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
     key = f"file:{path}"
     cached = _parsed.get(key)
     if cached is not None and cached[0] == stamp:
