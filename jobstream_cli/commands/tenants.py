@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
 from rich.table import Table
 
+from jobstream.config.tenants import TenantRegistry
+from jobstream_cli.commands.operator import operator_errors
 from jobstream_cli.errors import CliError
 from jobstream_cli.state import Cli, current
 from jobstream_cli.tenant_registry import (
@@ -36,6 +37,8 @@ from jobstream_cli.tenant_registry import (
 )
 
 _STORE_KEY: Final = "jobstream.tenants.store"
+
+Rotation = Callable[..., tuple[TenantRegistry, Issued]]
 
 app = typer.Typer(help="The consumer registry: tenants, their tokens, secrets and origins.")
 
@@ -94,26 +97,11 @@ def _store(ctx: typer.Context) -> RegistryStore:
     )
 
 
-@contextmanager
-def _aws_errors() -> Iterator[None]:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        yield
-    except ClientError as error:
-        detail = error.response.get("Error", {})
-        raise CliError(
-            f"AWS {detail.get('Code', 'error')}: {detail.get('Message', error)}"
-        ) from None
-    except BotoCoreError as error:
-        raise CliError(f"AWS: {error}") from None
-
-
 def _now() -> datetime:
     return datetime.now(tz=UTC).replace(microsecond=0)
 
 
-def _overlap(text: str) -> Any:
+def _overlap(text: str) -> timedelta:
     try:
         return parse_duration(text)
     except ValueError as error:
@@ -162,7 +150,7 @@ def list_tenants(ctx: typer.Context) -> None:
     """Every tenant: tokens and secrets in force (never their values), callback token, origins."""
     state = current(ctx)
     store = _store(ctx)
-    with _aws_errors():
+    with operator_errors():
         rows = summary(store.read(), _now())
     if state.json:
         state.emit_json(rows)
@@ -217,7 +205,7 @@ def add(
     state = current(ctx)
     store = _store(ctx)
     token = _read_secret("API token") if api_token_stdin else None
-    with _aws_errors(), store.editing() as edit:
+    with operator_errors(), store.editing() as edit:
         registry, issued = add_tenant(
             edit.registry,
             name,
@@ -235,13 +223,7 @@ def rotate_token_command(
     ctx: typer.Context, name: NameArgument, overlap: OverlapOption = "24h"
 ) -> None:
     """A new API token, printed once; the old ones are refused after the overlap."""
-    state = current(ctx)
-    store = _store(ctx)
-    period = _overlap(overlap)
-    with _aws_errors(), store.editing() as edit:
-        registry, issued = rotate_token(edit.registry, name, now=_now(), overlap=period)
-        edit.update(registry)
-    _issued(state, store, f"new API token, the old ones end in {overlap}", issued)
+    _rotate(ctx, name, overlap, rotate_token, "new API token")
 
 
 @app.command("rotate-secret")
@@ -249,13 +231,17 @@ def rotate_secret_command(
     ctx: typer.Context, name: NameArgument, overlap: OverlapOption = "24h"
 ) -> None:
     """A new signing secret, printed once; callbacks carry both signatures during the overlap."""
+    _rotate(ctx, name, overlap, rotate_secret, "new signing secret")
+
+
+def _rotate(ctx: typer.Context, name: str, overlap: str, rotation: Rotation, what: str) -> None:
     state = current(ctx)
     store = _store(ctx)
     period = _overlap(overlap)
-    with _aws_errors(), store.editing() as edit:
-        registry, issued = rotate_secret(edit.registry, name, now=_now(), overlap=period)
+    with operator_errors(), store.editing() as edit:
+        registry, issued = rotation(edit.registry, name, now=_now(), overlap=period)
         edit.update(registry)
-    _issued(state, store, f"new signing secret, the old ones end in {overlap}", issued)
+    _issued(state, store, f"{what}, the old ones end in {overlap}", issued)
 
 
 @app.command("set-callback-token")
@@ -268,7 +254,7 @@ def set_callback_token_command(
     state = current(ctx)
     store = _store(ctx)
     token = None if clear else _read_secret("callback token")
-    with _aws_errors(), store.editing() as edit:
+    with operator_errors(), store.editing() as edit:
         edit.update(set_callback_token(edit.registry, name, token))
     _done(state, store, name, "callback token cleared" if clear else "callback token set")
 
@@ -291,7 +277,7 @@ def set_origins_command(
     if bool(origins) == any_public:
         raise typer.BadParameter("give the origins, or --any-public")
     store = _store(ctx)
-    with _aws_errors(), store.editing() as edit:
+    with operator_errors(), store.editing() as edit:
         edit.update(set_origins(edit.registry, name, None if any_public else list(origins or [])))
     _done(state, store, name, "origins: any public https" if any_public else "origins set")
 
@@ -311,7 +297,7 @@ def remove(
         typer.confirm(
             f"remove tenant {name}? Its tokens stop working and its callbacks die", abort=True
         )
-    with _aws_errors(), store.editing() as edit:
+    with operator_errors(), store.editing() as edit:
         edit.update(remove_tenant(edit.registry, name))
     _done(state, store, name, "removed")
 
