@@ -312,6 +312,9 @@ def test_a_settings_copy_refuses_a_field_it_does_not_have() -> None:
     settings = load_settings({"JOBSTREAM_TABLE": "t", "JOBSTREAM_API_TOKENS": "a=t"})
     with pytest.raises(TypeError, match="callback_allow_private"):
         settings.model_copy(update={"callback_allow_private": True})
+    # A copy does not validate: new shorthand tokens would never reach the registry.
+    with pytest.raises(TypeError, match="api_tokens"):
+        settings.model_copy(update={"api_tokens": ()})
 
 
 # ---------------------------------------------------------------------------------- origins

@@ -48,6 +48,9 @@ class Settings(BaseModel):
     tenants_secret: Annotated[str, Field(min_length=1)] | None = None
     tenants_path: Path | None = None
     tenants: TenantRegistry | None = None
+    # The JOBSTREAM_API_TOKENS shorthand as given (Settings(api_tokens=…) still builds); it is
+    # turned into `tenants` when the settings are made, and only `tenants` is ever read.
+    api_tokens: tuple[Tenant, ...] | None = Field(default=None, repr=False, exclude=True)
     # How long a fetched secret is used before it is read again (0: every time).
     tenants_max_age_s: Annotated[int, Field(ge=0, le=3600)] = 60
     queued_timeout_ms: BudgetMs = 1_800_000
@@ -69,10 +72,11 @@ class Settings(BaseModel):
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
     ) -> Settings:
-        # pydantic would store an unknown key silently; a retired field must fail loudly.
-        unknown = sorted(set(update or {}) - set(type(self).model_fields))
-        if unknown:
-            raise TypeError(f"Settings has no field {', '.join(unknown)} (tenants: see `tenants`)")
+        # pydantic would store an unknown key silently, and a copy does not validate (the
+        # shorthand would not reach `tenants`): both must fail loudly.
+        refused = sorted(set(update or {}) - (set(type(self).model_fields) - {"api_tokens"}))
+        if refused:
+            raise TypeError(f"Settings.model_copy cannot set {', '.join(refused)}: set `tenants`")
         return super().model_copy(update=update, deep=deep)
 
     @model_validator(mode="before")
@@ -92,6 +96,8 @@ class Settings(BaseModel):
                 pairs = parse_api_tokens(pairs)
             if not pairs:
                 raise ValueError("names no tenant")
+            if values.get("tenants") is not None:
+                raise ValueError("give the shorthand or a registry (`tenants`), not both")
         secret = _plain(shorthand.get("callback_signing_secret"))
         with _blaming(SHORTHAND["callback_signing_secret"]):
             if secret is not None:
@@ -108,6 +114,7 @@ class Settings(BaseModel):
             signing_secret=secret,
             callback_origins=origins,
         )
+        values["api_tokens"] = tuple(pairs)
         return values
 
     @model_validator(mode="after")
