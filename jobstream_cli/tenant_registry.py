@@ -22,10 +22,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from pydantic import ValidationError
+
 from jobstream.config.tenants import (
     RegistryError,
     TenantConfig,
     TenantRegistry,
+    describe_errors,
     parse_registry,
     token_digest,
 )
@@ -207,7 +210,10 @@ def _changed(registry: TenantRegistry, name: str, **changes: Any) -> TenantRegis
     try:
         updated = TenantConfig.model_validate({**current.model_dump(), **changes})
         return registry.replace(name, updated)
-    except (RegistryError, ValueError) as error:
+    except ValidationError as error:
+        # One line, and never the value (it may be a secret).
+        raise CliError(describe_errors(error)) from None
+    except RegistryError as error:
         raise CliError(str(error)) from None
 
 

@@ -177,7 +177,8 @@ def describe_errors(error: ValidationError) -> str:
     problems = []
     for item in error.errors(include_input=False, include_url=False):
         where = ".".join(str(part) for part in item["loc"])
-        problems.append(f"{where}: {item['msg']}" if where else item["msg"])
+        message = item["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
     return "; ".join(problems)
 
 
