@@ -99,7 +99,8 @@ def operations() -> list[Row]:
     import boto3
     from moto import mock_aws
 
-    from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings, parse_api_tokens
+    from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings
+    from jobstream.config.tenants import shorthand_registry
     from jobstream.delivery.http import HttpResult
     from jobstream.queue import sqs_client
     from jobstream.service import admission, jobs
@@ -120,7 +121,7 @@ def operations() -> list[Row]:
         )
         settings = Settings(
             table_name="bench-jobs",
-            api_tokens=parse_api_tokens("bench=bench-token"),
+            tenants=shorthand_registry([("bench", "bench-token")]),
             targets_path=DEFAULT_TARGETS_FILE,
             # Both queues, as deployed: admission hands off to each after its commit.
             work_queue_url=queues["WorkQueue"]["Ref"],
@@ -263,7 +264,8 @@ def sweep_rows() -> list[Row]:
     import boto3
     from moto import mock_aws
 
-    from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings, parse_api_tokens
+    from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings
+    from jobstream.config.tenants import shorthand_registry
     from jobstream.service import admission
     from jobstream.service.runtime import Runtime
     from jobstream.service.sweep import sweep
@@ -281,7 +283,7 @@ def sweep_rows() -> list[Row]:
             create_tables(Template.load(), client, name_for=partial(_same_name, table))
             settings = Settings(
                 table_name=table,
-                api_tokens=parse_api_tokens("bench=bench-token"),
+                tenants=shorthand_registry([("bench", "bench-token")]),
                 targets_path=DEFAULT_TARGETS_FILE,
             )
             rt = Runtime(settings=settings, store=JobStore(table))

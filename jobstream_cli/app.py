@@ -3,7 +3,7 @@
     jobstream [--local] [--url URL] [--token TOKEN] [--output auto|table|json] COMMAND …
 
 Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `submit`. Operator: `dlq list|redrive`
-(also `dead-letters`), `sweep`.
+(also `dead-letters`), `sweep`, `tenants …` (the consumer registry).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from jobstream_cli.commands import events, jobs, operator, submit
+from jobstream_cli.commands import events, jobs, operator, submit, tenants
 from jobstream_cli.commands.conformance import conformance
 from jobstream_cli.errors import GuardedGroup
 from jobstream_cli.state import Output, resolve
@@ -67,6 +67,7 @@ app.add_typer(operator.dlq_app, name="dlq")
 app.add_typer(operator.dlq_app, name="dead-letters", help="Alias of `dlq`.", hidden=False)
 app.command("sweep")(operator.sweep)
 app.command("conformance")(conformance)
+app.add_typer(tenants.app, name="tenants")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,10 +32,12 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    token = os.environ["JOBSTREAM_API_TOKENS"].split(",", 1)[0].partition("=")[2]
+    # The shorthand's first token, when the registry is the shorthand (a file or a secret
+    # stores only token digests).
+    token = os.environ.get("JOBSTREAM_API_TOKENS", "").split(",", 1)[0].partition("=")[2]
     print(
-        f"jobstream ready at {stack.base_url} (try: curl -H 'Authorization: Bearer {token}' "
-        f"{stack.base_url}/capabilities)",
+        f"jobstream ready at {stack.base_url} (try: curl -H 'Authorization: Bearer "
+        f"{token.strip() or '<your token>'}' {stack.base_url}/capabilities)",
         flush=True,
     )
     # Wake up regularly: a signal delivered to another thread only runs its Python handler

@@ -51,3 +51,17 @@ def create_queues(
         ]
         created[logical_id] = {"Ref": url, "Arn": arn, "QueueName": name}
     return created
+
+
+def create_secrets(
+    template: Template, secretsmanager: Any, name_for: Callable[[str], str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Create every AWS::SecretsManager::Secret with its template value; Ref is the ARN."""
+    created = {}
+    for logical_id, properties in template.resources_of_type("AWS::SecretsManager::Secret").items():
+        name = (name_for or template.physical_name)(logical_id)
+        arn = secretsmanager.create_secret(
+            Name=name, SecretString=properties.get("SecretString", "")
+        )["ARN"]
+        created[logical_id] = {"Ref": arn, "Name": name}
+    return created

@@ -15,21 +15,28 @@ from typing import Any
 
 from jobstream_local.gateway import LocalHttpApi, load_handler, make_server
 from jobstream_local.moto_patches import patch_moto
-from jobstream_local.resources import create_queues, create_tables
+from jobstream_local.resources import create_queues, create_secrets, create_tables
 from jobstream_local.template import REPOSITORY, Template
 from jobstream_local.workers import QueuePoller, Schedule
 
 # What `make run` uses when the environment says nothing: the embedded default.
 LOCAL_DEFAULTS = {
-    "JOBSTREAM_API_TOKENS": "local=local-dev-token",
-    # Local receivers listen on http://127.0.0.1; on AWS both stay off.
-    "JOBSTREAM_CALLBACK_ALLOW_HTTP": "true",
-    "JOBSTREAM_CALLBACK_ALLOW_PRIVATE": "true",
     "JOBSTREAM_SWEEP_INTERVAL_S": "5",
+    # A registry secret chosen locally (JOBSTREAM_TENANTS_SECRET) is read again every second.
+    "JOBSTREAM_TENANTS_MAX_AGE_S": "1",
     "AWS_ACCESS_KEY_ID": "local",
     "AWS_SECRET_ACCESS_KEY": "local",  # moto accepts any credentials
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+# The consumer registry when none is chosen (no JOBSTREAM_TENANTS_SECRET, JOBSTREAM_TENANTS or
+# JOBSTREAM_API_TOKENS): one tenant, `local`, whose receivers may listen on this machine.
+LOCAL_TENANT = {
+    "JOBSTREAM_API_TOKENS": "local=local-dev-token",
+    "JOBSTREAM_CALLBACK_ORIGINS": "http://127.0.0.1:*,http://localhost:*",
+}
+REGISTRY_SOURCES = ("JOBSTREAM_TENANTS_SECRET", "JOBSTREAM_TENANTS", "JOBSTREAM_API_TOKENS")
 
 
 @dataclass
@@ -70,6 +77,10 @@ def start(
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     for name, value in LOCAL_DEFAULTS.items():
         env.setdefault(name, value)
+    if not any((env.get(name) or "").strip() for name in REGISTRY_SOURCES):
+        for name, value in LOCAL_TENANT.items():
+            if not (env.get(name) or "").strip():
+                env[name] = value
     patch_moto()
     # A fixed port lets `sam local` reach the same endpoint (see README); 0 picks a free one.
     moto = ThreadedMotoServer(
@@ -110,7 +121,15 @@ def _start_services(
     sqs = boto3.client("sqs", endpoint_url=endpoint)
     resources = create_queues(template, sqs)
     resources.update(create_tables(template, boto3.client("dynamodb", endpoint_url=endpoint)))
+    resources.update(
+        create_secrets(template, boto3.client("secretsmanager", endpoint_url=endpoint))
+    )
+    chosen_secret = (env.get("JOBSTREAM_TENANTS_SECRET") or "").strip()
     env.update(template.function_environment(dict(env), resources))
+    if not chosen_secret:
+        # The template's (empty) registry secret exists locally, for `sam local`; the stack's
+        # own functions read the registry the environment chose.
+        env.pop("JOBSTREAM_TENANTS_SECRET", None)
     # Configuration is checked before anything serves: invalid values stop start-up here.
     load_settings(env)
     server = make_server(LocalHttpApi(template.http_routes()), host, port)

@@ -12,7 +12,6 @@ from typing import Any
 
 import boto3
 import pytest
-from pydantic import SecretStr
 
 # Set before any client exists; botocore 1.44 needs the last one for moto in-process.
 os.environ.update(
@@ -39,10 +38,16 @@ from jobstream_local.moto_patches import patch_moto
 from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
 from tests.support.harness import Api, Clock
+from tests.support.tenants import LOOPBACK_ORIGIN, secrets, with_tenant
 
 TOKENS = "acme=acme-token,globex=globex-token"
 CALLBACK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 CALLBACK_TOKEN = "consumer-issued-token"
+# The other tenant's own callback credentials: nothing of acme's may ever reach its receiver.
+OTHER_CALLBACK_SECRET = "whsec_b3RoZXItdGVuYW50LW93bi1zaWduaW5nLWtleQ=="
+OTHER_CALLBACK_TOKEN = "globex-issued-token"
+# acme's callback origins in `crt`: the local receivers, and public https test hosts.
+CALLBACK_ORIGINS = (LOOPBACK_ORIGIN, "https://*.example.test")
 
 # The reference test harness: one illustration target (its 20-minute execution ceiling cut to
 # the worker's 15-minute Lambda timeout, the longest a deployment accepts).
@@ -143,20 +148,29 @@ def queues(aws: None) -> dict[str, dict[str, str]]:
 
 @pytest.fixture
 def crt(rt: Runtime, queues: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> Runtime:
-    """A runtime with the callback queues, a signing secret, a token and local receivers allowed."""
+    """A runtime with the callback queues and fast retries; tenant acme has a callback token, a
+    signing secret and local receivers among its origins, globex credentials of its own."""
     settings = rt.settings.model_copy(
         update={
             "callback_queue_url": queues["CallbackQueue"]["Ref"],
             "callback_dead_letter_url": queues["CallbackDeadLetterQueue"]["Ref"],
-            "callback_signing_secret": SecretStr(CALLBACK_SECRET),
-            "callback_token": SecretStr(CALLBACK_TOKEN),
-            "callback_allow_http": True,
-            "callback_allow_private": True,
             "callback_timeout_ms": 2_000,
             "callback_retry_base_ms": 1_000,
             "callback_retry_max_ms": 2_000,
         }
     )
-    runtime = replace(rt, settings=settings)
+    runtime = with_tenant(
+        replace(rt, settings=settings),
+        "acme",
+        callback_token=CALLBACK_TOKEN,
+        signing_secrets=secrets(CALLBACK_SECRET),
+        callback_origins=CALLBACK_ORIGINS,
+    )
+    runtime = with_tenant(
+        runtime,
+        "globex",
+        callback_token=OTHER_CALLBACK_TOKEN,
+        signing_secrets=secrets(OTHER_CALLBACK_SECRET),
+    )
     monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
     return runtime

@@ -65,7 +65,7 @@ def event(event_id: str) -> str:
 
 def signed(body: str, secret: str = SECRET, token: str = TOKEN) -> dict[str, str]:
     headers = webhook_headers(
-        message_id="m-1", timestamp=int(time.time()), body=body, secret=secret
+        message_id="m-1", timestamp=int(time.time()), body=body, secrets=[secret]
     )
     return {**headers, "Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 

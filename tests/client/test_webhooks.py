@@ -31,7 +31,7 @@ BODY = json.dumps(
 def signed(secret: str = NEW, body: str = BODY, timestamp: int = NOW) -> dict[str, str]:
     """Headers exactly as jobstream's callback delivery writes them."""
     headers = webhook_headers(
-        message_id="job-event:j-1:evt-1-1", timestamp=timestamp, body=body, secret=secret
+        message_id="job-event:j-1:evt-1-1", timestamp=timestamp, body=body, secrets=[secret]
     )
     return {**headers, "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 

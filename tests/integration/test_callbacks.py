@@ -25,6 +25,7 @@ from tests.conftest import CALLBACK_TOKEN as TOKEN
 from tests.support.harness import Clock, canonical_task
 from tests.support.receiver import receiver
 from tests.support.state import mark_failed
+from tests.support.tenants import with_tenant
 from tests.support.validation import validate
 
 
@@ -274,27 +275,34 @@ def test_sweep_is_bounded_by_its_budget(crt: Runtime) -> None:
 def test_refused_callback_url_is_400_and_writes_nothing(rt: Runtime) -> None:
     from jobstream.protocol.errors import ProtocolError
 
-    private = replace(rt, resolver=lambda host, port: ["10.0.0.7"])
+    def no_dns(host: str, port: int) -> list[str]:
+        raise AssertionError("admission must not resolve callback hosts")
+
+    offline = replace(rt, resolver=no_dns)
     for url in (
-        "http://consumer.example.test/hooks",
-        "https://consumer.example.test/hooks",
-        "https://169.254.169.254/latest",
+        "http://consumer.example.test/hooks",  # http needs a listed origin
+        "https://169.254.169.254/latest",  # a literal private address needs one too
+        "https://[::1]:8443/hooks",
+        "https://user:pw@consumer.example.test/hooks",
     ):
         with pytest.raises(ProtocolError) as raised:
-            admission.submit(private, "acme", canonical_task(callback_url=url), None)
+            admission.submit(offline, "acme", canonical_task(callback_url=url), None)
         assert raised.value.status == 400
         assert raised.value.body()["error"]["detail"]["field"] == "callback_url"
     assert list(rt.store.iter_jobs(JobQuery(tenant="acme"))) == []
 
 
 def test_dns_that_changes_after_admission_dead_letters(crt: Runtime, clock: Clock) -> None:
-    strict = crt.settings.model_copy(update={"callback_allow_private": False})
-    public = replace(crt, settings=strict, resolver=lambda host, port: ["93.184.215.14"])
+    # acme with the default policy (no origin list): any public https origin.
+    public = replace(
+        with_tenant(crt, "acme", callback_origins=None),
+        resolver=lambda host, port: ["93.184.215.14"],
+    )
     job_id = submit(public, "https://consumer.example.test/hooks")
     rebound = replace(public, resolver=lambda host, port: ["127.0.0.1"])
     result = callbacks.deliver(rebound, IntentRef(job_id, 1))
     assert result.outcome == "dead"
-    assert "refused" in (intent(crt, job_id).last_error or "")
+    assert "refused: host_not_allowed" in (intent(crt, job_id).last_error or "")
 
 
 def test_redirects_are_not_followed(crt: Runtime, queues: dict[str, Any]) -> None:

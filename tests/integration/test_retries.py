@@ -355,13 +355,16 @@ def test_a_replay_by_another_request_sends_nothing(wrt: Runtime) -> None:
         assert sqs.receive_message(QueueUrl=url or "").get("Messages") is None
 
 
+HOOK = "https://c.example.test/h"
+
+
 def test_the_sweep_keeps_going_past_a_job_it_cannot_repair(wrt: Runtime) -> None:
     """Every read and write of one job keeps failing: its callback and its job are counted as
     errors, and the other job's callback is still re-sent (retried at the next sweep)."""
     job_ids = [
-        admission.submit(
-            wrt, "acme", canonical_task(idempotency_key=key, callback_url="https://c.test/h"), None
-        )[1]["job"]["job_id"]
+        admission.submit(wrt, "acme", canonical_task(idempotency_key=key, callback_url=HOOK), None)[
+            1
+        ]["job"]["job_id"]
         for key in ("one", "two")
     ]
     wrt.clock.advance(keys.HANDOFF_GRACE_MS * 2)  # type: ignore[attr-defined]

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from jobstream.config.settings import DEFAULT_TARGETS_FILE, parse_api_tokens
+from jobstream.config.settings import DEFAULT_TARGETS_FILE
+from jobstream.config.tenants import shorthand_registry
 from jobstream.delivery.http import HttpResult
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
@@ -66,7 +67,7 @@ def test_sample_events_drive_the_handlers(rt: Runtime, monkeypatch: pytest.Monke
         poster=poster,
         settings=rt.settings.model_copy(
             update={
-                "api_tokens": parse_api_tokens("local=local-dev-token"),
+                "tenants": shorthand_registry([("local", "local-dev-token")]),
                 "targets_path": DEFAULT_TARGETS_FILE,
             }
         ),

@@ -18,6 +18,7 @@ from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import to_item
 from jobstream.store.sweep_index import sweep_entries
+from jobstream.tenant_names import is_tenant_name
 from tests.support.harness import Clock, canonical_task
 from tests.support.state import whole_table
 
@@ -52,8 +53,21 @@ def test_job_ids_spread_evenly_over_the_shards(shards: int) -> None:
 @example(first="a", second="a#1", shards=(1, 0))
 @example(first="1#a", second="a", shards=(0, 1))
 def test_no_two_tenant_shards_share_a_key(first: str, second: str, shards: tuple[int, int]) -> None:
-    """Whatever a tenant is named ('1#acme', '#', ''), its shards are its own (I8)."""
-    if (first, shards[0]) != (second, shards[1]):
+    """Whatever a tenant is named ('1#acme', '#', ''), its shards are its own (I8): a name
+    outside the tenant alphabet never makes a key at all."""
+    for name, shard in zip((first, second), shards, strict=True):
+        if not is_tenant_name(name):
+            with pytest.raises(ValueError, match="tenant name"):
+                keys.tenant_pk(name, shard)
+    if (
+        is_tenant_name(first)
+        and is_tenant_name(second)
+        and (first, shards[0])
+        != (
+            second,
+            shards[1],
+        )
+    ):
         assert keys.tenant_pk(first, shards[0]) != keys.tenant_pk(second, shards[1])
 
 

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +29,39 @@ CALLBACK_TOKEN = "callback-token"
 DEMO, SLOW = {"target_id": "demo-illustration"}, {"target_id": "slow-illustration"}
 
 
+def digest(token: str) -> str:
+    return sha256(token.encode()).hexdigest()
+
+
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     targets = tmp_path_factory.mktemp("sdk") / "targets.json"
     targets.write_text(json.dumps(TARGETS), encoding="utf-8")
+    # Two consumers, each with its own callback credentials (a registry file, as operators
+    # keep it locally); both may call back to receivers on this machine.
+    registry = targets.with_name("tenants.json")
+    consumer = {
+        "callback_token": CALLBACK_TOKEN,
+        "signing_secrets": [{"secret": SECRET}],
+        "callback_origins": ["http://127.0.0.1:*"],
+    }
+    registry.write_text(
+        json.dumps(
+            {
+                "tenants": {
+                    name: {
+                        "api_tokens": [{"sha256": sha256(token.encode()).hexdigest()}],
+                        **consumer,
+                    }
+                    for name, token in (("a", TOKEN_A), ("b", TOKEN_B))
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
     env = environment(
         JOBSTREAM_TARGETS=str(targets),
-        JOBSTREAM_API_TOKENS=f"a={TOKEN_A},b={TOKEN_B}",
-        JOBSTREAM_CALLBACK_SIGNING_SECRET=SECRET,
-        JOBSTREAM_CALLBACK_TOKEN=CALLBACK_TOKEN,
+        JOBSTREAM_TENANTS=str(registry),
         # A cancelled job's worker stops at its next heartbeat: free the slow jobs' workers soon.
         JOBSTREAM_HEARTBEAT_INTERVAL_MS="1000",
     )

@@ -38,7 +38,7 @@ def signed_headers(
     timestamp: int = TIMESTAMP,
     body: str = BODY,
 ) -> dict[str, str]:
-    return webhook_headers(message_id=message_id, timestamp=timestamp, body=body, secret=secret)
+    return webhook_headers(message_id=message_id, timestamp=timestamp, body=body, secrets=[secret])
 
 
 # --- decode_secret ---------------------------------------------------------------------------
@@ -113,7 +113,7 @@ def test_sign_rejects_an_invalid_secret() -> None:
 
 
 def test_headers_without_a_secret_are_unsigned() -> None:
-    headers = webhook_headers(message_id=MESSAGE_ID, timestamp=TIMESTAMP, body=BODY, secret=None)
+    headers = webhook_headers(message_id=MESSAGE_ID, timestamp=TIMESTAMP, body=BODY, secrets=[])
     assert headers == {"webhook-id": MESSAGE_ID, "webhook-timestamp": str(TIMESTAMP)}
 
 
@@ -127,7 +127,26 @@ def test_headers_with_a_secret_carry_the_signature() -> None:
 
 def test_headers_reject_an_empty_secret_rather_than_send_unsigned() -> None:
     with pytest.raises(ValueError, match="whsec_"):
-        webhook_headers(message_id=MESSAGE_ID, timestamp=TIMESTAMP, body=BODY, secret="")
+        webhook_headers(message_id=MESSAGE_ID, timestamp=TIMESTAMP, body=BODY, secrets=[""])
+
+
+def test_during_a_rotation_both_secrets_sign_space_separated() -> None:
+    new_key = bytes(range(32))
+    new_secret = "whsec_" + base64.b64encode(new_key).decode()
+    headers = webhook_headers(
+        message_id=MESSAGE_ID, timestamp=TIMESTAMP, body=BODY, secrets=[new_secret, SECRET]
+    )
+    assert headers["webhook-signature"] == " ".join(
+        [
+            reference_signature(new_key, MESSAGE_ID, TIMESTAMP, BODY),
+            reference_signature(KEY, MESSAGE_ID, TIMESTAMP, BODY),
+        ]
+    )
+    # A verifier holding either secret accepts; one holding neither does not.
+    assert verify(new_secret, headers, BODY, now=TIMESTAMP)
+    assert verify(SECRET, headers, BODY, now=TIMESTAMP)
+    other = "whsec_" + base64.b64encode(b"x" * 32).decode()
+    assert not verify(other, headers, BODY, now=TIMESTAMP)
 
 
 # --- verify (the receiver's side) ------------------------------------------------------------
@@ -260,7 +279,9 @@ def test_verify_raises_on_an_invalid_secret() -> None:
 )
 def test_round_trip_property(message_id: str, timestamp: int, body: str, key: bytes) -> None:
     secret = "whsec_" + base64.b64encode(key).decode()
-    headers = webhook_headers(message_id=message_id, timestamp=timestamp, body=body, secret=secret)
+    headers = webhook_headers(
+        message_id=message_id, timestamp=timestamp, body=body, secrets=[secret]
+    )
     assert headers["webhook-signature"] == reference_signature(key, message_id, timestamp, body)
     assert verify(secret, headers, body, now=timestamp)
     assert not verify(secret, headers, body + "x", now=timestamp)

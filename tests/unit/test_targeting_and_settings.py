@@ -330,7 +330,9 @@ def test_defaults() -> None:
     settings = load_settings(env())
     assert isinstance(settings, Settings)
     assert settings.table_name == "jobstream"
-    assert settings.api_tokens == (Tenant(name="acme", token="token-acme"),)
+    assert settings.tenants is not None
+    assert settings.tenants.authenticate("token-acme", 0) == "acme"
+    assert list(settings.tenants.tenants) == ["acme"]
     assert settings.queued_timeout_ms == 1_800_000
     assert settings.stall_timeout_ms == 900_000
     assert settings.heartbeat_interval_ms == 30_000

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from jobstream.config.settings import ENVIRONMENT
+from jobstream.config.settings import ENVIRONMENT, SHORTHAND
 from jobstream.store import keys
 from jobstream_local.template import REPOSITORY, TEMPLATE, Template
 
@@ -52,8 +52,16 @@ READ_ELSEWHERE = {
 }
 # Settings variables that may be set per function rather than in Globals.
 PER_FUNCTION_SETTINGS = frozenset({"JOBSTREAM_SWEEP_BUDGET_MS"})
+# Settings variables for local runs only: a tenants file would ship secrets in the artifact.
+LOCAL_ONLY_SETTINGS = frozenset({"JOBSTREAM_TENANTS"})
 SETTING_VARIABLES = frozenset(ENVIRONMENT.values())
-SECRET_PARAMETERS = ("ApiTokens", "CallbackToken", "CallbackSigningSecret")
+# The one-tenant shorthand puts tokens and secrets in the environment: never in the template.
+SECRET_VARIABLES = frozenset(SHORTHAND.values())
+# The functions that read the consumer registry: every HTTP function (authentication) and the
+# callbacks function (credentials and origins at send time); no other may read the secret.
+REGISTRY_READERS = frozenset(
+    {"AdmissionFunction", "JobsFunction", "EventsFunction", "AckFunction", "CallbacksFunction"}
+)
 TABLE_INDEXES = (keys.TENANT_INDEX, keys.CORRELATION_INDEX, keys.SWEEP_INDEX)
 
 SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
@@ -701,7 +709,9 @@ def test_allow_listed_variable_is_read_where_claimed(variable: str, source: str)
     assert variable in string_constants(path), f"{source} has no string literal {variable!r}"
 
 
-@pytest.mark.parametrize("variable", sorted(SETTING_VARIABLES - PER_FUNCTION_SETTINGS))
+@pytest.mark.parametrize(
+    "variable", sorted(SETTING_VARIABLES - PER_FUNCTION_SETTINGS - LOCAL_ONLY_SETTINGS)
+)
 def test_setting_variable_is_set_in_globals(variable: str) -> None:
     globals_environment = environment_of(globals_function(TEMPLATE_NOW))
     assert variable in globals_environment, (
@@ -738,19 +748,54 @@ def test_function_route_table_entries_are_all_routed(function: str) -> None:
     assert not unrouted, f"{function}: route table keys without an HttpApi event: {unrouted}"
 
 
-@pytest.mark.parametrize("parameter", SECRET_PARAMETERS)
-def test_secret_parameter_is_no_echo(parameter: str) -> None:
-    declared = parameters(TEMPLATE_NOW)
-    assert parameter in declared, f"parameter {parameter} is not declared"
-    assert declared[parameter].get("NoEcho") in (True, "true"), f"{parameter} lacks NoEcho: true"
-    default = declared[parameter].get("Default")
-    assert default in (None, ""), f"{parameter} has a non-empty Default"
+def test_no_parameter_carries_a_secret() -> None:
+    """Secrets live in the tenants secret, read at run time: no NoEcho parameter, since its
+    value would become a plain environment variable of every function."""
+    secret = [name for name, p in parameters(TEMPLATE_NOW).items() if p.get("NoEcho")]
+    assert not secret, f"NoEcho parameters (secrets in the environment): {secret}"
 
 
-def test_api_tokens_have_no_default() -> None:
-    assert "Default" not in parameters(TEMPLATE_NOW)["ApiTokens"], (
-        "ApiTokens must have no Default: a deployment has to name its own tokens"
-    )
+@pytest.mark.parametrize("where", sorted(environment_blocks(TEMPLATE_NOW)))
+def test_no_environment_holds_a_secret(where: str) -> None:
+    variables = environment_blocks(TEMPLATE_NOW)[where]
+    assert not SECRET_VARIABLES & set(variables), sorted(SECRET_VARIABLES & set(variables))
+    values = [v for v in variables.values() if isinstance(v, str) and looks_like_secret(v)]
+    assert not values, f"{where}: values that look like secrets: {values}"
+
+
+def test_the_registry_is_a_secret_read_at_run_time() -> None:
+    secrets = TEMPLATE_NOW.resources_of_type("AWS::SecretsManager::Secret")
+    assert set(secrets) == {"TenantsSecret"}
+    resource = TEMPLATE_NOW.resources["TenantsSecret"]
+    # Deleting or replacing the stack must not lose every consumer's credentials.
+    assert resource.get("DeletionPolicy") == "Retain"
+    assert resource.get("UpdateReplacePolicy") == "Retain"
+    # The initial value is an empty registry, valid for the functions' parser.
+    from jobstream.config.tenants import parse_registry
+
+    assert parse_registry(secrets["TenantsSecret"]["SecretString"]).tenants == {}
+    globals_environment = environment_of(globals_function(TEMPLATE_NOW))
+    assert globals_environment["JOBSTREAM_TENANTS_SECRET"] == {"Ref": "TenantsSecret"}
+
+
+def test_the_registry_policy_reads_exactly_the_tenants_secret() -> None:
+    policy = TEMPLATE_NOW.resources_of_type("AWS::IAM::ManagedPolicy")["TenantsReadPolicy"]
+    (statement,) = policy_statements(policy)
+    assert statement["Effect"] == "Allow"
+    assert as_list(statement["Action"]) == ["secretsmanager:GetSecretValue"]
+    assert statement["Resource"] == {"Ref": "TenantsSecret"}
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_only_the_functions_that_read_the_registry_may(function: str) -> None:
+    policies = TEMPLATE_NOW.resources_of_type(FUNCTION)[function].get("Policies") or []
+    referenced = {p["Ref"] for p in as_list(policies) if isinstance(p, dict) and "Ref" in p}
+    assert ("TenantsReadPolicy" in referenced) == (function in REGISTRY_READERS), function
+    inline = [s for p in as_list(policies) for s in policy_statements(p)]
+    tenants_grants = [
+        s for s in inline if "TenantsSecret" in str(s.get("Resource")) or s.get("Resource") == "*"
+    ]
+    assert not tenants_grants, f"{function}: an inline grant reaches the tenants secret"
 
 
 @pytest.mark.parametrize("parameter", sorted(parameters(TEMPLATE_NOW)))
@@ -976,6 +1021,7 @@ def test_the_sam_local_env_file_points_every_queue_and_the_table_at_the_local_st
         ("JOBSTREAM_WORK_QUEUE_URL", "WorkQueue"),
         ("JOBSTREAM_CALLBACK_QUEUE_URL", "CallbackQueue"),
         ("JOBSTREAM_CALLBACK_DLQ_URL", "CallbackDeadLetterQueue"),
+        ("JOBSTREAM_TENANTS_SECRET", "TenantsSecret"),
     ):
         assert parameters[variable].endswith(template.physical_name(logical_id)), variable
 

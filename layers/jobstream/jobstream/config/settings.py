@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from jobstream.config.targets import TargetsFile
+from jobstream.config.tenants import TenantRegistry, shorthand_registry
+from jobstream.delivery.origins import parse_origins
 from jobstream.delivery.signing import decode_secret
+from jobstream.tenant_names import check_tenant_name
 
 DEFAULT_TARGETS_FILE: Final = Path(__file__).with_name("targets.default.json")
 # The reference producer's floor for liveness budgets; below it a budget is a configuration error.
@@ -31,6 +35,8 @@ class ConfigurationError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Tenant:
+    """One `tenant=token` pair of the JOBSTREAM_API_TOKENS shorthand."""
+
     name: str
     token: str
 
@@ -39,8 +45,17 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     table_name: Annotated[str, Field(min_length=1)]
-    api_tokens: Annotated[tuple[Tenant, ...], Field(min_length=1)]
     targets_path: Path
+    # The consumer registry comes from exactly one source: a Secrets Manager secret (AWS), a
+    # file (local), or inline (the JOBSTREAM_API_TOKENS shorthand, or a test's own registry).
+    tenants_secret: Annotated[str, Field(min_length=1)] | None = None
+    tenants_path: Path | None = None
+    tenants: TenantRegistry | None = None
+    # The JOBSTREAM_API_TOKENS shorthand as given (Settings(api_tokens=…) still builds); it is
+    # turned into `tenants` when the settings are made, and only `tenants` is ever read.
+    api_tokens: tuple[Tenant, ...] | None = Field(default=None, repr=False, exclude=True)
+    # How long a fetched secret is used before it is read again (0: every time).
+    tenants_max_age_s: Annotated[int, Field(ge=0, le=3600)] = 60
     queued_timeout_ms: BudgetMs = 1_800_000
     stall_timeout_ms: BudgetMs = 900_000
     heartbeat_interval_ms: PositiveMs = 30_000
@@ -51,41 +66,110 @@ class Settings(BaseModel):
     # The worker function's timeout (template parameter WorkerTimeoutSeconds, also its Lambda
     # Timeout): no job may be allowed to run longer than the invocation that runs it.
     worker_timeout_s: Annotated[int, Field(ge=1, le=MAX_LAMBDA_TIMEOUT_S)] = MAX_LAMBDA_TIMEOUT_S
-    # Callbacks: where intents are handed off, how they are sent, and what targets are allowed.
+    # Callbacks: where intents are handed off and how they are sent (credentials and allowed
+    # origins are per tenant, in the registry).
     work_queue_url: str | None = None
     callback_queue_url: str | None = None
     callback_dead_letter_url: str | None = None
-    callback_token: SecretStr | None = None
-    callback_signing_secret: SecretStr | None = None
     callback_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] = 15_000
     callback_retry_base_ms: PositiveMs = 30_000
     callback_retry_max_ms: PositiveMs = 21_600_000
-    callback_allow_http: bool = False
-    callback_allow_private: bool = False
     # How long one scheduled sweep may work before it stops and leaves the rest to the next.
     sweep_budget_ms: Annotated[int, Field(ge=100)] = 20_000
     # How long a finished job and all its items are kept (DynamoDB TTL), and so how long its
     # idempotency key keeps naming it.
     retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
 
-    @field_validator("callback_signing_secret")
-    @classmethod
-    def _check_secret(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None:
-            decode_secret(value.get_secret_value())
-        return value
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Settings:
+        # pydantic would store an unknown key silently, and a copy does not validate (the
+        # shorthand would not reach `tenants`): both must fail loudly.
+        refused = sorted(set(update or {}) - (set(type(self).model_fields) - {"api_tokens"}))
+        if refused:
+            raise TypeError(f"Settings.model_copy cannot set {', '.join(refused)}: set `tenants`")
+        return super().model_copy(update=update, deep=deep)
 
-    @field_validator("api_tokens", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _parse_tokens(cls, value: object) -> object:
-        return parse_api_tokens(value) if isinstance(value, str) else value
+    def _shorthand(cls, data: Any) -> Any:
+        """`api_tokens` (+ the callback shorthand) become the inline registry."""
+        if not isinstance(data, dict) or not any(key in data for key in SHORTHAND):
+            return data
+        values = dict(data)
+        shorthand = {key: values.pop(key) for key in SHORTHAND if key in values}
+        pairs = shorthand.get("api_tokens")
+        if pairs is None:
+            names = ", ".join(SHORTHAND[key] for key in shorthand)
+            raise ValueError(f"{names} need JOBSTREAM_API_TOKENS (the one-tenant shorthand)")
+        with _blaming(SHORTHAND["api_tokens"]):
+            if isinstance(pairs, str):
+                pairs = parse_api_tokens(pairs)
+            if not pairs:
+                raise ValueError("names no tenant")
+            if values.get("tenants") is not None:
+                raise ValueError("give the shorthand or a registry (`tenants`), not both")
+        secret = _plain(shorthand.get("callback_signing_secret"))
+        with _blaming(SHORTHAND["callback_signing_secret"]):
+            if secret is not None:
+                decode_secret(secret)
+        origins = shorthand.get("callback_origins")
+        if isinstance(origins, str):
+            origins = [part.strip() for part in origins.split(",") if part.strip()]
+        with _blaming(SHORTHAND["callback_origins"]):
+            if origins is not None:
+                parse_origins(origins)
+        values["tenants"] = shorthand_registry(
+            [(pair.name, pair.token) for pair in pairs],
+            callback_token=_plain(shorthand.get("callback_token")),
+            signing_secret=secret,
+            callback_origins=origins,
+        )
+        values["api_tokens"] = tuple(pairs)
+        return values
+
+    @model_validator(mode="after")
+    def _one_registry_source(self) -> Settings:
+        sources = [
+            variable
+            for variable, value in (
+                ("JOBSTREAM_TENANTS_SECRET", self.tenants_secret),
+                ("JOBSTREAM_TENANTS", self.tenants_path),
+                ("JOBSTREAM_API_TOKENS", self.tenants),
+            )
+            if value is not None
+        ]
+        if len(sources) != 1:
+            raise ValueError(
+                "the consumer registry needs exactly one source: JOBSTREAM_TENANTS_SECRET "
+                "(AWS), JOBSTREAM_TENANTS (a file) or JOBSTREAM_API_TOKENS (one-tenant "
+                f"shorthand); {' and '.join(sources) + ' are set' if sources else 'none is set'}"
+            )
+        return self
+
+
+@contextmanager
+def _blaming(variable: str) -> Iterator[None]:
+    """A ValueError inside names `variable` (its message never holds the value)."""
+    try:
+        yield
+    except ValueError as error:
+        raise ValueError(f"{variable}: {error}") from None
+
+
+def _plain(value: object) -> str | None:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    return None if value is None else str(value)
 
 
 # Settings field -> environment variable.
 ENVIRONMENT: Final[dict[str, str]] = {
     "table_name": "JOBSTREAM_TABLE",
-    "api_tokens": "JOBSTREAM_API_TOKENS",
     "targets_path": "JOBSTREAM_TARGETS",
+    "tenants_secret": "JOBSTREAM_TENANTS_SECRET",
+    "tenants_path": "JOBSTREAM_TENANTS",
+    "tenants_max_age_s": "JOBSTREAM_TENANTS_MAX_AGE_S",
     "queued_timeout_ms": "JOBSTREAM_QUEUED_TIMEOUT_MS",
     "stall_timeout_ms": "JOBSTREAM_STALL_TIMEOUT_MS",
     "heartbeat_interval_ms": "JOBSTREAM_HEARTBEAT_INTERVAL_MS",
@@ -94,16 +178,32 @@ ENVIRONMENT: Final[dict[str, str]] = {
     "work_queue_url": "JOBSTREAM_WORK_QUEUE_URL",
     "callback_queue_url": "JOBSTREAM_CALLBACK_QUEUE_URL",
     "callback_dead_letter_url": "JOBSTREAM_CALLBACK_DLQ_URL",
-    "callback_token": "JOBSTREAM_CALLBACK_TOKEN",
-    "callback_signing_secret": "JOBSTREAM_CALLBACK_SIGNING_SECRET",
     "callback_timeout_ms": "JOBSTREAM_CALLBACK_TIMEOUT_MS",
     "callback_retry_base_ms": "JOBSTREAM_CALLBACK_RETRY_BASE_MS",
     "callback_retry_max_ms": "JOBSTREAM_CALLBACK_RETRY_MAX_MS",
-    "callback_allow_http": "JOBSTREAM_CALLBACK_ALLOW_HTTP",
-    "callback_allow_private": "JOBSTREAM_CALLBACK_ALLOW_PRIVATE",
     "sweep_budget_ms": "JOBSTREAM_SWEEP_BUDGET_MS",
     "retention_days": "JOBSTREAM_RETENTION_DAYS",
     "worker_timeout_s": "JOBSTREAM_WORKER_TIMEOUT_S",
+}
+# The one-tenant shorthand (local runs, tests): secrets in the environment, so never on AWS,
+# where the template sets none of them.
+SHORTHAND: Final[dict[str, str]] = {
+    "api_tokens": "JOBSTREAM_API_TOKENS",
+    "callback_token": "JOBSTREAM_CALLBACK_TOKEN",
+    "callback_signing_secret": "JOBSTREAM_CALLBACK_SIGNING_SECRET",
+    "callback_origins": "JOBSTREAM_CALLBACK_ORIGINS",
+}
+# Variables that no longer do anything, and what replaced them: set, they stop start-up rather
+# than being silently ignored.
+RETIRED: Final[dict[str, str]] = {
+    "JOBSTREAM_CALLBACK_ALLOW_HTTP": (
+        "http and private callback origins are allowed per tenant: list them in the tenant's "
+        "callback_origins (or JOBSTREAM_CALLBACK_ORIGINS with the one-tenant shorthand)"
+    ),
+    "JOBSTREAM_CALLBACK_ALLOW_PRIVATE": (
+        "http and private callback origins are allowed per tenant: list them in the tenant's "
+        "callback_origins (or JOBSTREAM_CALLBACK_ORIGINS with the one-tenant shorthand)"
+    ),
 }
 
 
@@ -117,7 +217,7 @@ def parse_api_tokens(value: str) -> tuple[Tenant, ...]:
         name, token = name.strip(), token.strip()
         if not sep or not name or not token:
             raise ValueError("each entry must be tenant=token with both parts non-empty")
-        tenants.append(Tenant(name=name, token=token))
+        tenants.append(Tenant(name=check_tenant_name(name), token=token))
     if len({tenant.token for tenant in tenants}) != len(tenants):
         raise ValueError("a token is listed more than once")
     return tuple(tenants)
@@ -126,8 +226,15 @@ def parse_api_tokens(value: str) -> tuple[Tenant, ...]:
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read and check the settings; any invalid value raises ConfigurationError naming it."""
     env = os.environ if environ is None else environ
+    retired = [
+        f"{variable} is no longer read: {hint}"
+        for variable, hint in RETIRED.items()
+        if (env.get(variable) or "").strip()
+    ]
+    if retired:
+        raise ConfigurationError("invalid configuration: " + "; ".join(retired))
     raw: dict[str, object] = {}
-    for field_name, variable in ENVIRONMENT.items():
+    for field_name, variable in {**ENVIRONMENT, **SHORTHAND}.items():
         value = env.get(variable)
         if value is not None and value.strip() != "":
             raw[field_name] = value.strip()
@@ -137,6 +244,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     except ValidationError as error:
         raise ConfigurationError(_describe(error)) from None
     checked_targets(settings)
+    if settings.tenants_path is not None:
+        # Checked at start-up like the targets file; re-read on change afterwards.
+        from jobstream.config.registry import load_registry_file  # noqa: PLC0415 - a cycle
+
+        load_registry_file(settings.tenants_path)
     return settings
 
 
@@ -164,13 +276,13 @@ def checked_targets(settings: Settings) -> TargetsFile:
 
 def _describe(error: ValidationError) -> str:
     problems = []
-    for item in error.errors():
-        field_name = str(item["loc"][0]) if item["loc"] else "settings"
+    for item in error.errors(include_input=False, include_url=False):
+        field_name = str(item["loc"][0]) if item["loc"] else ""
         variable = ENVIRONMENT.get(field_name, field_name)
-        message = item["msg"]
+        message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "missing":
             message = "is required"
-        problems.append(f"{variable} {message}")
+        problems.append(f"{variable} {message}" if variable else message)
     return "invalid configuration: " + "; ".join(problems)
 
 

@@ -10,7 +10,7 @@ import base64
 import binascii
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 SECRET_PREFIX: Final = "whsec_"  # noqa: S105 - the format's prefix, not a secret
@@ -42,12 +42,16 @@ def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
 
 
 def webhook_headers(
-    *, message_id: str, timestamp: int, body: str, secret: str | None
+    *, message_id: str, timestamp: int, body: str, secrets: Sequence[str]
 ) -> dict[str, str]:
-    """The Standard Webhooks headers; the signature only when a secret is configured."""
+    """The Standard Webhooks headers; one signature per secret, space-separated (during a
+    rotation both the new and the old secret sign, so a verifier holding either accepts), and
+    no signature header without a secret."""
     headers = {ID_HEADER: message_id, TIMESTAMP_HEADER: str(timestamp)}
-    if secret is not None:
-        headers[SIGNATURE_HEADER] = sign(secret, message_id, timestamp, body)
+    if secrets:
+        headers[SIGNATURE_HEADER] = " ".join(
+            sign(secret, message_id, timestamp, body) for secret in secrets
+        )
     return headers
 
 

@@ -24,7 +24,7 @@ DEFAULT_PORTS: Final[dict[str, int]] = {"https": 443, "http": 80}
 
 # A DNS name: dot-separated labels of letters, digits, '-' and '_', optional trailing dot.
 _LABEL: Final = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
-_HOSTNAME: Final = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?", re.ASCII)
+HOSTNAME: Final = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?", re.ASCII)
 _MAX_HOSTNAME: Final = 253
 # Printable ASCII only: urlsplit silently drops tabs and newlines, and a space or control
 # character would reach the request line.
@@ -44,6 +44,7 @@ class RefusalReason(StrEnum):
     USERINFO_NOT_ALLOWED = "userinfo_not_allowed"
     INVALID_URL = "invalid_url"
     HOST_NOT_ALLOWED = "host_not_allowed"
+    ORIGIN_NOT_ALLOWED = "origin_not_allowed"
     UNRESOLVABLE = "unresolvable"
 
 
@@ -86,15 +87,15 @@ def is_public_address(address: str) -> bool:
 
 def check_callback_url_syntax(url: str, *, allow_http: bool) -> None:
     """The checks that need no DNS: scheme, credentials, host and port."""
-    _parse(url, allow_http=allow_http)
+    parse_callback_url(url, allow_http=allow_http)
 
 
 def check_callback_url(
     url: str, *, allow_http: bool, allow_private: bool, resolver: Resolver = system_resolver
 ) -> CallbackTarget:
     """Check `url` and resolve its host; every address must be public unless `allow_private`."""
-    parts = _parse(url, allow_http=allow_http)
-    literal = _ip_literal(parts.host)
+    parts = parse_callback_url(url, allow_http=allow_http)
+    literal = ip_literal(parts.host)
     if literal is not None:
         # An IP literal is its own (and only) address: no DNS query.
         addresses: tuple[str, ...] = (str(literal),)
@@ -118,14 +119,22 @@ def check_callback_url(
 
 
 @dataclass(frozen=True, slots=True)
-class _Parts:
+class ParsedUrl:
+    """A callback URL that passed the syntax checks; `host` is unbracketed and lower-case."""
+
     scheme: str
     host: str
     port: int
     path_and_query: str
 
+    @property
+    def netloc(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
 
-def _parse(url: str, *, allow_http: bool) -> _Parts:
+
+def parse_callback_url(url: str, *, allow_http: bool) -> ParsedUrl:
+    """Scheme, credentials, host and port checked; CallbackRefused says what is wrong."""
     if not _URL_CHARS.fullmatch(url):
         raise CallbackRefused(
             RefusalReason.INVALID_URL, "the URL must be non-empty printable ASCII with no spaces"
@@ -149,7 +158,7 @@ def _parse(url: str, *, allow_http: bool) -> _Parts:
     host = _host(split)
     port = _port(split)
     path_and_query = (split.path or "/") + (f"?{split.query}" if split.query else "")
-    return _Parts(split.scheme, host, port, path_and_query)
+    return ParsedUrl(split.scheme, host, port, path_and_query)
 
 
 def _host(split: SplitResult) -> str:
@@ -167,7 +176,7 @@ def _host(split: SplitResult) -> str:
         if "%" in host:
             raise CallbackRefused(RefusalReason.INVALID_URL, "an IPv6 zone id is not allowed")
         return host
-    if len(host) > _MAX_HOSTNAME or not _HOSTNAME.fullmatch(host):
+    if len(host) > _MAX_HOSTNAME or not HOSTNAME.fullmatch(host):
         raise CallbackRefused(RefusalReason.INVALID_URL, f"{host!r} is not a valid host name")
     return host
 
@@ -184,7 +193,7 @@ def _port(split: SplitResult) -> int:
     return port
 
 
-def _ip_literal(host: str) -> IPAddress | None:
+def ip_literal(host: str) -> IPAddress | None:
     """The address a host names literally (strict dotted-quad IPv4, or IPv6), else None."""
     try:
         return ipaddress.ip_address(host)

@@ -56,7 +56,7 @@ def http_handler(
                 status, body = public_route(request)
                 return json_response(status, body)
             rt = runtime_module.runtime()
-            tenant = authenticate(request.headers, rt.settings.api_tokens)
+            tenant = authenticate(request.headers, rt.tenants(), rt.clock())
             observability.bind(tenant=tenant, route=request.route_key)
             route = routes.get(request.route_key)
             if route is None:

@@ -6,7 +6,8 @@ from typing import Any
 
 from jobstream import observability
 from jobstream.config.targets import Target
-from jobstream.delivery.ssrf import CallbackRefused, check_callback_url
+from jobstream.delivery.origins import check_at_admission
+from jobstream.delivery.ssrf import CallbackRefused
 from jobstream.domain import JobRecord
 from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
@@ -30,7 +31,7 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
     """Admit a Task: 202 with a new job, or 200 with the job its key already names."""
     request = parse_task(body)
     if request.callback_url is not None:
-        _check_callback_url(rt, request.callback_url)
+        _check_callback_url(rt, tenant, request.callback_url)
     target = admit_target(request.search, rt.targets())
     job_id = derive_job_id(tenant, request.idempotency_key)
     observability.bind(job_id=job_id, correlation_id=request.correlation_id)
@@ -73,16 +74,20 @@ def _start(rt: Runtime, job_id: str, intent_sequence: int | None) -> None:
     dispatch(rt, [job_id])
 
 
-def _check_callback_url(rt: Runtime, url: str) -> None:
-    """The SSRF guard at admission: a refused callback URL is a 400 and nothing is written."""
-    settings = rt.settings
+def _check_callback_url(rt: Runtime, tenant: str, url: str) -> None:
+    """A refused callback URL is a 400 and nothing is written.
+
+    Only what the URL itself says is checked here: syntax, scheme, the tenant's allowed origins
+    and a literal IP address. No DNS: an answer is not a property of the Task (a transient DNS
+    failure must not refuse a valid one) and an outsider controls how long it takes. Delivery
+    resolves, checks every address and pins the connection to them.
+    """
+    config = rt.tenant(tenant)
+    if config is None:
+        # Removed between authentication and now: as if the token had been refused.
+        raise ProtocolError(ErrorCode.AUTH_ERROR, "missing or invalid bearer token", status=401)
     try:
-        check_callback_url(
-            url,
-            allow_http=settings.callback_allow_http,
-            allow_private=settings.callback_allow_private,
-            resolver=rt.resolver,
-        )
+        check_at_admission(url, config.origins)
     except CallbackRefused as refusal:
         raise invalid_params(
             f"callback_url is not allowed: {refusal.message}",

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from jobstream import observability
+from jobstream.config.settings import ConfigurationError
 from jobstream.delivery.backoff import parse_retry_after, retry_delay_ms
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
+from jobstream.delivery.origins import check_at_delivery
 from jobstream.delivery.signing import webhook_headers
-from jobstream.delivery.ssrf import check_callback_url
 from jobstream.domain import (
     CALLBACK_CLOSED_STATES,
     CALLBACK_IN_FLIGHT,
@@ -130,33 +131,42 @@ def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
 
 
 def _attempt(rt: Runtime, intent: CallbackRecord, body: str) -> tuple[Verdict, int | None]:
-    """The verdict of one POST of `body`, and the wait the receiver asked for (Retry-After)."""
+    """The verdict of one POST of `body`, and the wait the receiver asked for (Retry-After).
+
+    The job's tenant's credentials and origins are read now, not at admission: a rotation in
+    between is honoured, and a removed tenant's callbacks die rather than go out unsigned.
+    """
     settings = rt.settings
+    try:
+        tenant = rt.tenant(intent.tenant)
+    except ConfigurationError as error:
+        # The registry cannot be read right now: worth another attempt, like a network error.
+        return Verdict(Outcome.RETRY, None, f"tenants_unavailable: {error}"), None
+    if tenant is None:
+        return Verdict(
+            Outcome.DEAD,
+            None,
+            f"tenant_removed: tenant {intent.tenant!r} is no longer in the consumer registry, "
+            "so its callbacks have no credentials",
+        ), None
+    now = rt.clock()
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "jobstream-callbacks/1",
         "X-Idempotency-Key": intent.idempotency_key,
         **webhook_headers(
             message_id=intent.idempotency_key,
-            timestamp=rt.clock() // 1000,
+            timestamp=now // 1000,
             body=body,
-            secret=(
-                settings.callback_signing_secret.get_secret_value()
-                if settings.callback_signing_secret
-                else None
-            ),
+            secrets=tenant.signing_keys(now),
         ),
     }
-    if settings.callback_token is not None:
-        headers["Authorization"] = f"Bearer {settings.callback_token.get_secret_value()}"
+    if tenant.callback_token is not None:
+        headers["Authorization"] = f"Bearer {tenant.callback_token}"
     try:
-        # Checked again at delivery: DNS may have changed since admission.
-        target = check_callback_url(
-            intent.callback_url,
-            allow_http=settings.callback_allow_http,
-            allow_private=settings.callback_allow_private,
-            resolver=rt.resolver,
-        )
+        # Checked again at delivery, under the tenant's origins as they are now, and resolved
+        # here (never at admission): the connection is pinned to the addresses checked.
+        target = check_at_delivery(intent.callback_url, tenant.origins, resolver=rt.resolver)
         response = rt.poster(
             target, body.encode("utf-8"), headers, settings.callback_timeout_ms / 1000
         )

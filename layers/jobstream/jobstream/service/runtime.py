@@ -8,8 +8,10 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from jobstream.clock import now_ms
+from jobstream.config.registry import load_registry
 from jobstream.config.settings import Settings, checked_targets, load_settings
 from jobstream.config.targets import TargetsFile
+from jobstream.config.tenants import TenantConfig, TenantRegistry
 from jobstream.delivery.ssrf import Resolver, system_resolver
 from jobstream.queue import CallbackQueue, WorkQueue
 from jobstream.store.callbacks import CallbackStore
@@ -45,6 +47,14 @@ class Runtime:
     def targets(self) -> TargetsFile:
         """The targets file as it is now (re-read when it changes, and checked again)."""
         return checked_targets(self.settings)
+
+    def tenants(self) -> TenantRegistry:
+        """The consumer registry as it is now (re-read on change or after its cache age)."""
+        return load_registry(self.settings)
+
+    def tenant(self, name: str) -> TenantConfig | None:
+        """One tenant's configuration now; None once it has been removed."""
+        return self.tenants().get(name)
 
     @property
     def callbacks(self) -> CallbackStore:

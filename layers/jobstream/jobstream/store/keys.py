@@ -20,6 +20,8 @@ from __future__ import annotations
 import zlib
 from typing import Final
 
+from jobstream.tenant_names import check_tenant_name
+
 PK: Final = "pk"
 SK: Final = "sk"
 JOB_SK: Final = "#JOB"
@@ -73,8 +75,10 @@ def shard_of(job_id: str, shards: int) -> int:
 
 def tenant_pk(tenant: str, shard: int) -> str:
     # Shard 0 is `T#<tenant>` (the unsharded key); shard n is `T<n>#<tenant>`. The shard sits
-    # before the first '#', so no tenant name can make two (tenant, shard) pairs share a key.
-    return f"T#{tenant}" if shard == 0 else f"T{shard}#{tenant}"
+    # before the first '#', so no tenant name can make two (tenant, shard) pairs share a key;
+    # a name with '#' could reach another tenant's correlation range: refused, never built.
+    name = check_tenant_name(tenant)
+    return f"T#{name}" if shard == 0 else f"T{shard}#{name}"
 
 
 def tenant_partitions(tenant: str) -> list[str]:
@@ -107,7 +111,7 @@ def sweep_kind(value: str) -> str:
 
 
 def correlation_pk(tenant: str, correlation_id: str) -> str:
-    return f"T#{tenant}#C#{correlation_id}"
+    return f"T#{check_tenant_name(tenant)}#C#{correlation_id}"
 
 
 def created_sk(created_at: int, job_id: str) -> str:

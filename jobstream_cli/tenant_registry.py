@@ -1,0 +1,334 @@
+"""Managing the consumer registry: where it is stored, and the edits an operator makes.
+
+The registry is the document `jobstream.config.tenants` reads: a local file (JOBSTREAM_TENANTS)
+or a Secrets Manager secret (JOBSTREAM_TENANTS_SECRET). Every edit reads the document, changes
+one tenant and writes the whole document back, validated by the functions' own parser. New API
+tokens and signing secrets are generated here (high-entropy random) and returned once: only
+a token's digest is stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from pydantic import ValidationError
+
+from jobstream.config.tenants import (
+    RegistryError,
+    TenantConfig,
+    TenantRegistry,
+    describe_errors,
+    parse_registry,
+    token_digest,
+)
+from jobstream.tenant_names import check_tenant_name
+from jobstream_cli.errors import CliError
+
+# A prefix makes a leaked token recognisable to secret scanners; 32 random bytes after it.
+TOKEN_PREFIX: Final = "jst_"  # noqa: S105 - a prefix, not a token
+TOKEN_BYTES: Final = 32
+SECRET_BYTES: Final = 32  # Standard Webhooks: 24 to 64 bytes
+DEFAULT_OVERLAP: Final = timedelta(hours=24)
+_DURATION: Final = re.compile(r"(\d+)([smhd]?)", re.ASCII)
+_UNITS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def new_api_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def new_signing_secret() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode("ascii")
+
+
+def parse_duration(text: str) -> timedelta:
+    """`0`, `90s`, `30m`, `24h`, `7d`; ValueError otherwise."""
+    match = _DURATION.fullmatch(text.strip().lower())
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration (examples: 0, 30m, 24h, 7d)")
+    return timedelta(seconds=int(match[1]) * _UNITS[match[2]])
+
+
+# ------------------------------------------------------------------------------------- storage
+
+
+class RegistryStore(Protocol):
+    """Where the registry document lives."""
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def takes_effect(self) -> str: ...
+
+    def editing(self) -> AbstractContextManager[Edit]: ...
+
+    def read(self) -> TenantRegistry: ...
+
+
+@dataclass
+class Edit:
+    """The registry as read; set `registry` to write it back when the block ends."""
+
+    registry: TenantRegistry
+    changed: bool = False
+
+    def update(self, registry: TenantRegistry) -> None:
+        self.registry = registry
+        self.changed = True
+
+
+@dataclass
+class FileStore:
+    """A local file; edits hold an exclusive lock and replace the file atomically (mkstemp's
+    0600: only its owner reads the secrets in it)."""
+
+    path: Path
+
+    @property
+    def description(self) -> str:
+        return f"file {self.path}"
+
+    @property
+    def takes_effect(self) -> str:
+        return "in force at the next request (the file is re-read when it changes)"
+
+    def read(self) -> TenantRegistry:
+        try:
+            text = self.path.read_bytes()
+        except FileNotFoundError:
+            return TenantRegistry()
+        except OSError as error:
+            raise CliError(f"cannot read {self.path}: {error.strerror}") from None
+        return _parsed(text, self.description)
+
+    @contextmanager
+    def editing(self) -> Iterator[Edit]:
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = lock_path.open("a")
+        except OSError as error:
+            raise CliError(f"cannot lock {self.path}: {error.strerror}") from None
+        with lock:
+            # One writer at a time: a concurrent edit waits instead of losing this one.
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            edit = Edit(self.read())
+            yield edit
+            if edit.changed:
+                self._write(edit.registry.to_json())
+
+    def _write(self, text: str) -> None:
+        handle, temporary = tempfile.mkstemp(prefix=".tenants-", dir=self.path.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            # Atomic: a reader sees the old document or the new one, never half of one.
+            Path(temporary).replace(self.path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+
+@dataclass
+class SecretStore:
+    """A Secrets Manager secret (the deployed stack's TenantsSecret)."""
+
+    secret_id: str
+    client: Any
+
+    @property
+    def description(self) -> str:
+        return f"secret {self.secret_id}"
+
+    @property
+    def takes_effect(self) -> str:
+        return (
+            "in force within the functions' cache age (JOBSTREAM_TENANTS_MAX_AGE_S, 60 s by "
+            "default)"
+        )
+
+    def read(self) -> TenantRegistry:
+        response = self.client.get_secret_value(SecretId=self.secret_id)
+        text = response.get("SecretString")
+        if text is None:
+            raise CliError(f"{self.description} holds binary data, not a registry document")
+        return _parsed(text, self.description)
+
+    @contextmanager
+    def editing(self) -> Iterator[Edit]:
+        # Secrets Manager has no conditional write: run one edit at a time (docs/operations.md).
+        edit = Edit(self.read())
+        yield edit
+        if edit.changed:
+            self.client.put_secret_value(
+                SecretId=self.secret_id, SecretString=edit.registry.to_json()
+            )
+
+
+def _parsed(text: str | bytes, where: str) -> TenantRegistry:
+    try:
+        return parse_registry(text)
+    except RegistryError as error:
+        raise CliError(f"{where} is not a valid registry: {error}") from None
+
+
+# --------------------------------------------------------------------------------------- edits
+
+
+@dataclass(frozen=True)
+class Issued:
+    """What an edit generated, shown once."""
+
+    tenant: str
+    api_token: str | None = None
+    signing_secret: str | None = None
+
+
+def _tenant(registry: TenantRegistry, name: str) -> TenantConfig:
+    tenant = registry.get(name)
+    if tenant is None:
+        raise CliError(f"no tenant {name!r} (see `jobstream tenants list`)")
+    return tenant
+
+
+def _changed(registry: TenantRegistry, name: str, **changes: Any) -> TenantRegistry:
+    current = registry.get(name) or TenantConfig()
+    try:
+        updated = TenantConfig.model_validate({**current.model_dump(), **changes})
+        return registry.replace(name, updated)
+    except ValidationError as error:
+        # One line, and never the value (it may be a secret).
+        raise CliError(describe_errors(error)) from None
+    except RegistryError as error:
+        raise CliError(str(error)) from None
+
+
+def _live(entries: Any, now: datetime) -> list[dict[str, Any]]:
+    """Entries still in force at `now`, as plain values (expired ones are dropped for good)."""
+    return [
+        entry.model_dump()
+        for entry in entries
+        if entry.expires_at is None or entry.expires_at > now
+    ]
+
+
+def _overlapped(entries: list[dict[str, Any]], until: datetime) -> list[dict[str, Any]]:
+    """Every entry ends at `until` at the latest (the rotation's overlap)."""
+    return [{**entry, "expires_at": min(entry["expires_at"] or until, until)} for entry in entries]
+
+
+def add_tenant(
+    registry: TenantRegistry,
+    name: str,
+    *,
+    now: datetime,
+    origins: list[str] | None,
+    signing_secret: bool,
+    api_token: str | None = None,
+) -> tuple[TenantRegistry, Issued]:
+    try:
+        check_tenant_name(name)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    if registry.get(name) is not None:
+        raise CliError(f"tenant {name!r} exists already (rotate its token instead)")
+    token = api_token if api_token is not None else new_api_token()
+    secret = new_signing_secret() if signing_secret else None
+    updated = _changed(
+        registry,
+        name,
+        api_tokens=[{"sha256": token_digest(token), "created_at": now}],
+        signing_secrets=[{"secret": secret, "created_at": now}] if secret else [],
+        callback_origins=origins,
+    )
+    return updated, Issued(name, None if api_token is not None else token, secret)
+
+
+def rotate_token(
+    registry: TenantRegistry, name: str, *, now: datetime, overlap: timedelta
+) -> tuple[TenantRegistry, Issued]:
+    """A new token; the old ones stay valid for `overlap`, then are refused."""
+    tenant = _tenant(registry, name)
+    token = new_api_token()
+    kept = _overlapped(_live(tenant.api_tokens, now), now + overlap) if overlap else []
+    fresh = {"sha256": token_digest(token), "created_at": now, "expires_at": None}
+    return _changed(registry, name, api_tokens=[fresh, *kept]), Issued(name, api_token=token)
+
+
+def rotate_secret(
+    registry: TenantRegistry, name: str, *, now: datetime, overlap: timedelta
+) -> tuple[TenantRegistry, Issued]:
+    """A new signing secret; during `overlap` callbacks carry both signatures."""
+    tenant = _tenant(registry, name)
+    secret = new_signing_secret()
+    kept = _overlapped(_live(tenant.signing_secrets, now), now + overlap) if overlap else []
+    fresh = {"secret": secret, "created_at": now, "expires_at": None}
+    updated = _changed(registry, name, signing_secrets=[fresh, *kept])
+    return updated, Issued(name, signing_secret=secret)
+
+
+def set_callback_token(registry: TenantRegistry, name: str, token: str | None) -> TenantRegistry:
+    _tenant(registry, name)
+    return _changed(registry, name, callback_token=token)
+
+
+def set_origins(registry: TenantRegistry, name: str, origins: list[str] | None) -> TenantRegistry:
+    _tenant(registry, name)
+    return _changed(registry, name, callback_origins=origins)
+
+
+def remove_tenant(registry: TenantRegistry, name: str) -> TenantRegistry:
+    _tenant(registry, name)
+    return registry.replace(name, None)
+
+
+def summary(registry: TenantRegistry, now: datetime) -> list[dict[str, Any]]:
+    """Every tenant without a secret in it: what is set, what is in force, what expires."""
+    rows = []
+    for name in sorted(registry.tenants):
+        tenant = registry.tenants[name]
+        rows.append(
+            {
+                "tenant": name,
+                "api_tokens": [
+                    {
+                        "sha256_prefix": token.sha256[:12],
+                        "created_at": _iso(token.created_at),
+                        "expires_at": _iso(token.expires_at),
+                        "in_force": token.expires_at is None or token.expires_at > now,
+                    }
+                    for token in tenant.api_tokens
+                ],
+                "callback_token": tenant.callback_token is not None,
+                "signing_secrets": [
+                    {
+                        "created_at": _iso(entry.created_at),
+                        "expires_at": _iso(entry.expires_at),
+                        "in_force": entry.expires_at is None or entry.expires_at > now,
+                    }
+                    for entry in tenant.signing_secrets
+                ],
+                "callback_origins": (
+                    None if tenant.callback_origins is None else list(tenant.callback_origins)
+                ),
+            }
+        )
+    return rows
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")

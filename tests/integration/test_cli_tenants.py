@@ -1,0 +1,216 @@
+"""`jobstream tenants …` with Typer's runner: against a registry file (the running functions read
+the same file) and against a Secrets Manager secret (moto)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner, Result
+
+from jobstream.config import registry as registry_module
+from jobstream.config.registry import load_registry
+from jobstream.config.tenants import parse_registry, token_digest
+from jobstream.delivery.signing import decode_secret
+from jobstream.service import runtime as runtime_module
+from jobstream.service.runtime import Runtime
+from jobstream_cli import state
+from jobstream_cli.app import app
+from tests.support.harness import Api, canonical_task
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("JOBSTREAM_TENANTS", "JOBSTREAM_TENANTS_SECRET", "JOBSTREAM_API_TOKENS"):
+        monkeypatch.delenv(name, raising=False)
+    registry_module.forget_cached()
+    yield
+    registry_module.forget_cached()
+
+
+def cli(*args: str, stdin: str | None = None) -> Result:
+    return CliRunner().invoke(
+        app, ["--output", "json", "tenants", *args], input=stdin, env={"COLUMNS": "240"}
+    )
+
+
+def ok(*args: str, stdin: str | None = None) -> Any:
+    result = cli(*args, stdin=stdin)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def registry_file(tmp_path: Path) -> Path:
+    return tmp_path / "tenants.json"
+
+
+@pytest.fixture
+def served(rt: Runtime, registry_file: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The handlers read the consumer registry from the file the CLI edits."""
+    settings = rt.settings.model_copy(update={"tenants": None, "tenants_path": registry_file})
+    monkeypatch.setattr(runtime_module, "runtime", lambda: replace(rt, settings=settings))
+    return registry_file
+
+
+def test_add_prints_the_token_once_and_stores_only_its_digest(registry_file: Path) -> None:
+    added = ok("--file", str(registry_file), "add", "acme", "--origin", "http://telepost:8080")
+    token, secret = added["api_token"], added["signing_secret"]
+    assert token.startswith("jst_")
+    assert len(token) > 40
+    assert len(decode_secret(secret)) == 32
+    text = registry_file.read_text(encoding="utf-8")
+    assert token not in text
+    assert token_digest(token) in text
+    registry = parse_registry(text)
+    assert registry.authenticate(token, 0) == "acme"
+    tenant = registry.get("acme")
+    assert tenant is not None
+    assert tenant.callback_origins == ("http://telepost:8080",)
+    assert registry_file.stat().st_mode & 0o077 == 0  # only its owner may read the secrets
+    # Listing shows what is set, never a value.
+    listed = cli("--file", str(registry_file), "list")
+    assert token not in listed.output
+    assert secret not in listed.output
+    (row,) = json.loads(listed.stdout)
+    assert (row["tenant"], row["callback_token"], row["callback_origins"]) == (
+        "acme",
+        False,
+        ["http://telepost:8080"],
+    )
+    assert [entry["in_force"] for entry in row["api_tokens"]] == [True]
+
+
+def test_a_rotated_token_replaces_the_old_one_at_the_next_request(served: Path) -> None:
+    token = ok("--file", str(served), "add", "acme")["api_token"]
+    created = Api(token=token).post("/jobs", canonical_task())
+    assert created.status == 202
+    # With an overlap both work; the new one sees the same jobs.
+    rotated = ok("--file", str(served), "rotate-token", "acme", "--overlap", "1h")["api_token"]
+    assert Api(token=token).get("/jobs").status == 200
+    assert (
+        Api(token=rotated).get("/jobs").body["jobs"][0]["job_id"] == (created.body["job"]["job_id"])
+    )
+    listed = ok("--file", str(served), "list")[0]["api_tokens"]
+    assert [entry["expires_at"] is None for entry in listed] == [True, False]
+    # Without one the old token ends now: no deploy, no restart.
+    final = ok("--file", str(served), "rotate-token", "acme", "--overlap", "0")["api_token"]
+    for old in (token, rotated):
+        assert Api(token=old).get("/jobs").status == 401
+    assert Api(token=final).get("/jobs").status == 200
+
+
+def test_a_consumers_existing_token_can_be_imported(served: Path) -> None:
+    added = ok("--file", str(served), "add", "telepost", "--api-token-stdin", stdin="legacy\n")
+    assert added["api_token"] is None  # nothing new to show
+    assert Api(token="legacy").post("/jobs", canonical_task()).status == 202
+
+
+def test_secret_rotation_callback_token_origins_and_removal(registry_file: Path) -> None:
+    where = ("--file", str(registry_file))
+    first = ok(*where, "add", "acme")["signing_secret"]
+    second = ok(*where, "rotate-secret", "acme", "--overlap", "2h")["signing_secret"]
+    assert first != second
+    tenant = parse_registry(registry_file.read_text(encoding="utf-8")).get("acme")
+    assert tenant is not None
+    assert [entry.secret for entry in tenant.signing_secrets] == [second, first]
+    assert tenant.signing_secrets[1].expires_at is not None
+    ok(*where, "set-callback-token", "acme", stdin="consumer-issued\n")
+    ok(*where, "set-origins", "acme", "http://telepost:8080", "https://*.example.com")
+    tenant = parse_registry(registry_file.read_text(encoding="utf-8")).get("acme")
+    assert tenant is not None
+    assert tenant.callback_token == "consumer-issued"
+    assert tenant.callback_origins == ("http://telepost:8080", "https://*.example.com")
+    ok(*where, "set-origins", "acme", "--any-public")
+    ok(*where, "set-callback-token", "acme", "--clear")
+    tenant = parse_registry(registry_file.read_text(encoding="utf-8")).get("acme")
+    assert tenant is not None
+    assert (tenant.callback_origins, tenant.callback_token) == (None, None)
+    refused = cli(*where, "remove", "acme")
+    assert (refused.exit_code, "--yes" in refused.stderr) == (1, True)
+    ok(*where, "remove", "acme", "--yes")
+    assert parse_registry(registry_file.read_text(encoding="utf-8")).tenants == {}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("add", "acme#C#x"), "is not allowed"),
+        (("add", "beta", "--origin", "telepost:8080"), "is not an origin"),
+        (("rotate-token", "ghost"), "no tenant 'ghost'"),
+        (("rotate-token", "acme", "--overlap", "soon"), "not a duration"),
+        (("set-callback-token", "acme"), "no callback token on stdin"),
+        (("set-origins", "acme"), "give the origins, or --any-public"),
+        (("add", "acme"), "exists already"),
+    ],
+)
+def test_bad_requests_are_one_line_and_change_nothing(
+    registry_file: Path, args: tuple[str, ...], message: str
+) -> None:
+    ok("--file", str(registry_file), "add", "acme")
+    before = registry_file.read_bytes()
+    result = cli("--file", str(registry_file), *args, stdin="")
+    assert result.exit_code in (1, 2)
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert registry_file.read_bytes() == before
+
+
+def test_the_registry_must_be_named_and_the_shorthand_cannot_be_edited(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    result = cli("list")
+    assert (result.exit_code, "--file PATH" in result.stderr) == (1, True)
+    monkeypatch.setenv("JOBSTREAM_API_TOKENS", "acme=token")
+    result = cli("list")
+    assert (result.exit_code, "shorthand" in result.stderr) == (1, True)
+
+
+def test_the_environment_names_the_registry_and_local_reads_the_stacks(
+    registry_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOBSTREAM_TENANTS", str(registry_file))
+    ok("add", "acme")
+    monkeypatch.delenv("JOBSTREAM_TENANTS")
+    local_env = tmp_path / "local-env.json"
+    local_env.write_text(json.dumps({"JOBSTREAM_TENANTS": str(registry_file)}), encoding="utf-8")
+    monkeypatch.setattr(state, "LOCAL_ENV", local_env)
+    result = CliRunner().invoke(app, ["--local", "--output", "json", "tenants", "list"])
+    assert result.exit_code == 0, result.output
+    assert [row["tenant"] for row in json.loads(result.stdout)] == ["acme"]
+
+
+@pytest.fixture
+def secret(aws: None) -> str:
+    name = f"jobstream-tenants-{uuid.uuid4().hex[:8]}"
+    boto3.client("secretsmanager").create_secret(Name=name, SecretString='{"tenants": {}}')
+    return name
+
+
+def test_the_deployed_registry_is_edited_in_secrets_manager(
+    rt: Runtime, secret: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = ok("--secret", secret, "add", "acme")["api_token"]
+    stored = boto3.client("secretsmanager").get_secret_value(SecretId=secret)["SecretString"]
+    assert token not in stored
+    # The functions read it through Powertools parameters.
+    settings = rt.settings.model_copy(
+        update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
+    )
+    monkeypatch.setattr(runtime_module, "runtime", lambda: replace(rt, settings=settings))
+    assert load_registry(settings).authenticate(token, 0) == "acme"
+    assert Api(token=token).post("/jobs", canonical_task()).status == 202
+    rotated = ok("--secret", secret, "rotate-token", "acme", "--overlap", "0")["api_token"]
+    assert Api(token=token).get("/jobs").status == 401
+    assert Api(token=rotated).get("/jobs").status == 200
+    # The environment names it as on AWS.
+    monkeypatch.setenv("JOBSTREAM_TENANTS_SECRET", secret)
+    assert [row["tenant"] for row in ok("list")] == ["acme"]
+    missing = cli("--secret", "no-such-secret", "list")
+    assert (missing.exit_code, "AWS ResourceNotFoundException" in missing.stderr) == (1, True)
