@@ -371,3 +371,33 @@ def test_what_the_http_server_refuses_is_an_envelope_too(
     assert answered == status
     validate_error(body)
     assert body["error"]["detail"] == {"reason": "bad_http_request"}
+
+
+CONCURRENT_CLIENTS = 150
+
+
+def test_a_burst_of_concurrent_clients_is_answered_in_full(stack: Client) -> None:
+    # 150 consumers connect at the same instant (half submit, half read): every connection gets
+    # its answer. The standard library's listen backlog of 5 used to drop a share of them.
+    start = threading.Barrier(CONCURRENT_CLIENTS)
+    answers: list[int | str] = [0] * CONCURRENT_CLIENTS
+
+    def consumer(index: int) -> None:
+        submit = index % 2 == 0
+        start.wait()
+        try:
+            if submit:
+                status, _ = stack.call("POST", "/jobs", _task(f"burst-{index}"))
+            else:
+                status, _ = stack.call("GET", "/capabilities")
+        except OSError as error:  # a reset, a refused or timed-out connection
+            answers[index] = repr(error)
+        else:
+            answers[index] = status
+
+    threads = [threading.Thread(target=consumer, args=(n,)) for n in range(CONCURRENT_CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [202 if n % 2 == 0 else 200 for n in range(CONCURRENT_CLIENTS)]
