@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jobstream_local.moto_atomic import make_dynamodb_atomic
+from jobstream_local.moto_move_task import add_message_move_tasks
 from jobstream_local.moto_names import refuse_empty_attribute_names
 from jobstream_local.moto_queries import make_queries_cheap
 from jobstream_local.moto_sqs import make_sqs_cheap
@@ -10,8 +11,10 @@ from jobstream_local.moto_sqs import make_sqs_cheap
 
 def patch_moto() -> None:
     """Atomic DynamoDB requests and transactions and refused empty attribute names (as on AWS),
-    and DynamoDB queries and SQS requests whose cost does not grow with the whole table or queue."""
+    DynamoDB queries and SQS requests whose cost does not grow with the whole table or queue, and
+    SQS message move tasks (a redrive of a dead-letter queue), which moto lacks."""
     make_dynamodb_atomic()
     refuse_empty_attribute_names()
     make_queries_cheap()
     make_sqs_cheap()
+    add_message_move_tasks()

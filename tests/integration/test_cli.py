@@ -285,6 +285,28 @@ def test_redrive_of_everything_moves_the_dead_letter_queue(
         job_ids = [submit_with_callback(crt, hook.url, key=f"k{n}") for n in range(3)]
         drain(crt, queues)
         report = json.loads(run("dlq", "redrive", output="json").stdout)
-        assert report == {"revived": 3, "messages_moved": 3, "how": "moved"}
+        assert report == {"revived": 3, "messages_moved": 3, "how": "move-task"}
+        drain(crt, queues)
+    assert {intent(crt, job_id).state for job_id in job_ids} == {"delivered"}
+
+
+def test_redrive_without_move_task_permission_moves_by_hand(
+    crt: Runtime, queues: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.exceptions import ClientError
+
+    client = crt.callback_queue.client
+
+    def denied(**_request: Any) -> None:
+        error = {"Error": {"Code": "AccessDenied", "Message": "not allowed"}}
+        raise ClientError(error, "StartMessageMoveTask")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(client, "start_message_move_task", denied)
+    with receiver(400, 400, 204) as hook:
+        job_ids = [submit_with_callback(crt, hook.url, key=f"k{n}") for n in range(2)]
+        drain(crt, queues)
+        redriven = run("dlq", "redrive")
+        assert redriven.exit_code == 0, redriven.output
+        assert "moved 2 message(s) from the dead-letter queue" in redriven.stdout
         drain(crt, queues)
     assert {intent(crt, job_id).state for job_id in job_ids} == {"delivered"}

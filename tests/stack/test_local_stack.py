@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.stack_env import stack_environment
 from tests.support.validation import validate, validate_error
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -27,12 +27,7 @@ TOKEN = "local-dev-token"
 pytestmark = pytest.mark.stack
 
 
-def _environment(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "JOBSTREAM_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPOSITORY / "layers" / "jobstream"), str(REPOSITORY)])
-    env["JOBSTREAM_PORT"] = "0"
-    env.update(extra)
-    return env
+_environment = stack_environment
 
 
 # Everything each stack wrote to stderr, drained as it comes so a full pipe never blocks it.
@@ -208,20 +203,53 @@ def test_errors_over_http_are_envelopes(stack: Client) -> None:
         validate_error(response)
 
 
-def test_invalid_configuration_stops_start_up() -> None:
-    env = _environment(JOBSTREAM_QUEUED_TIMEOUT_MS="soon")
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("JOBSTREAM_QUEUED_TIMEOUT_MS", "soon"),
+        # The local stack's own: these gave a traceback, said ready and ran nothing, or swept
+        # hundreds of times a second.
+        ("JOBSTREAM_LOCAL_CONCURRENCY", "many"),
+        ("JOBSTREAM_LOCAL_CONCURRENCY", "0"),
+        ("JOBSTREAM_SWEEP_INTERVAL_S", "-1"),
+        ("JOBSTREAM_PORT", "web"),
+        ("JOBSTREAM_MOTO_PORT", "65536"),
+        ("JOBSTREAM_MOTO_HOST", "no-such-host.invalid"),
+    ],
+)
+def test_invalid_configuration_stops_start_up(variable: str, value: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "jobstream_local"],
         cwd=REPOSITORY,
-        env=env,
+        env=_environment(**{variable: value}),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert result.returncode == 2
-    assert "JOBSTREAM_QUEUED_TIMEOUT_MS" in result.stderr
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("jobstream: ")
+    assert variable in line
     assert "ready" not in result.stdout
+
+
+def test_a_port_in_use_stops_start_up() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "jobstream_local"],
+            cwd=REPOSITORY,
+            env=_environment(JOBSTREAM_PORT=str(port)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"jobstream: JOBSTREAM_PORT: cannot listen on 127.0.0.1:{port} (Address already in use)"
+    )
 
 
 def test_ctrl_c_stops_cleanly() -> None:
