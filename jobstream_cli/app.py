@@ -2,8 +2,8 @@
 
     jobstream [--local] [--url URL] [--token TOKEN] [--output auto|table|json] COMMAND …
 
-Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `submit`. Operator: `dlq list|redrive`
-(also `dead-letters`), `sweep`.
+Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `submit`, `cancel`, `ack`. Operator:
+`dlq list|redrive` (also `dead-letters`), `sweep`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Annotated
 
 import typer
 
-from jobstream_cli.commands import events, jobs, operator, submit
+from jobstream_cli.commands import ack, cancel, events, jobs, operator, submit
 from jobstream_cli.errors import GuardedGroup
 from jobstream_cli.state import Output, resolve
+from jobstream_cli.version import version_line
 
 app = typer.Typer(
     name="jobstream",
@@ -25,6 +26,12 @@ app = typer.Typer(
     # Expected failures are one line (GuardedGroup); anything else is a bug worth its traceback.
     pretty_exceptions_show_locals=False,
 )
+
+
+def _print_version(requested: bool) -> None:
+    if requested:
+        typer.echo(version_line())
+        raise typer.Exit
 
 
 @app.callback()
@@ -39,11 +46,13 @@ def root(
     ] = False,
     url: Annotated[
         str | None,
-        typer.Option(help="base URL of the API [env JOBSTREAM_URL; default http://127.0.0.1:3000]"),
+        typer.Option(
+            help="base URL of the API \\[env JOBSTREAM_URL; default http://127.0.0.1:3000]"
+        ),
     ] = None,
     token: Annotated[
         str | None,
-        typer.Option(help="bearer token [env JOBSTREAM_TOKEN; default local-dev-token]"),
+        typer.Option(help="bearer token \\[env JOBSTREAM_TOKEN; default local-dev-token]"),
     ] = None,
     output: Annotated[
         Output,
@@ -54,6 +63,15 @@ def root(
             case_sensitive=False,
         ),
     ] = Output.AUTO,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="print the version and exit",
+        ),
+    ] = False,
 ) -> None:
     """Submit, watch and operate jobstream jobs."""
     ctx.obj = resolve(url=url, token=token, local=local, output=output)
@@ -62,6 +80,8 @@ def root(
 app.add_typer(jobs.app, name="jobs")
 app.command("events")(events.events)
 app.command("submit")(submit.submit)
+app.command("cancel")(cancel.cancel)
+app.command("ack")(ack.ack)
 app.add_typer(operator.dlq_app, name="dlq")
 app.add_typer(operator.dlq_app, name="dead-letters", help="Alias of `dlq`.", hidden=False)
 app.command("sweep")(operator.sweep)
