@@ -2,8 +2,9 @@
 
     jobstream [--local] [--url URL] [--token TOKEN] [--output auto|table|json] COMMAND …
 
-Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `submit`, `cancel`, `ack`. Operator:
-`dlq list|redrive` (also `dead-letters`), `sweep`.
+Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `submit`, `cancel`, `ack`, `smoke` (one
+job end to end through any deployment). Operator: `dlq list|redrive` (also `dead-letters`),
+`sweep`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from jobstream_cli.commands import ack, cancel, events, jobs, operator, submit
+from jobstream_cli.commands import ack, cancel, events, jobs, operator, smoke, submit
 from jobstream_cli.errors import GuardedGroup
 from jobstream_cli.state import Output, resolve
 from jobstream_cli.version import version_line
@@ -82,6 +83,7 @@ app.command("events")(events.events)
 app.command("submit")(submit.submit)
 app.command("cancel")(cancel.cancel)
 app.command("ack")(ack.ack)
+app.command("smoke")(smoke.smoke)
 app.add_typer(operator.dlq_app, name="dlq")
 app.add_typer(operator.dlq_app, name="dead-letters", help="Alias of `dlq`.", hidden=False)
 app.command("sweep")(operator.sweep)

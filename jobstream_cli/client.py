@@ -53,8 +53,14 @@ class ApiClient:
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self._request("POST", f"/jobs/{_segment(job_id)}/cancel")
 
-    def events(self, job_id: str, after: str | None = None) -> dict[str, Any]:
-        return self._request("GET", f"/jobs/{_segment(job_id)}/events", query={"after": after})
+    def events(
+        self, job_id: str, after: str | None = None, *, unacked: bool = False
+    ) -> dict[str, Any]:
+        query: dict[str, str | int | None] = {"after": after, "unacked": 1 if unacked else None}
+        return self._request("GET", f"/jobs/{_segment(job_id)}/events", query=query)
+
+    def capabilities(self) -> dict[str, Any]:
+        return self._request("GET", "/capabilities")
 
     def ack(self, job_id: str, through: str) -> dict[str, Any]:
         """Move the ack cursor through `through` (an event id of the job)."""

@@ -28,12 +28,14 @@ def stream_events(
     follow: bool,
     waiting: Waiting = nullcontext,
     interval_s: float | None = None,
+    sleep: Callable[[float], None] | None = None,
 ) -> bool:
     """Hand each event to `on_event(event, newest)` once, in order; True when a terminal event
     was seen. `newest` says the event was the newest of the stream when its page was read.
 
     Without `follow` it stops at the end of the stream; with it, it polls `?after=<last>` every
-    interval (inside `waiting`, e.g. a spinner) until the job's terminal event arrives.
+    interval (inside `waiting`, e.g. a spinner) until the job's terminal event arrives; `sleep`
+    is the wait between polls (`pause` by default), which may raise to give up.
     """
     interval = POLL_INTERVAL_S if interval_s is None else interval_s
     after: str | None = None
@@ -58,4 +60,4 @@ def stream_events(
                 continue  # more is already there: no need to wait
             if not follow:
                 return False
-            pause(interval)
+            (sleep or pause)(interval)
