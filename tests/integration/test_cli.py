@@ -466,3 +466,54 @@ def test_dlq_list_is_readable_at_any_width(monkeypatch: pytest.MonkeyPatch, colu
     unwrapped = re.sub(r"\s+", "", text.replace("│", ""))
     assert "https://consumer.example.com/api/bot1/v1/jobs/events/with/a/long/path" in unwrapped
     assert "503" in text
+
+
+def test_smoke_names_the_step_that_failed(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(follow, "POLL_INTERVAL_S", 0.05)
+    refused = invoke(["--url", base_url, "--token", "wrong", "-o", "table", "smoke"])
+    assert refused.exit_code == 1
+    assert refused.stdout.startswith("FAIL  capabilities")
+    assert refused.stderr.splitlines()[-1].startswith(
+        "jobstream: smoke test failed at step capabilities: auth_error: "
+    )
+    unknown = run("smoke", "--target-id", "nope", url=base_url)
+    assert unknown.exit_code == 1
+    assert [line.split()[:2] for line in unknown.stdout.splitlines()] == [
+        ["ok", "capabilities"],
+        ["FAIL", "submit"],
+    ]
+    # Nothing runs jobs here: the first job never finishes, and the report says so.
+    stuck = run("smoke", "--timeout", "1", url=base_url, output="json")
+    assert stuck.exit_code == 1
+    report = json.loads(stuck.stdout)
+    assert report["ok"] is False
+    assert [(step["step"], step["ok"]) for step in report["steps"]] == [
+        ("capabilities", True),
+        ("submit", True),
+        ("replay", True),
+        ("follow", False),
+    ]
+    assert report["steps"][-1]["detail"] == "no terminal event within 1 s (job queued)"
+    assert "Traceback" not in stuck.output
+
+
+def test_smoke_cancel_step_fails_when_the_job_finished_first() -> None:
+    from jobstream_cli.client import Submitted
+    from jobstream_cli.commands import smoke
+
+    class Fast:
+        """A deployment whose job finishes before a cancel can reach it."""
+
+        def submit(self, task: dict[str, Any]) -> Submitted:
+            return Submitted(job={"job_id": "job-fast", "status": "queued"}, replayed=False)
+
+        def cancel(self, job_id: str) -> dict[str, Any]:
+            return {"job_id": job_id, "status": "succeeded"}
+
+    run_ = smoke.Run(Fast(), "t", None, 1.0)  # type: ignore[arg-type]
+    with pytest.raises(smoke.StepFailed) as failed:
+        smoke.cancel(run_)
+    assert str(failed.value) == (
+        "job-fast ended succeeded before the cancel reached it: give --cancel-target-id a slower "
+        "target (the shipped demo-slow)"
+    )
