@@ -203,7 +203,9 @@ CLI_TOUR: dict[str, Callable[[str], None]] = {
     "jobs show $SLOW": lambda out: _json(out)["status"] in {"queued", "running"},
     "ack $SLOW": lambda out: _json(out)["unacked"] == 0 < _json(out)["acked"],
     "dlq list": lambda out: _json(out)[0]["last_status"] == 401,
-    "dlq redrive": lambda out: _json(out)["revived"] > 0,
+    "dlq redrive": lambda out: (
+        (_json(out)["how"], _json(out)["revived"] > 0) == ("move-task", True)
+    ),
     "sweep": lambda out: _json(out)["errors"] == 0,
     "smoke": lambda out: _json(out)["ok"] is True,
 }
