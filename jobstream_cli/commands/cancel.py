@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from jobstream_cli.render import job_detail, now_ms, status
+from jobstream_cli.commands.jobs import print_job
+from jobstream_cli.render import status
 from jobstream_cli.state import current
 
 
@@ -18,15 +19,11 @@ def cancel(
     """Cancel a queued or running job; a finished job is shown unchanged."""
     state = current(ctx)
     job = state.client().cancel(job_id)
-    if state.json:
-        state.emit_json(job)
-        return
     if job.get("status") == "cancelled":
-        state.out.print(Text(f"cancelled {job_id}", style="bold"))
+        heading = Text(f"cancelled {job_id}", style="bold")
     else:
         # The API answers a finished job unchanged: say so, the job did not stop now.
-        line = Text(f"{job_id} had already finished (")
-        line.append_text(status(str(job.get("status"))))
-        line.append("): nothing to cancel")
-        state.out.print(line)
-    state.out.print(job_detail(job, now_ms()))
+        heading = Text(f"{job_id} had already finished (")
+        heading.append_text(status(str(job.get("status"))))
+        heading.append("): nothing to cancel")
+    print_job(state, job, heading)
