@@ -104,7 +104,9 @@ class _MotoServer:
     def start(self) -> tuple[str, int]:
         self.server.start()
         if self.failed:
-            raise ConfigurationError("the local AWS endpoint (moto) did not start")
+            raise ConfigurationError(
+                "JOBSTREAM_MOTO_HOST / JOBSTREAM_MOTO_PORT: the local AWS endpoint did not start"
+            )
         return self.server.get_host_and_port()
 
     def stop(self) -> None:
@@ -124,8 +126,8 @@ def start(
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     for name, value in LOCAL_DEFAULTS.items():
         env.setdefault(name, value)
-    patch_moto()
     _check_listen(host, settings.port, "JOBSTREAM_PORT")
+    patch_moto()
     # A fixed port lets `sam local` reach the same endpoint (see docs/deploy.md); 0: a free one.
     _check_listen(
         settings.moto_host, settings.moto_port, "JOBSTREAM_MOTO_HOST / JOBSTREAM_MOTO_PORT"
