@@ -46,10 +46,13 @@ cfn-lint: setup
 pytest: setup
 	$(BIN)/pytest -n 2 -q
 
+# Measures, prints, and REWRITES docs/performance.md (a tracked file: review the diff, commit it
+# with the change it measures).
 bench: setup
 	$(BIN)/python -m bench
 
-# The bounded load test against the local stack (LOAD_ARGS="--jobs 200" for a quicker run).
+# The bounded load test against the local stack (LOAD_ARGS="--jobs 200" for a quicker run);
+# rewrites docs/load.md (tracked).
 load: setup
 	$(BIN)/python -m bench.load $(LOAD_ARGS)
 

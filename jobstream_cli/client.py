@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, Final
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlencode
@@ -29,6 +30,15 @@ class ApiError(CliError):
 
 
 @dataclass(frozen=True)
+class Submitted:
+    """The answer to `POST /jobs`: the job, and whether it is new (202) or a replay (200) of a
+    Task submitted before under the same idempotency key."""
+
+    job: dict[str, Any]
+    replayed: bool
+
+
+@dataclass(frozen=True)
 class ApiClient:
     base_url: str
     token: str
@@ -43,11 +53,27 @@ class ApiClient:
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self._request("POST", f"/jobs/{_segment(job_id)}/cancel")
 
-    def events(self, job_id: str, after: str | None = None) -> dict[str, Any]:
-        return self._request("GET", f"/jobs/{_segment(job_id)}/events", query={"after": after})
+    def events(
+        self, job_id: str, after: str | None = None, *, unacked: bool = False
+    ) -> dict[str, Any]:
+        query: dict[str, str | int | None] = {"after": after, "unacked": 1 if unacked else None}
+        return self._request("GET", f"/jobs/{_segment(job_id)}/events", query=query)
 
-    def submit(self, task: dict[str, Any]) -> dict[str, Any]:
-        return self._request("POST", "/jobs", body=task)
+    def capabilities(self) -> dict[str, Any]:
+        return self._request("GET", "/capabilities")
+
+    def ack(self, job_id: str, through: str) -> dict[str, Any]:
+        """Move the ack cursor through `through` (an event id of the job)."""
+        return self._request(
+            "POST", f"/jobs/{_segment(job_id)}/events/ack", body={"ack_through": through}
+        )
+
+    def submit(self, task: dict[str, Any]) -> Submitted:
+        status, answer = self._exchange("POST", "/jobs", body=task)
+        job = answer.get("job")
+        if not isinstance(job, dict):
+            raise CliError(f"POST /jobs: the answer has no job (HTTP {status})")
+        return Submitted(job=job, replayed=status == HTTPStatus.OK)
 
     def _request(
         self,
@@ -57,6 +83,17 @@ class ApiClient:
         query: dict[str, str | int | None] | None = None,
         body: Any = None,
     ) -> dict[str, Any]:
+        return self._exchange(method, path, query=query, body=body)[1]
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str | int | None] | None = None,
+        body: Any = None,
+    ) -> tuple[int, dict[str, Any]]:
+        """The status and the JSON object of a 2xx answer; ApiError for any other."""
         url = self.base_url.rstrip("/") + path
         present = {name: value for name, value in (query or {}).items() if value is not None}
         if present:
@@ -70,6 +107,7 @@ class ApiClient:
         try:
             # The scheme is checked to be http(s) before a client is made (Cli.client).
             with urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+                status: int = response.status
                 payload: bytes = response.read()
         except HTTPError as error:
             raise _api_error(error) from None
@@ -86,7 +124,7 @@ class ApiClient:
             raise CliError(f"{method} {path}: the answer is not JSON") from None
         if not isinstance(decoded, dict):
             raise CliError(f"{method} {path}: unexpected answer {decoded!r}")
-        return decoded
+        return status, decoded
 
 
 def _segment(value: str) -> str:

@@ -18,7 +18,8 @@ from rich.console import Console
 from jobstream_cli.client import ApiClient
 from jobstream_cli.errors import CliError
 
-# Written by the running local stack (`make run`), removed when it stops.
+# Written by the running local stack (`make run`), removed when it stops; JOBSTREAM_LOCAL_ENV_FILE
+# names another place (the stack's setting of the same name).
 LOCAL_ENV: Path = Path(__file__).resolve().parent.parent / ".jobstream" / "local-env.json"
 DEFAULT_URL: Final = "http://127.0.0.1:3000"
 DEFAULT_TOKEN: Final = "local-dev-token"  # noqa: S105 - the local stack's public token
@@ -67,7 +68,8 @@ class Cli:
 
 def load_local_env(path: Path | None = None) -> dict[str, str]:
     """The local stack's environment; applied to this process so operator commands see it."""
-    source = LOCAL_ENV if path is None else path
+    configured = os.environ.get("JOBSTREAM_LOCAL_ENV_FILE", "").strip()
+    source = path or (Path(configured) if configured else LOCAL_ENV)
     if not source.exists():
         raise CliError("no local stack is running (start it with `make run`)")
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jobstream_local.moto_atomic import make_dynamodb_atomic
 from jobstream_local.moto_limits import enforce_item_limits
+from jobstream_local.moto_move_task import add_message_move_tasks
 from jobstream_local.moto_names import refuse_empty_attribute_names
 from jobstream_local.moto_queries import make_queries_cheap
 from jobstream_local.moto_sqs import make_sqs_cheap
@@ -11,10 +12,12 @@ from jobstream_local.moto_sqs import make_sqs_cheap
 
 def patch_moto() -> None:
     """Atomic DynamoDB requests and transactions, refused empty attribute names, and item sizes
-    and numbers checked by DynamoDB's rules (as on AWS), and DynamoDB queries and SQS requests
-    whose cost does not grow with the whole table or queue."""
+    and numbers checked by DynamoDB's rules (as on AWS); DynamoDB queries and SQS requests whose
+    cost does not grow with the whole table or queue; and SQS message move tasks (a redrive of a
+    dead-letter queue), which moto lacks."""
     make_dynamodb_atomic()
     refuse_empty_attribute_names()
     enforce_item_limits()
     make_queries_cheap()
     make_sqs_cheap()
+    add_message_move_tasks()

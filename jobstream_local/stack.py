@@ -6,22 +6,25 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+from jobstream.config.settings import ConfigurationError
 from jobstream_local.gateway import LocalHttpApi, load_handler, make_server
 from jobstream_local.moto_patches import patch_moto
 from jobstream_local.resources import create_queues, create_secrets, create_tables
-from jobstream_local.template import REPOSITORY, Template
+from jobstream_local.settings import LocalSettings
+from jobstream_local.template import Template
 from jobstream_local.workers import QueuePoller, Schedule
 
 # What `make run` uses when the environment says nothing: the embedded default.
 LOCAL_DEFAULTS = {
-    "JOBSTREAM_SWEEP_INTERVAL_S": "5",
     # A registry secret chosen locally (JOBSTREAM_TENANTS_SECRET) is read again every second.
     "JOBSTREAM_TENANTS_MAX_AGE_S": "1",
     "AWS_ACCESS_KEY_ID": "local",
@@ -45,6 +48,7 @@ class LocalStack:
     http: ThreadingHTTPServer
     thread: threading.Thread
     resources: dict[str, dict[str, str]]
+    local_env_file: Path
     stopping: threading.Event = field(default_factory=threading.Event)
     workers: list[threading.Thread] = field(default_factory=list)
 
@@ -63,15 +67,67 @@ class LocalStack:
         for worker in self.workers:
             worker.join(timeout=max(0.0, deadline - time.monotonic()))
         self.moto.stop()
-        LOCAL_ENV.unlink(missing_ok=True)
+        self.local_env_file.unlink(missing_ok=True)
+
+
+def _check_listen(host: str, port: int, names: str) -> None:
+    """ConfigurationError naming the variables unless (host, port) can be listened on.
+
+    Checked before a server is made: werkzeug (moto's server) answers a failure to bind by
+    printing it and exiting its thread, which would leave start-up waiting for ever."""
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
+            probe.bind(address)
+    except OSError as error:
+        raise ConfigurationError(
+            f"{names}: cannot listen on {host}:{port} ({error.strerror or error})"
+        ) from None
+
+
+class _MotoServer:
+    """moto's threaded server, except that a server its thread failed to make is an error of
+    start() instead of a wait for ever (a port taken after the check above)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self.failed = False
+        self.server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+        serve = self.server._server_entry
+
+        def entry() -> None:
+            try:
+                serve()
+            except (OSError, SystemExit):  # werkzeug exits when it cannot bind
+                self.failed = True
+                self.server._server_ready_event.set()
+
+        self.server._server_entry = entry  # type: ignore[method-assign]
+
+    def start(self) -> tuple[str, int]:
+        self.server.start()
+        if self.failed:
+            raise ConfigurationError(
+                "JOBSTREAM_MOTO_HOST / JOBSTREAM_MOTO_PORT: the local AWS endpoint did not start"
+            )
+        return self.server.get_host_and_port()
+
+    def stop(self) -> None:
+        self.server.stop()
 
 
 def start(
-    port: int = 3000, host: str = "127.0.0.1", environ: MutableMapping[str, str] | None = None
+    settings: LocalSettings,
+    host: str = "127.0.0.1",
+    environ: MutableMapping[str, str] | None = None,
 ) -> LocalStack:
-    """Start moto, create the template's resources, serve its routes, poll its queues."""
-    from moto.server import ThreadedMotoServer
+    """Start moto, create the template's resources, serve its routes, poll its queues.
 
+    A port or host it cannot listen on is a ConfigurationError naming the variable."""
     env = os.environ if environ is None else environ
     # moto's server logs every request it serves; the local stack logs its own routes instead.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -81,37 +137,37 @@ def start(
         for name, value in LOCAL_TENANT.items():
             if not (env.get(name) or "").strip():
                 env[name] = value
+    _check_listen(host, settings.port, "JOBSTREAM_PORT")
     patch_moto()
-    # A fixed port lets `sam local` reach the same endpoint (see README); 0 picks a free one.
-    moto = ThreadedMotoServer(
-        ip_address=env.get("JOBSTREAM_MOTO_HOST", "127.0.0.1"),
-        port=int(env.get("JOBSTREAM_MOTO_PORT") or 0),
-        verbose=False,
+    # A fixed port lets `sam local` reach the same endpoint (see docs/deploy.md); 0: a free one.
+    _check_listen(
+        settings.moto_host, settings.moto_port, "JOBSTREAM_MOTO_HOST / JOBSTREAM_MOTO_PORT"
     )
-    moto.start()
-    moto_host, moto_port = moto.get_host_and_port()
+    moto = _MotoServer(settings.moto_host, settings.moto_port)
+    moto_host, moto_port = moto.start()
     env["AWS_ENDPOINT_URL"] = f"http://{moto_host}:{moto_port}"
     print(f"local AWS endpoint at {env['AWS_ENDPOINT_URL']}", flush=True)
     try:
-        stack = _start_services(Template.load(), env, moto, host, port)
+        stack = _start_services(Template.load(), env, moto, host, settings)
     except BaseException:
         moto.stop()
         raise
     return stack
 
 
-LOCAL_ENV = REPOSITORY / ".jobstream" / "local-env.json"
-
-
-def _write_local_env(env: Mapping[str, str]) -> None:
+def _write_local_env(path: Path, env: Mapping[str, str]) -> None:
     """What the operator CLI's --local needs to reach this stack (removed on stop)."""
     names = [name for name in env if name.startswith(("JOBSTREAM_", "AWS_"))]
-    LOCAL_ENV.parent.mkdir(exist_ok=True)
-    LOCAL_ENV.write_text(json.dumps({name: env[name] for name in names}), encoding="utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({name: env[name] for name in names}), encoding="utf-8")
 
 
 def _start_services(
-    template: Template, env: MutableMapping[str, str], moto: Any, host: str, port: int
+    template: Template,
+    env: MutableMapping[str, str],
+    moto: Any,
+    host: str,
+    settings: LocalSettings,
 ) -> LocalStack:
     import boto3
 
@@ -132,11 +188,20 @@ def _start_services(
         env.pop("JOBSTREAM_TENANTS_SECRET", None)
     # Configuration is checked before anything serves: invalid values stop start-up here.
     load_settings(env)
-    server = make_server(LocalHttpApi(template.http_routes()), host, port)
+    try:
+        server = make_server(LocalHttpApi(template.http_routes()), host, settings.port)
+    except OSError as error:
+        raise ConfigurationError(
+            f"JOBSTREAM_PORT: cannot listen on {host}:{settings.port} ({error.strerror or error})"
+        ) from None
     thread = threading.Thread(target=server.serve_forever, name="local-http-api", daemon=True)
-    stack = LocalStack(moto=moto, http=server, thread=thread, resources=resources)
-    # Like Lambda scaling out: several concurrent invocations per queue.
-    concurrency = int(env.get("JOBSTREAM_LOCAL_CONCURRENCY") or 4)
+    stack = LocalStack(
+        moto=moto,
+        http=server,
+        thread=thread,
+        resources=resources,
+        local_env_file=settings.local_env_file,
+    )
     for source in template.queue_sources():
         queue = resources[source.queue]
         handler = load_handler(source.function)
@@ -150,14 +215,14 @@ def _start_services(
                 batch_size=source.batch_size,
                 stopping=stack.stopping,
             )
-            for _ in range(concurrency)
+            # Like Lambda scaling out: several concurrent invocations per queue.
+            for _ in range(settings.concurrency)
         )
-    interval = float(env.get("JOBSTREAM_SWEEP_INTERVAL_S") or 5)
     stack.workers.extend(
         Schedule(
             function_name=function.name,
             handler=load_handler(function),
-            interval_s=interval,
+            interval_s=settings.sweep_interval_s,
             stopping=stack.stopping,
         )
         for function in template.scheduled_functions()
@@ -166,5 +231,5 @@ def _start_services(
     for worker in stack.workers:
         worker.start()
     # Written once the port is bound: the CLI's --local reads the URL from it.
-    _write_local_env({**env, "JOBSTREAM_URL": stack.base_url})
+    _write_local_env(settings.local_env_file, {**env, "JOBSTREAM_URL": stack.base_url})
     return stack

@@ -117,6 +117,7 @@ class Schedule(threading.Thread):
         while not self.stopping.wait(self.interval_s):
             try:
                 result = self.handler(scheduled_event(), LambdaContext(self.function_name))
-                logger.info("%s: %s", self.function_name, result)
+                # The function logs what matters itself (the sweep: when it did something).
+                logger.debug("%s: %s", self.function_name, result)
             except Exception:
                 logger.exception("scheduled %s failed", self.function_name)

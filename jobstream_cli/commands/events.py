@@ -15,11 +15,17 @@ from jobstream_cli.state import Cli, current
 def print_events(state: Cli, job_id: str, *, follow_stream: bool) -> None:
     """Print the job's events; when following, until its terminal event (Ctrl-C stops)."""
 
-    def show(event: dict[str, Any]) -> None:
+    client = state.client()
+
+    def show(event: dict[str, Any], newest: bool) -> None:
         if state.json:
             state.emit_json(event, line=True)
-        else:
-            state.out.print(event_line(event))
+            return
+        progress = None
+        if follow_stream and newest and event.get("type") == "job.progress":
+            # The event says that the job progressed; what it is doing now is on the job.
+            progress = client.get_job(job_id).get("progress")
+        state.out.print(event_line(event, progress))
 
     def waiting() -> AbstractContextManager[object]:
         # A spinner only where someone watches; pipes get the events alone.
@@ -27,7 +33,7 @@ def print_events(state: Cli, job_id: str, *, follow_stream: bool) -> None:
             return state.out.status(f"following {job_id} (Ctrl-C to stop)", spinner="dots")
         return nullcontext()
 
-    follow.stream_events(state.client(), job_id, show, follow=follow_stream, waiting=waiting)
+    follow.stream_events(client, job_id, show, follow=follow_stream, waiting=waiting)
 
 
 def events(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from jobstream_cli.render import job_detail, jobs_table, now_ms
-from jobstream_cli.state import current
+from jobstream_cli.state import Cli, current
 
 app = typer.Typer(help="List and inspect jobs (HTTP API).", no_args_is_help=True)
 
@@ -55,8 +56,14 @@ def show(
 ) -> None:
     """One job: state, timings, lease, attempt, progress, and its result or error."""
     state = current(ctx)
-    job = state.client().get_job(job_id)
+    print_job(state, state.client().get_job(job_id))
+
+
+def print_job(state: Cli, job: dict[str, Any], heading: Text | None = None) -> None:
+    """The job as JSON, or its heading (if any) and its detail."""
     if state.json:
         state.emit_json(job)
         return
+    if heading is not None:
+        state.out.print(heading)
     state.out.print(job_detail(job, now_ms()))

@@ -4,6 +4,7 @@ operator commands against the operator runtime (moto)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -285,6 +286,234 @@ def test_redrive_of_everything_moves_the_dead_letter_queue(
         job_ids = [submit_with_callback(crt, hook.url, key=f"k{n}") for n in range(3)]
         drain(crt, queues)
         report = json.loads(run("dlq", "redrive", output="json").stdout)
-        assert report == {"revived": 3, "messages_moved": 3, "how": "moved"}
+        assert report == {"revived": 3, "messages_moved": 3, "how": "move-task"}
         drain(crt, queues)
     assert {intent(crt, job_id).state for job_id in job_ids} == {"delivered"}
+
+
+def test_redrive_without_move_task_permission_moves_by_hand(
+    crt: Runtime, queues: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.exceptions import ClientError
+
+    client = crt.callback_queue.client
+
+    def denied(**_request: Any) -> None:
+        error = {"Error": {"Code": "AccessDenied", "Message": "not allowed"}}
+        raise ClientError(error, "StartMessageMoveTask")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(client, "start_message_move_task", denied)
+    with receiver(400, 400, 204) as hook:
+        job_ids = [submit_with_callback(crt, hook.url, key=f"k{n}") for n in range(2)]
+        drain(crt, queues)
+        redriven = run("dlq", "redrive")
+        assert redriven.exit_code == 0, redriven.output
+        assert "moved 2 message(s) from the dead-letter queue" in redriven.stdout
+        drain(crt, queues)
+    assert {intent(crt, job_id).state for job_id in job_ids} == {"delivered"}
+
+
+def test_version_needs_no_stack_and_matches_the_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tomllib
+
+    monkeypatch.setattr(state, "LOCAL_ENV", Path("/nonexistent/local-env.json"))
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    for args in (["--version"], ["--local", "--version"], ["--version", "jobs", "list"]):
+        result = invoke(args)
+        assert result.exit_code == 0, result.output
+        assert (
+            result.stdout == f"jobstream {project['project']['version']} (Workflow Protocol v1)\n"
+        )
+
+
+def test_a_replay_says_so_and_a_new_submit_does_not(base_url: str) -> None:
+    args = ("submit", "--target-id", TARGET, "--key", "same-key", "--no-follow")
+    first = run(*args, url=base_url)
+    assert first.exit_code == 0, first.output
+    assert "(HTTP 202)" in first.stdout
+    assert "replay" not in first.output
+    again = run(*args, url=base_url)
+    assert again.exit_code == 0, again.output
+    assert "replay: key 'same-key' already named this job (HTTP 200)" in again.stdout
+    assert not again.stdout.startswith("submitted")
+    # JSON on stdout stays the job; the note goes to stderr.
+    piped = run(*args, url=base_url, output="json")
+    assert json.loads(piped.stdout)["idempotency_key"] == "same-key"
+    assert "jobstream: replay: key 'same-key'" in piped.stderr
+    new = run("submit", "--target-id", TARGET, "--key", "other-key", "--no-follow", url=base_url,
+              output="json")  # fmt: skip
+    assert "replay" not in new.stderr
+
+
+def test_cancel_a_queued_job_then_again(base_url: str) -> None:
+    job_id = submitted(base_url)
+    cancelled = run("cancel", job_id, url=base_url)
+    assert cancelled.exit_code == 0, cancelled.output
+    assert cancelled.stdout.startswith(f"cancelled {job_id}\n")
+    assert "cancelled_by_consumer" in cancelled.stdout
+    again = json.loads(run("cancel", job_id, url=base_url, output="json").stdout)
+    assert again["status"] == "cancelled"
+    types = [json.loads(line)["type"] for line in run("events", job_id, url=base_url,
+             output="json").stdout.splitlines()]  # fmt: skip
+    assert types == ["job.accepted", "job.cancelled"]  # cancelled once
+
+
+def test_cancel_of_a_finished_job_changes_nothing_and_says_so(
+    base_url: str, rt: Runtime, clock: Any
+) -> None:
+    job_id = submitted(base_url)
+    clock.advance(rt.settings.queued_timeout_ms + 1)
+    assert run("sweep").exit_code == 0
+    result = run("cancel", job_id, url=base_url)
+    assert result.exit_code == 0, result.output
+    assert f"{job_id} had already finished (expired): nothing to cancel" in result.stdout
+
+
+def test_cancel_of_an_unknown_job_is_one_line(base_url: str) -> None:
+    result = run("cancel", "job-nope", url=base_url)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == "jobstream: invalid_params: unknown job (HTTP 404)"
+
+
+def test_ack_through_the_newest_event_or_a_given_one(base_url: str, api: Api) -> None:
+    job_id = submitted(base_url)
+    assert api.post(f"/jobs/{job_id}/cancel").status == 200
+    events = [json.loads(line) for line in run("events", job_id, url=base_url,
+              output="json").stdout.splitlines()]  # fmt: skip
+    first, newest = events[0]["event_id"], events[-1]["event_id"]
+    partial = run("ack", job_id, first, url=base_url)
+    assert partial.exit_code == 0, partial.output
+    assert partial.stdout.strip() == f"acked through {first}: 1 acked, 1 unacked"
+    everything = run("ack", job_id, url=base_url)
+    assert everything.stdout.strip() == f"acked through {newest}: 2 acked, 0 unacked"
+    # The cursor never moves back; the JSON is the API's AckResult.
+    result = json.loads(run("ack", job_id, first, url=base_url, output="json").stdout)
+    assert (result["job_id"], result["acked"], result["unacked"]) == (job_id, 2, 0)
+
+
+def test_ack_of_an_event_the_job_does_not_have_is_one_line(base_url: str) -> None:
+    job_id = submitted(base_url)
+    result = run("ack", job_id, "evt-1-99", url=base_url)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"jobstream: evt-1-99 is not an event of {job_id} (see `jobstream events {job_id}`)"
+    )
+    assert "Traceback" not in result.output
+    missing = run("ack", "job-nope", url=base_url)
+    assert missing.exit_code == 1
+    assert missing.stderr.splitlines()[-1] == "jobstream: invalid_params: unknown job (HTTP 404)"
+
+
+def test_progress_lines_show_what_the_job_is_doing(
+    base_url: str, rt: Runtime, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobstream.service import execution
+
+    monkeypatch.setattr(follow, "POLL_INTERVAL_S", 0.05)
+    job_id = submitted(base_url)
+    record = execution.claim(rt, job_id, "worker-cli")
+    assert record is not None
+    execution.Lease(rt, record, "worker-cli").progress("searching", "scanned 10 works")
+    listed = run("events", job_id, url=base_url)
+    (line,) = [line for line in listed.stdout.splitlines() if "job.progress" in line]
+    assert "{" not in line  # no Python dict
+    assert "internal_kind" not in line
+    cancel = threading.Timer(0.3, lambda: api.post(f"/jobs/{job_id}/cancel"))
+    cancel.start()
+    try:
+        followed = run("events", job_id, "--follow", url=base_url)
+    finally:
+        cancel.cancel()
+    assert followed.exit_code == 0, followed.output
+    (line,) = [line for line in followed.stdout.splitlines() if "job.progress" in line]
+    assert line.endswith("searching: scanned 10 works")
+    assert "job.cancelled" in followed.stdout
+
+
+def _dead_letter(job_id: str) -> dict[str, Any]:
+    return {
+        "job_id": job_id,
+        "event_id": "evt-1764734712345-3",
+        "callback_url": "https://consumer.example.com/api/bot1/v1/jobs/events/with/a/long/path",
+        "attempts": 8,
+        "last_status": 503,
+        "last_error": "HTTP 503 after a long answer from the consumer that keeps explaining",
+        "dead_at": 1_764_734_712_345,
+    }
+
+
+@pytest.mark.parametrize("columns", [80, 100, 240])
+def test_dlq_list_is_readable_at_any_width(monkeypatch: pytest.MonkeyPatch, columns: int) -> None:
+    from jobstream.service import dead_letters
+
+    job_ids = [f"job_{letter * 32}" for letter in "AB"]
+    monkeypatch.setattr(dead_letters, "list_dead", lambda _rt: [_dead_letter(j) for j in job_ids])
+    from jobstream.service import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "runtime", lambda: None)
+    result = CliRunner().invoke(app, ["-o", "table", "dlq", "list"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    assert max(len(line) for line in lines) <= columns
+    text = "\n".join(lines)
+    for job_id in job_ids:
+        assert job_id in text  # ids whole, never cut with an ellipsis
+    assert text.count("evt-1764734712345-3") == 2
+    assert "…" not in text
+    # A table only where every id and URL fits whole; one block per dead letter elsewhere.
+    assert ("┃ job" in text) == (columns == 240)
+    # Wrapped values come back whole when the wrapping is undone.
+    unwrapped = re.sub(r"\s+", "", text.replace("│", ""))
+    assert "https://consumer.example.com/api/bot1/v1/jobs/events/with/a/long/path" in unwrapped
+    assert "503" in text
+
+
+def test_smoke_names_the_step_that_failed(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(follow, "POLL_INTERVAL_S", 0.05)
+    refused = invoke(["--url", base_url, "--token", "wrong", "-o", "table", "smoke"])
+    assert refused.exit_code == 1
+    assert refused.stdout.startswith("FAIL  capabilities")
+    assert refused.stderr.splitlines()[-1].startswith(
+        "jobstream: smoke test failed at step capabilities: auth_error: "
+    )
+    unknown = run("smoke", "--target-id", "nope", url=base_url)
+    assert unknown.exit_code == 1
+    assert [line.split()[:2] for line in unknown.stdout.splitlines()] == [
+        ["ok", "capabilities"],
+        ["FAIL", "submit"],
+    ]
+    # Nothing runs jobs here: the first job never finishes, and the report says so.
+    stuck = run("smoke", "--timeout", "1", url=base_url, output="json")
+    assert stuck.exit_code == 1
+    report = json.loads(stuck.stdout)
+    assert report["ok"] is False
+    assert [(step["step"], step["ok"]) for step in report["steps"]] == [
+        ("capabilities", True),
+        ("submit", True),
+        ("replay", True),
+        ("follow", False),
+    ]
+    assert report["steps"][-1]["detail"] == "no terminal event within 1 s (job queued)"
+    assert "Traceback" not in stuck.output
+
+
+def test_smoke_cancel_step_fails_when_the_job_finished_first() -> None:
+    from jobstream_cli.client import Submitted
+    from jobstream_cli.commands import smoke
+
+    class Fast:
+        """A deployment whose job finishes before a cancel can reach it."""
+
+        def submit(self, task: dict[str, Any]) -> Submitted:
+            return Submitted(job={"job_id": "job-fast", "status": "queued"}, replayed=False)
+
+        def cancel(self, job_id: str) -> dict[str, Any]:
+            return {"job_id": job_id, "status": "succeeded"}
+
+    run_ = smoke.Run(Fast(), "t", None, 1.0)  # type: ignore[arg-type]
+    with pytest.raises(smoke.StepFailed) as failed:
+        smoke.cancel(run_)
+    assert str(failed.value) == (
+        "job-fast ended succeeded before the cancel reached it: give --cancel-target-id a slower "
+        "target (the shipped demo-slow)"
+    )

@@ -5,6 +5,7 @@ written, for table and (sparse) index queries, both directions, key ranges and p
 SQS queue attributes are computed per name: checked equal to moto's own computation.
 An empty attribute name is refused as DynamoDB refuses it, wherever a request carries one.
 A cancelled transaction leaves no trace, and no transaction copies a table.
+SQS message move tasks, which moto lacks, move a dead-letter queue's messages as AWS does.
 """
 
 from __future__ import annotations
@@ -540,3 +541,54 @@ def test_a_merged_read_of_shards_is_their_union_in_index_order(
         wanted.reverse()
     assert got == [(pk, sk) for _gr, pk, sk in wanted]
     assert merged.exhausted
+
+
+# ------------------------------------------------------------------- SQS message move tasks
+
+
+def _queues_with_dead_letters(sqs: Any) -> tuple[str, str, str, str]:
+    """A source queue and its dead-letter queue: their URLs and ARNs."""
+    suffix = uuid.uuid4().hex[:10]
+    dead_url = sqs.create_queue(QueueName=f"dead-{suffix}")["QueueUrl"]
+    dead_arn = sqs.get_queue_attributes(QueueUrl=dead_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": dead_arn, "maxReceiveCount": 1})
+    source_url = sqs.create_queue(
+        QueueName=f"source-{suffix}", Attributes={"RedrivePolicy": policy}
+    )["QueueUrl"]
+    source_arn = sqs.get_queue_attributes(QueueUrl=source_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    return source_url, source_arn, dead_url, dead_arn
+
+
+def _bodies(sqs: Any, url: str) -> list[str]:
+    found: list[str] = []
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        found += [message["Body"] for message in messages]
+    return sorted(found)
+
+
+@pytest.mark.parametrize("named_destination", [True, False])
+def test_a_message_move_task_moves_every_dead_letter(aws: None, named_destination: bool) -> None:
+    sqs = boto3.client("sqs")
+    source_url, source_arn, dead_url, dead_arn = _queues_with_dead_letters(sqs)
+    bodies = sorted(f"message {n}" for n in range(23))  # more than one receive's worth
+    for body in bodies:
+        sqs.send_message(QueueUrl=dead_url, MessageBody=body)
+    request = {"SourceArn": dead_arn}
+    if named_destination:
+        request["DestinationArn"] = source_arn
+    handle = sqs.start_message_move_task(**request)["TaskHandle"]
+    assert handle
+    assert _bodies(sqs, dead_url) == []
+    assert _bodies(sqs, source_url) == bodies
+
+
+def test_a_message_move_task_from_an_unknown_queue_is_a_client_error(aws: None) -> None:
+    from botocore.exceptions import ClientError
+
+    sqs = boto3.client("sqs")
+    with pytest.raises(ClientError):
+        sqs.start_message_move_task(SourceArn="arn:aws:sqs:us-east-1:123456789012:nothing-here")

@@ -18,7 +18,7 @@ import pytest
 from jobstream import observability
 from jobstream.service.runtime import Runtime
 from jobstream_local.gateway import LambdaContext
-from tests.support.harness import Api, canonical_task
+from tests.support.harness import Api, Clock, canonical_task
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -414,7 +414,20 @@ def test_the_sweep_reports_its_duration(rt: Runtime, captured: pytest.CaptureFix
     values = metric_values(emf_lines(out))
     assert list(values) == [("sweep_duration_ms", ())]
     assert values[("sweep_duration_ms", ())] >= 0
-    (line,) = [line for line in log_lines(err) if line["message"] == "sweep finished"]
+    # A sweep with nothing to do says nothing: it runs every minute.
+    assert [line for line in log_lines(err) if line["message"] == "sweep finished"] == []
+
+
+def test_a_sweep_that_did_something_logs_its_counts(
+    api: Api, rt: Runtime, clock: Clock, captured: pytest.CaptureFixture[str]
+) -> None:
+    api.post("/jobs", canonical_task())
+    clock.advance(rt.settings.queued_timeout_ms + 1)
+    counts = _function("reconcile").handler({}, LambdaContext("ReconcileFunction"))
+    assert counts["execution_timeout"] == 1  # the canonical Task's deadline comes first
+    (line,) = [
+        line for line in log_lines(captured.readouterr().err) if line["message"] == "sweep finished"
+    ]
     assert line["sweep"] == counts
     assert line["function_name"] == "ReconcileFunction"
 

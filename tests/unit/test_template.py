@@ -1026,6 +1026,27 @@ def test_the_sam_local_env_file_points_every_queue_and_the_table_at_the_local_st
         assert parameters[variable].endswith(template.physical_name(logical_id)), variable
 
 
+def test_the_outputs_give_the_operator_cli_what_the_functions_get() -> None:
+    # Every resource the functions reach through their environment (table, queues) is an Output,
+    # so an operator can give the CLI what the functions get (docs/deploy.md).
+    template = TEMPLATE_NOW
+    outputs = template.document["Outputs"]
+    variables = template.document["Globals"]["Function"]["Environment"]["Variables"]
+    by_ref = {
+        output["Value"]["Ref"]: output for output in outputs.values() if "Ref" in output["Value"]
+    }
+    resource_variables = {
+        name: value["Ref"]
+        for name, value in variables.items()
+        if isinstance(value, dict) and value.get("Ref") in template.resources
+    }
+    assert set(resource_variables) >= {"JOBSTREAM_TABLE", "JOBSTREAM_CALLBACK_DLQ_URL"}
+    for variable, resource in resource_variables.items():
+        assert resource in by_ref, f"no Output for {resource} ({variable})"
+    assert "ApiUrl" in outputs
+    assert "execute-api" in outputs["ApiUrl"]["Value"]["Fn::Sub"]
+
+
 # ------------------------------------------ Lambda and API limits (issue 13 item 11, capacity)
 
 LOG_GROUP = "AWS::Logs::LogGroup"
