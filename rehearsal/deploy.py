@@ -25,30 +25,33 @@ SAM_SETUP = "run `make rehearse` (it sets up the SAM CLI in .venv-sam)"
 
 
 def build(template: dict[str, Any], work_dir: Path, name: str) -> Path:
-    """`sam build` of `template` (written as JSON next to its build); returns the build dir.
+    """`sam build` of `template` (written as JSON in `work_dir/name`); returns the build dir.
 
     Paths in the template stay relative to the repository (`--base-dir`), as in template.yaml.
+    Each build runs in its own directory, with its own build.toml, cache and dependency folders
+    (sam keeps these under the working directory and deletes the ones its last build did not
+    use): samconfig.toml turns the cache on, and one architecture must not evict the other's.
     """
     require(SAM, SAM_SETUP)
-    source = work_dir / f"{name}.template.json"
+    home = work_dir / name
+    home.mkdir(parents=True, exist_ok=True)
+    source = home / "template.json"
     source.write_text(json.dumps(template, indent=1), encoding="utf-8")
-    build_dir = work_dir / f"build-{name}"
+    build_dir = home / "build"
+    command: list[str | Path] = [
+        SAM, "build",
+        "--template-file", source,
+        "--base-dir", REPOSITORY,
+        "--build-dir", build_dir,
+        "--cache-dir", home / "cache",
+        "--config-file", SAM_CONFIG,
+    ]  # fmt: skip
     run_tool(
         f"sam build ({name})",
-        [
-            SAM,
-            "build",
-            "--template-file",
-            source,
-            "--base-dir",
-            ".",
-            "--build-dir",
-            build_dir,
-            "--config-file",
-            SAM_CONFIG,
-        ],
+        command,
         clean_environment({"SAM_CLI_TELEMETRY": "0"}),
-        work_dir / f"sam-build-{name}.log",
+        home / "sam-build.log",
+        cwd=home,
     )
     return build_dir
 

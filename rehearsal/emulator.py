@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +28,9 @@ from rehearsal.toolchain import (
 )
 
 LAUNCHER = REPOSITORY / "rehearsal" / "emulator_main.py"
+# ministack unpacks each function worker's code and layer (~75 MB) into its TMPDIR: in memory
+# where the machine offers it (on a busy disk, unpacking and deleting them took minutes).
+MEMORY_TMP = Path("/dev/shm")  # noqa: S108 - only the parent of a private mkdtemp directory
 START_TIMEOUT_S = 60.0
 SHIM_TAG = "[rehearsal-shim]"
 
@@ -44,6 +49,7 @@ class Emulator:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
+    _tmp: Path | None = None
 
     @property
     def endpoint(self) -> str:
@@ -52,6 +58,9 @@ class Emulator:
     def start(self) -> None:
         require(EMULATOR_PYTHON, "run `make rehearse` (it sets up .venv-rehearsal)")
         require(LAMBDA_PYTHON, "run `make rehearse` (it sets up .venv-rehearsal)")
+        self._tmp = Path(
+            tempfile.mkdtemp(prefix="rehearsal-", dir=MEMORY_TMP if MEMORY_TMP.is_dir() else None)
+        )
         # The functions inherit this environment (ministack adds the template's variables to it),
         # so it holds nothing of the developer's shell: a variable the template does not set
         # must be missing in the rehearsal as it is on AWS.
@@ -61,7 +70,7 @@ class Emulator:
                 "AUTH": "true",
                 "GATEWAY_PORT": str(self.port),
                 "BIND_HOST": "127.0.0.1",
-                "TMPDIR": str(self.log_path.parent),
+                "TMPDIR": str(self._tmp),
                 "REHEARSAL_LAMBDA_PYTHON": str(LAMBDA_PYTHON),
                 "REHEARSAL_LAMBDA_PYTHON_VERSION": self.lambda_python_version,
             }
@@ -118,3 +127,6 @@ class Emulator:
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None

@@ -33,6 +33,7 @@ SQS_BATCH_ACTIONS = {
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
 }
+FIRST_RUN_AFTER_S = 5
 PYTHON_RUNTIME = re.compile(r"^python(\d+\.\d+)$")
 
 
@@ -156,6 +157,29 @@ def _schedule_role_problem(iam: Any, evaluator: Any, role_arn: str, target_arn: 
     return None
 
 
+def shim_scheduler_first_run() -> None:
+    """rate() schedules first fire seconds after they exist, not a whole period later.
+
+    Only the timing differs: the schedule, its role and its target are the deployed ones. It
+    spares the rehearsal a minute's wait for the first sweep of `rate(1 minute)`.
+    """
+    from ministack.services import eventbridge, scheduler
+
+    original = scheduler._tick_schedules
+
+    def tick() -> None:
+        for key, schedule in list(scheduler._schedules._data.items()):
+            interval = eventbridge._parse_rate_seconds(schedule.get("ScheduleExpression", ""))
+            created = schedule.get("CreationDate")
+            if key in scheduler._schedule_last_fired or not interval:
+                continue
+            if isinstance(created, int | float):
+                scheduler._schedule_last_fired[key] = created - interval + FIRST_RUN_AFTER_S
+        original()
+
+    scheduler._tick_schedules = tick
+
+
 def source_arn_allowed(policy: dict[str, Any], source_arn: str) -> bool:
     """Whether a function's resource policy lets API Gateway invoke it for ``source_arn``."""
     for statement in _as_list(policy.get("Statement", [])):
@@ -226,6 +250,7 @@ SHIMS: tuple[Callable[[], None], ...] = (
     shim_lambda_runtime,
     shim_sqs_batch_permissions,
     shim_scheduler_role,
+    shim_scheduler_first_run,
     shim_api_invoke_permission,
 )
 

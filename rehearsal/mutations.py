@@ -49,9 +49,11 @@ def _statement_lists(document: dict[str, Any]) -> list[tuple[str, list[dict[str,
             found.append((name, properties["PolicyDocument"]["Statement"]))
         if resource["Type"] == FUNCTION:
             policies = properties.get("Policies") or []
-            for policy in policies if isinstance(policies, list) else [policies]:
-                if isinstance(policy, dict) and "Statement" in policy:
-                    found.append((name, policy["Statement"]))
+            found.extend(
+                (name, policy["Statement"])
+                for policy in (policies if isinstance(policies, list) else [policies])
+                if isinstance(policy, dict) and "Statement" in policy
+            )
     return found
 
 

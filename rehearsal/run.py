@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -170,7 +169,5 @@ def rehearse(options: Options) -> Report:
         _drive(options, stack, emulator, credentials, report)
     finally:
         emulator.stop()
-        for leftover in options.work_dir.glob("ministack-lambda-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
     report.lap("total", started)
     return report

@@ -56,14 +56,20 @@ def require(path: Path, how: str) -> None:
         raise RehearsalError("setup", f"{path.relative_to(REPOSITORY)} is missing: {how}")
 
 
-def run_tool(step: str, command: Sequence[str | Path], env: Mapping[str, str], log: Path) -> float:
+def run_tool(
+    step: str,
+    command: Sequence[str | Path],
+    env: Mapping[str, str],
+    log: Path,
+    cwd: Path = REPOSITORY,
+) -> float:
     """Run a command, its output to `log`; fail with the output's tail. Returns seconds taken."""
     started = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w", encoding="utf-8") as out:
         result = subprocess.run(  # noqa: S603 - our own tools, arguments built here
             [str(part) for part in command],
-            cwd=REPOSITORY,
+            cwd=cwd,
             env=dict(env),
             stdout=out,
             stderr=subprocess.STDOUT,
