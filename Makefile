@@ -36,7 +36,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench
+	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench rehearsal
 	@for f in $(FUNCTIONS); do echo "mypy $$f"; $(BIN)/mypy $$f || exit 1; done
 
 cfn-lint: setup

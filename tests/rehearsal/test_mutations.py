@@ -130,7 +130,7 @@ def test_a_schedule_role_that_may_not_invoke_fails_the_rehearsal(
     mutations.schedule_role_without_invoke(document)
     _lint_clean(mutations.save(build, document))
 
-    error = _rehearse_mutant(tmp_path, build, sweep_timeout_s=100.0)
+    error = _rehearse_mutant(tmp_path, build, sweep_timeout_s=60.0)
 
-    assert error.step == "scheduled sweep"
-    assert "is not allowed lambda:InvokeFunction" in error.message
+    # The refusal ends whichever step is waiting when the schedule first fires.
+    assert "is not allowed lambda:InvokeFunction (No matching Allow statement)" in error.message
