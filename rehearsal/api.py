@@ -21,31 +21,18 @@ class Answer:
 
 @dataclass(frozen=True)
 class ApiClient:
-    """Requests go to the emulator's port with the API's execute-api host name, as a client
-    of the real API Gateway sends them (the functions build URLs from that host)."""
-
-    endpoint: str  # http://127.0.0.1:PORT
-    api_id: str
+    base_url: str  # the API's base URL (rehearsal.gateway)
     token: str | None
 
-    @property
-    def host(self) -> str:
-        port = urllib.parse.urlsplit(self.endpoint).port
-        return f"{self.api_id}.execute-api.localhost:{port}"
-
-    @property
-    def path_url(self) -> str:
-        """The same API without a host name to resolve (ministack's path-based form)."""
-        return f"{self.endpoint}/_aws/execute-api/{self.api_id}"
-
     def with_token(self, token: str | None) -> ApiClient:
-        return ApiClient(self.endpoint, self.api_id, token)
+        return ApiClient(self.base_url, token)
 
     def call(self, method: str, path: str, body: Any = None, **query: str) -> Answer:
-        url = f"{self.endpoint}{path}"
+        """`path` is under the base URL, or an absolute URL the API answered with."""
+        url = path if path.startswith("http") else f"{self.base_url}{path}"
         if query:
             url += "?" + urllib.parse.urlencode(query)
-        headers = {"Host": self.host, "Accept": "application/json"}
+        headers = {"Accept": "application/json"}
         if self.token is not None:
             headers["Authorization"] = f"Bearer {self.token}"
         data = None

@@ -124,10 +124,19 @@ class Journey:
             found: dict[str, Any] = current.get("job", current)
             return found if found["status"] in TERMINAL else None
 
+        events_url = str(job.get("events_url", ""))
+        if not events_url.startswith(f"{self.api.base_url}/"):
+            raise self._fail(step, f"events_url {events_url!r} is not under {self.api.base_url}")
         done = self._wait(step, finished, JOB_TIMEOUT_S, f"job {job['job_id']} finishing")
         if done["status"] != "succeeded":
             raise self._fail(step, f"job ended {done['status']}: {json.dumps(done)[:500]}")
-        self.say(f"ok   POST /jobs 202, replay 200; the worker ran {job['job_id']} to succeeded")
+        page = self._expect(step, self.api.call("GET", events_url), 200)
+        if page.get("job_id") != job["job_id"]:
+            raise self._fail(step, f"following events_url answered {page}")
+        self.say(
+            f"ok   POST /jobs 202, replay 200; the worker ran {job['job_id']} to succeeded; "
+            "its events_url answers"
+        )
         return str(job["job_id"])
 
     def page_and_ack(self, job_id: str) -> None:

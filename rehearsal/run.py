@@ -12,6 +12,7 @@ from jobstream_local.template import Template
 from rehearsal import deploy, emulator_main, plugins
 from rehearsal.api import ApiClient
 from rehearsal.emulator import Emulator
+from rehearsal.gateway import serve_api
 from rehearsal.journey import Journey
 from rehearsal.logs import FunctionLogs
 from rehearsal.plan import (
@@ -116,6 +117,10 @@ def _deploy(options: Options, built: Path, emulator: Emulator, overrides: dict[s
             f"SAM's OpenAPI body; created them from it ({len(created)}): {created}"
         )
         options.say(f"shim created {len(created)} HTTP API routes from the processed template")
+    report.shims.append(
+        "HTTP API address: served on its own port through a proxy that keeps the client's Host "
+        "and adds X-Forwarded-Proto/-For as API Gateway does (rehearsal/gateway.py)"
+    )
     if options.after_deploy is not None:
         options.after_deploy(stack)
     return stack
@@ -125,8 +130,8 @@ def _drive(options: Options, stack: Stack, emulator: Emulator, credentials: Cred
            report: Report) -> None:  # fmt: skip
     deployed_at = time.monotonic()
     logs = FunctionLogs(stack.client("logs"), stack.function_names())
-    api = ApiClient(emulator.endpoint, stack.api_id(), credentials.token_a)
-    with receiver() as callbacks:
+    with serve_api(emulator.endpoint, stack.api_id()) as base_url, receiver() as callbacks:
+        api = ApiClient(base_url, credentials.token_a)
         Journey(
             api=api,
             stack=stack,
@@ -139,12 +144,12 @@ def _drive(options: Options, stack: Stack, emulator: Emulator, credentials: Cred
             sweep_timeout_s=options.sweep_timeout_s,
             say=options.say,
         ).run()
-    report.lap("journey", deployed_at)
-    if options.suites:
-        for outcome in plugins.run_suites(
-            api.path_url, credentials.token_a, credentials.token_b, options.work_dir
-        ):
-            options.say(f"--   {outcome}")
+        report.lap("journey", deployed_at)
+        if options.suites:
+            for outcome in plugins.run_suites(
+                base_url, credentials.token_a, credentials.token_b, options.work_dir
+            ):
+                options.say(f"--   {outcome}")
     failures = [f.short() for f in logs.failures()] + emulator.shim_lines()
     if failures:
         raise RehearsalError("logs", "errors during the rehearsal:\n" + "\n".join(failures))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobstream_local.template import TEMPLATE, Template
-from rehearsal import deploy, emulator_main, mutations
+from rehearsal import deploy, emulator_main, gateway, mutations, plugins
 from rehearsal.logs import explain, is_failure
 from rehearsal.plan import (
     Credentials,
@@ -327,3 +327,102 @@ def test_dropping_a_layer_package_removes_the_package_and_its_metadata(tmp_path:
     ]
     with pytest.raises(mutations.MutationError):
         mutations.drop_layer_package(tmp_path, "pydantic")
+
+
+class _FakeCli:
+    """Stands in for `python -m jobstream_cli`: which commands exist, what they exit with."""
+
+    def __init__(self, commands: dict[str, int]) -> None:
+        self.commands = commands
+        self.calls: list[list[str]] = []
+
+    def __call__(self, arguments: list[str], log: Path | None = None) -> Any:
+        import subprocess
+
+        self.calls.append(arguments)
+        known = arguments[0] in self.commands
+        code = 0 if known and arguments[1:] == ["--help"] else self.commands.get(arguments[0], 2)
+        if log is not None:
+            log.write_text("output\n", encoding="utf-8")
+        return subprocess.CompletedProcess(arguments, code, "the suite's last line\n", "")
+
+
+def test_suites_the_cli_lacks_are_reported_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = _FakeCli({})
+    monkeypatch.setattr(plugins, "_cli", cli)
+
+    outcomes = plugins.run_suites("http://127.0.0.1:1", "ta", "tb", tmp_path)
+
+    assert outcomes == [
+        "`jobstream smoke` is not in the CLI yet: not run",
+        "`jobstream conformance` is not in the CLI yet: not run",
+    ]
+    assert cli.calls == [["smoke", "--help"], ["conformance", "--help"]]
+
+
+def test_suites_run_against_the_rehearsal_api_with_both_tenants(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = _FakeCli({"smoke": 0, "conformance": 0})
+    monkeypatch.setattr(plugins, "_cli", cli)
+
+    outcomes = plugins.run_suites("http://127.0.0.1:1", "ta", "tb", tmp_path)
+
+    assert [o.split(" (")[0] for o in outcomes] == [
+        "`jobstream smoke` passed",
+        "`jobstream conformance` passed",
+    ]
+    assert ["smoke", "--url", "http://127.0.0.1:1", "--token", "ta"] in cli.calls
+    assert [
+        "conformance", "--url", "http://127.0.0.1:1", "--token", "ta", "--token-b", "tb"
+    ] in cli.calls  # fmt: skip
+
+
+def test_a_failing_suite_fails_the_rehearsal_with_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(plugins, "_cli", _FakeCli({"smoke": 0, "conformance": 1}))
+
+    with pytest.raises(RehearsalError, match="the suite's last line") as failure:
+        plugins.run_suites("http://127.0.0.1:1", "ta", "tb", tmp_path)
+    assert failure.value.step == "jobstream conformance"
+
+
+def test_the_api_proxy_keeps_the_clients_host_and_says_http(tmp_path: Path) -> None:
+    import json
+    import threading
+    import urllib.request
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Echo(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["content-length"]))
+            answer = json.dumps(
+                {"path": self.path, "headers": dict(self.headers), "body": body.decode()}
+            ).encode()
+            self.send_response(201)
+            self.send_header("content-length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *_: Any) -> None:
+            return
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    try:
+        with gateway.serve_api(f"http://127.0.0.1:{upstream.server_address[1]}", "abc") as base:
+            request = urllib.request.Request(f"{base}/jobs?x=1", data=b"{}", method="POST")
+            with urllib.request.urlopen(request, timeout=10) as response:
+                status, echoed = response.status, json.load(response)
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
+
+    assert status == 201
+    assert echoed["path"] == "/_aws/execute-api/abc/jobs?x=1"
+    assert echoed["headers"]["Host"] == base.removeprefix("http://")
+    assert echoed["headers"]["X-Forwarded-Proto"] == "http"
+    assert echoed["body"] == "{}"
