@@ -5,8 +5,6 @@ Numbers, not assertions: the report goes to docs/performance.md and to stdout.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import statistics
 import subprocess
@@ -18,6 +16,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.billing import BillingMeter
+from bench.cost import JobCost, measure_costs, report_lines, table_from_template
 from bench.end_to_end import Throughput, throughput
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -40,37 +40,32 @@ for variable in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
 
 @dataclass
 class Meter:
-    """Counts DynamoDB calls and the capacity they report, through botocore's event hooks."""
+    """Counts DynamoDB and SQS calls, and bills DynamoDB's units by AWS's rules (bench.billing:
+    moto's own capacity figures are constants)."""
 
+    billing: BillingMeter
     calls: list[str] = field(default_factory=list)
-    read_units: float = 0.0
-    write_units: float = 0.0
 
-    def after_call(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
+    def after_call(self, model: Any, **_: Any) -> None:
         self.calls.append(model.name)
-        consumed = parsed.get("ConsumedCapacity")
-        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
-            self.read_units += float(entry.get("ReadCapacityUnits", 0) or 0)
-            self.write_units += float(entry.get("WriteCapacityUnits", 0) or 0)
-            total = float(entry.get("CapacityUnits", 0) or 0)
-            if not entry.get("ReadCapacityUnits") and not entry.get("WriteCapacityUnits"):
-                # Some operations report only a total.
-                if model.name in {"GetItem", "BatchGetItem", "Query"}:
-                    self.read_units += total
-                else:
-                    self.write_units += total
 
-    def before_call(self, model: Any, params: dict[str, Any], **_: Any) -> None:
-        # moto reports no capacity for transactions; DynamoDB bills 2 WCU per item per KB.
-        if model.name == "TransactWriteItems":
-            for entry in params.get("TransactItems", []):
-                (operation,) = entry.values()
-                size = len(json.dumps(operation.get("Item") or operation.get("Key")))
-                self.write_units += 2 * math.ceil(size / 1024)
+    def attach(self, dynamodb: Any, sqs: Any | None = None) -> None:
+        self.billing.attach(dynamodb)
+        dynamodb.meta.events.register("after-call.dynamodb", self.after_call)
+        if sqs is not None:
+            sqs.meta.events.register("after-call.sqs", self.after_call)
+
+    @property
+    def read_units(self) -> float:
+        return self.billing.bill.read_units
+
+    @property
+    def write_units(self) -> float:
+        return self.billing.bill.write_units
 
     def reset(self) -> None:
         self.calls.clear()
-        self.read_units = self.write_units = 0.0
+        self.billing.bill.reset()
 
 
 @dataclass
@@ -126,6 +121,8 @@ def operations() -> list[Row]:
             table_name="bench-jobs",
             api_tokens=parse_api_tokens("bench=bench-token"),
             targets_path=DEFAULT_TARGETS_FILE,
+            # Both queues, as deployed: admission hands off to each after its commit.
+            work_queue_url=queues["WorkQueue"]["Ref"],
             callback_queue_url=queues["CallbackQueue"]["Ref"],
             callback_dead_letter_url=queues["CallbackDeadLetterQueue"]["Ref"],
         )
@@ -136,10 +133,8 @@ def operations() -> list[Row]:
             resolver=lambda _host, _port: ["93.184.215.14"],
             poster=lambda _target, _body, _headers, _timeout: HttpResult(204, "", None),
         )
-        meter = Meter()
-        dynamodb_client().meta.events.register("after-call.dynamodb", meter.after_call)
-        dynamodb_client().meta.events.register("before-parameter-build.dynamodb", meter.before_call)
-        sqs_client().meta.events.register("after-call.sqs", meter.after_call)
+        meter = Meter(BillingMeter(table_from_template(Template.load(), "bench-jobs"), client))
+        meter.attach(dynamodb_client(), sqs_client())
 
         def task(key: str) -> dict[str, Any]:
             return {
@@ -288,8 +283,8 @@ def sweep_rows() -> list[Row]:
                     "params": {},
                 }
                 admission.submit(rt, "bench", task, None)
-            meter = Meter()
-            dynamodb_client().meta.events.register("after-call.dynamodb", meter.after_call)
+            meter = Meter(BillingMeter(table_from_template(Template.load(), table), client))
+            meter.attach(dynamodb_client())
             rows.append(
                 measure(meter, f"sweep: 5 open jobs, {finished} finished", partial(sweep, rt))
             )
@@ -466,18 +461,22 @@ def cold_imports() -> list[tuple[str, float, float]]:
 
 
 def report(
-    rows: list[Row], imports: list[tuple[str, float, float]], flows: list[Throughput]
+    rows: list[Row],
+    costs: list[JobCost],
+    imports: list[tuple[str, float, float]],
+    flows: list[Throughput],
 ) -> str:
     lines = [
         "# Performance",
         "",
-        "Written by `make bench` (numbers, not assertions). DynamoDB calls are counted with",
-        "botocore event hooks against moto in-process, so call counts and request shapes are",
-        "exact. Capacity units are what moto reports, except transactions, for which moto reports",
-        "none and the units are estimated as DynamoDB bills them (2 WCU per item per started KB).",
-        "Milliseconds are moto's own: moto scans a whole partition per query, so its times grow",
-        "with the events stored; DynamoDB's key-range queries do not (see the capacity columns).",
+        "Written by `make bench` (numbers, not assertions; it rewrites this file). DynamoDB and",
+        "SQS calls are counted with botocore event hooks against moto in-process, so call counts",
+        "and request shapes are exact. Capacity units are billed by DynamoDB's own rules applied",
+        "to the items really written and read (`bench/billing.py`; moto's own figures are",
+        "constants): transactions x2, index writes by projection, strongly consistent reads 1",
+        "unit per 4 KB. Milliseconds are moto's own and measure nothing about AWS.",
         "",
+        *report_lines(costs),
         "## DynamoDB per operation",
         "",
         "| operation | calls | which | read units | write units | ms (median) |",
@@ -527,11 +526,13 @@ def report(
 def main() -> int:
     print("measuring DynamoDB calls per operation...", flush=True)
     rows = operations() + sweep_rows()
+    print("measuring what one job costs...", flush=True)
+    costs = measure_costs()
     print("measuring cold imports...", flush=True)
     imports = cold_imports()
     print("measuring end-to-end throughput through the local stack...", flush=True)
     flows = throughput()
-    text = report(rows, imports, flows)
+    text = report(rows, costs, imports, flows)
     REPORT.parent.mkdir(exist_ok=True)
     REPORT.write_text(text, encoding="utf-8")
     print(text)

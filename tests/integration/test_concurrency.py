@@ -107,3 +107,93 @@ def test_racing_acks_end_at_the_furthest(rt: Runtime, api: Api, clock: Clock) ->
     record = rt.store.get_job(job_id)
     assert record is not None
     assert record.ack_sequence == 2
+
+
+def _terminal_snapshots_are_terminal(page: dict[str, Any]) -> list[str]:
+    """The terminal events of a page whose embedded job is not the job they end."""
+    ends = {"job.succeeded": "succeeded", "job.failed": "failed", "job.cancelled": "cancelled"}
+    stale = []
+    for event in page["events"]:
+        status = ends.get(event["type"])
+        if status is None:
+            continue
+        payload = event["payload"]
+        if payload["job"]["status"] != status or (
+            status == "succeeded" and payload["result"] is None
+        ):
+            stale.append(f"{event['type']} shows {payload['job']['status']}")
+    return stale
+
+
+def test_a_page_read_across_a_completion_shows_the_terminal_job(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobstream.jobtypes.runner import Outcome
+    from jobstream.service import execution
+
+    job_id = api_submit(rt)
+    events_after = rt.store.events_after
+    landed: list[str] = []
+
+    def completion_lands_between_the_reads(*args: Any) -> Any:
+        # The page has read the job (queued); the worker claims and completes before the query.
+        if not landed:
+            claimed = execution.claim(rt, job_id, "worker-1")
+            assert claimed is not None
+            result = {"candidates": [], "scanned": 3}
+            landed.append(execution.complete(rt, claimed, "worker-1", Outcome(result=result)))
+        return events_after(*args)
+
+    monkeypatch.setattr(rt.store, "events_after", completion_lands_between_the_reads)
+    page = stream.events_page(rt, "acme", job_id, {}, None)
+    assert landed == ["succeeded"]
+    assert [event["type"] for event in page["events"]] == [
+        "job.accepted",
+        "job.started",
+        "job.succeeded",
+    ]
+    assert _terminal_snapshots_are_terminal(page) == []
+    assert page["events"][-1]["payload"]["result"] == {"candidates": [], "scanned": 3}
+    assert page["unacked"] == 3
+
+
+def test_concurrent_readers_never_see_a_stale_terminal_job(rt: Runtime) -> None:
+    """Readers page the stream while the worker runs the job: every terminal event they see,
+    on any page, carries its terminal job (the consumer keeps the first copy of each event)."""
+    from jobstream.service import execution
+
+    job_ids = [api_submit(rt, key=f"stale-{index}") for index in range(3)]
+    stale: list[str] = []
+    done = threading.Event()
+
+    def read_until_done() -> int:
+        pages = 0
+        while not done.is_set():
+            for job_id in job_ids:
+                stale.extend(
+                    _terminal_snapshots_are_terminal(
+                        stream.events_page(rt, "acme", job_id, {}, None)
+                    )
+                )
+                pages += 1
+        return pages
+
+    with ThreadPoolExecutor(max_workers=RACERS + 1) as pool:
+        readers = [pool.submit(read_until_done) for _ in range(RACERS)]
+        try:
+            for job_id in job_ids:
+                assert execution.execute(rt, job_id) == "succeeded"
+        finally:
+            done.set()
+        pages = sum(reader.result() for reader in readers)
+    assert pages > 0
+    assert stale == []
+
+
+def api_submit(rt: Runtime, key: str = "stale-page") -> str:
+    task = canonical_task(idempotency_key=key, callback_url=None)
+    task["params"] = {"query": {"tags": ["botefuku"]}}
+    status, body = admission.submit(rt, "acme", task, None)
+    assert status == 202
+    job_id: str = body["job"]["job_id"]
+    return job_id

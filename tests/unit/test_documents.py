@@ -944,30 +944,3 @@ def test_list_query_bad_status(values: list[str]) -> None:
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.detail == {"field": "status"}
     validate_error(error.body())
-
-
-def test_a_page_never_counts_fewer_unacked_than_it_shows() -> None:
-    """The job row is read before the events query; a worker may append in between."""
-    from jobstream.domain import JobRecord, StoredEvent
-    from jobstream.protocol.documents import event_page
-
-    record = JobRecord(
-        job_id="job_x",
-        tenant="t",
-        job_type="candidate_search",
-        idempotency_key="k",
-        params={},
-        params_canonical="{}",
-        target_id="t1",
-        work_type="illustration",
-        status="queued",
-        created_at=1,
-        updated_at=1,
-        event_count=1,
-        last_event_at=1,
-    )
-    events = [
-        StoredEvent("job_x", 1, "job.requested", 1),
-        StoredEvent("job_x", 2, "job.execution_started", 2),
-    ]
-    assert event_page(record, events, has_more=False, now=3)["unacked"] == 2

@@ -146,7 +146,8 @@ def event_page(
     now: int,
     base_url: str | None = None,
 ) -> dict[str, Any]:
-    """An EventPage; `next_after` only when another page exists."""
+    """An EventPage; `next_after` only when another page exists. `record` must be at least as
+    new as every event on the page (its terminal events embed it, its counts bound them)."""
     documents = [
         document
         for event in events
@@ -155,10 +156,7 @@ def event_page(
     page: dict[str, Any] = {"job_id": record.job_id, "events": documents}
     if has_more and documents:
         page["next_after"] = documents[-1]["event_id"]
-    # The job was read before its events: a writer may have appended since, and the page must
-    # never show more events than it counts.
-    newest = max((event.sequence for event in events), default=0)
-    page["unacked"] = max(0, max(record.event_count, newest) - record.ack_sequence)
+    page["unacked"] = unacked_count(record)
     page["server_time"] = now
     return page
 

@@ -108,6 +108,11 @@ def events_page(
         events, has_more = rt.store.events_after(record.job_id, start, documents.PAGE_SIZE)
     else:
         events, has_more = _events_after_id(rt, record, after)
+    if events and events[-1].sequence > record.event_count:
+        # A writer appended after the job was read. An event commits in one transaction with
+        # its job's update, so the job read now is at least as new as every event on the page:
+        # a terminal event always shows its terminal job.
+        record = rt.store.get_job(record.job_id) or record
     return documents.event_page(
         record, events, has_more=has_more, now=rt.clock(), base_url=base_url
     )

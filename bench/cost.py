@@ -1,0 +1,255 @@
+"""What one job costs on AWS: its DynamoDB units by AWS's billing rules, its SQS requests, and
+the price of a million such jobs.
+
+A job's life as a consumer lives it: admitted with a callback URL, run by the worker, its events
+each delivered by callback, its stream paged once (`unacked=1`) and acknowledged once through
+the last event. The services run for real against moto in-process; `bench.billing` bills every
+DynamoDB request by the items it really wrote and read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from bench.billing import Bill, BillingMeter, Table
+
+# Assumed list prices, us-east-1, on-demand, as published; dated so that a reader can check them.
+PRICES_AS_OF: Final = "2026-12-03"
+WRITE_UNIT: Final = "DynamoDB write request unit"
+READ_UNIT: Final = "DynamoDB read request unit"
+PRICE_PER_MILLION: Final[dict[str, float]] = {
+    WRITE_UNIT: 0.625,
+    READ_UNIT: 0.125,
+    "SQS request (standard, per 64 KB chunk)": 0.40,
+    "Lambda request": 0.20,
+    "HTTP API request": 1.00,
+}
+# Lambda compute, arm64, per GB-second.
+LAMBDA_GB_SECOND: Final = 0.0000133334
+
+
+@dataclass(frozen=True)
+class JobCost:
+    scenario: str
+    candidates: int
+    bill: Bill
+    events: int
+    callbacks: int
+    http_requests: int
+    lambda_invocations: int
+
+    @property
+    def sqs_requests(self) -> int:
+        return sum(count for name, count in self.bill.requests.items() if name.startswith("sqs:"))
+
+    def dollars_per_million(self) -> dict[str, float]:
+        """The price of one million such jobs, by line (compute time is not included)."""
+        return {
+            "DynamoDB writes": self.bill.write_units
+            * PRICE_PER_MILLION["DynamoDB write request unit"],
+            "DynamoDB reads": self.bill.read_units
+            * PRICE_PER_MILLION["DynamoDB read request unit"],
+            # Each message is sent, received and deleted once: the receive and delete are the
+            # event source mapping's (one per batch; counted per message, the worst case).
+            "SQS": 3
+            * self.sqs_sends
+            * PRICE_PER_MILLION["SQS request (standard, per 64 KB chunk)"],
+            "Lambda requests": self.lambda_invocations * PRICE_PER_MILLION["Lambda request"],
+            "HTTP API": self.http_requests * PRICE_PER_MILLION["HTTP API request"],
+        }
+
+    @property
+    def sqs_sends(self) -> int:
+        return sum(
+            count
+            for name, count in self.bill.requests.items()
+            if name in {"sqs:SendMessage", "sqs:SendMessageBatch"}
+        )
+
+
+def job_lifetime_costs(rt: Any, meter: BillingMeter, poster_log: list[str]) -> list[JobCost]:
+    """The 1-candidate and the 20-candidate job, each measured over its whole life."""
+    return [
+        _one_job(rt, meter, poster_log, "1-candidate result", {"target_id": "demo-illustration"}),
+        _one_job(
+            rt,
+            meter,
+            poster_log,
+            "20-candidate result",
+            {
+                "target_id": "demo-illustration",
+                "query": {"tags": ["landscape"]},
+                "constraints": {"limit": 20, "scan_limit": 200},
+            },
+        ),
+    ]
+
+
+def _one_job(
+    rt: Any, meter: BillingMeter, poster_log: list[str], scenario: str, params: Mapping[str, Any]
+) -> JobCost:
+    from jobstream.queue import message_body
+    from jobstream.service import admission, stream
+    from jobstream.service.callbacks import handle_message
+    from jobstream.service.execution import execute
+    from jobstream.store.callbacks import IntentRef
+
+    meter.bill.reset()
+    poster_log.clear()
+    task = {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": f"cost-{scenario}",
+        # As the real consumer sends them: a correlation id and a few short labels.
+        "correlation_id": "review-chain:135",
+        "labels": {"origin": "moderation", "tenant": "bot1"},
+        "callback_url": "https://consumer.example.test/events",
+        "params": dict(params),
+    }
+    status, body = admission.submit(rt, "bench", task, None)
+    _expect(status == 202, "admission")
+    job_id = body["job"]["job_id"]
+    _expect(execute(rt, job_id) == "succeeded", "the job runs to succeeded")
+    record = rt.store.get_job(job_id)
+    events = record.event_count
+    for sequence in range(1, events + 1):
+        handle_message(rt, message_body(IntentRef(job_id, sequence)), "receipt")
+    _expect(len(poster_log) == events, "every event is delivered by callback")
+    page = stream.events_page(rt, "bench", job_id, {"unacked": ["1"]}, None)
+    _expect(len(page["events"]) == events, "the page holds every event")
+    ack = stream.acknowledge(
+        rt, "bench", job_id, {"ack_through": page["events"][-1]["event_id"]}, None
+    )
+    _expect(ack["unacked"] == 0, "the ack moves the cursor to the end")
+    job = rt.store.get_job(job_id)
+    candidates = len((job.result or {}).get("candidates", []))
+    return JobCost(
+        scenario=scenario,
+        candidates=candidates,
+        bill=_copy(meter.bill),
+        events=events,
+        callbacks=len(poster_log),
+        # POST /jobs, GET events, POST ack.
+        http_requests=3,
+        # Three HTTP functions, one worker run, one callback invocation per event.
+        lambda_invocations=3 + 1 + events,
+    )
+
+
+def _copy(bill: Bill) -> Bill:
+    return Bill(
+        table_write_units=bill.table_write_units,
+        index_write_units=dict(bill.index_write_units),
+        read_units=bill.read_units,
+        requests=dict(bill.requests),
+    )
+
+
+def _expect(holds: bool, what: str) -> None:
+    if not holds:
+        raise RuntimeError(f"bench: {what} did not happen; the cost measured would be wrong")
+
+
+def table_from_template(template: Any, name: str) -> Table:
+    (properties,) = template.resources_of_type("AWS::DynamoDB::Table").values()
+    return Table.from_template(name, properties)
+
+
+def measure_costs() -> list[JobCost]:
+    """Both jobs' lives against moto in-process, billed."""
+    import boto3
+    from moto import mock_aws
+
+    from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings, parse_api_tokens
+    from jobstream.delivery.http import HttpResult
+    from jobstream.queue import sqs_client
+    from jobstream.service.runtime import Runtime
+    from jobstream.store.client import dynamodb_client
+    from jobstream.store.jobs import JobStore
+    from jobstream_local.moto_patches import patch_moto
+    from jobstream_local.resources import create_queues, create_tables
+    from jobstream_local.template import Template
+
+    patch_moto()
+    posted: list[str] = []
+
+    def receiver(_target: Any, body: bytes, _headers: Any, _timeout: float) -> HttpResult:
+        posted.append(body.decode("utf-8"))
+        return HttpResult(204, "", None)
+
+    with mock_aws():
+        dynamodb_client.cache_clear()
+        sqs_client.cache_clear()
+        template = Template.load()
+        create_tables(template, boto3.client("dynamodb"), name_for=lambda _: "cost-jobs")
+        queues = create_queues(template, boto3.client("sqs"), name_for=lambda n: f"cost-{n}")
+        settings = Settings(
+            table_name="cost-jobs",
+            api_tokens=parse_api_tokens("bench=bench-token"),
+            targets_path=DEFAULT_TARGETS_FILE,
+            work_queue_url=queues["WorkQueue"]["Ref"],
+            callback_queue_url=queues["CallbackQueue"]["Ref"],
+            callback_dead_letter_url=queues["CallbackDeadLetterQueue"]["Ref"],
+        )
+        rt = Runtime(
+            settings=settings,
+            store=JobStore("cost-jobs"),
+            resolver=lambda _host, _port: ["93.184.215.14"],
+            poster=receiver,
+        )
+        meter = BillingMeter(table_from_template(template, "cost-jobs"), boto3.client("dynamodb"))
+        meter.attach(dynamodb_client())
+        meter.attach(sqs_client(), "sqs")
+        return job_lifetime_costs(rt, meter, posted)
+
+
+def report_lines(costs: list[JobCost]) -> list[str]:
+    lines = [
+        "## What one job costs",
+        "",
+        "One job as a consumer lives it: admitted with a `callback_url`, run, every event",
+        "delivered by callback, its stream paged once (`unacked=1`) and acknowledged once.",
+        "Units by DynamoDB's billing rules applied to the items really written and read",
+        "(`bench/billing.py`: transactions x2, index writes by projection, strongly consistent",
+        "reads 1 unit per 4 KB).",
+        "",
+        (
+            "| job | events | DynamoDB calls | table write units | index write units | "
+            "write units | read units | SQS sends |"
+        ),
+        "|---|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for cost in costs:
+        calls = sum(n for name, n in cost.bill.requests.items() if name.startswith("dynamodb:"))
+        by_index = ", ".join(
+            f"{name} {units:g}" for name, units in sorted(cost.bill.index_write_units.items())
+        )
+        lines.append(
+            f"| {cost.scenario} | {cost.events} | {calls} | {cost.bill.table_write_units:g} | "
+            f"{sum(cost.bill.index_write_units.values()):g} ({by_index or '-'}) | "
+            f"{cost.bill.write_units:g} | {cost.bill.read_units:g} | {cost.sqs_sends} |"
+        )
+    lines += [
+        "",
+        f"### Per million jobs (list prices, us-east-1, assumed as of {PRICES_AS_OF})",
+        "",
+        "| job | " + " | ".join(costs[0].dollars_per_million()) + " | total |",
+        "|---|" + "---:|" * (len(costs[0].dollars_per_million()) + 1),
+    ]
+    for cost in costs:
+        lines_by = cost.dollars_per_million()
+        lines.append(
+            f"| {cost.scenario} | "
+            + " | ".join(f"${value:,.2f}" for value in lines_by.values())
+            + f" | ${sum(lines_by.values()):,.2f} |"
+        )
+    prices = ", ".join(f"{name} ${price}" for name, price in PRICE_PER_MILLION.items())
+    lines += [
+        "",
+        f"Prices per million: {prices}. Lambda compute time, storage and logs are not in the",
+        "table (they depend on memory, duration and retention, not on the design's writes).",
+        "",
+    ]
+    return lines
