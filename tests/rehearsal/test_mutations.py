@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,39 +59,45 @@ def _rehearse_mutant(
     return failure.value
 
 
-def test_a_missing_iam_permission_fails_the_rehearsal(tmp_path: Path, host_build: Path) -> None:
+def _template_mutant(
+    tmp_path: Path, host_build: Path, mutate: Callable[[dict[str, Any]], str]
+) -> RehearsalError:
+    """Mutate the built template, show cfn-lint accepts it, and rehearse it."""
     build = mutations.copy_build(host_build, tmp_path / "build")
     document = mutations.load(build)
-    mutations.drop_permission(document, "sqs:SendMessage")
+    print(mutate(document))
     _lint_clean(mutations.save(build, document))
+    return _rehearse_mutant(tmp_path, build)
 
-    error = _rehearse_mutant(tmp_path, build)
+
+def test_a_missing_iam_permission_fails_the_rehearsal(tmp_path: Path, host_build: Path) -> None:
+    error = _template_mutant(
+        tmp_path,
+        host_build,
+        lambda document: mutations.drop_permission(document, "sqs:SendMessage"),
+    )
 
     assert error.step == "submit, worker runs it"
     assert "is not authorized to perform: sqs:SendMessage" in error.message
 
 
 def test_a_wrong_handler_path_fails_the_rehearsal(tmp_path: Path, host_build: Path) -> None:
-    build = mutations.copy_build(host_build, tmp_path / "build")
-    document = mutations.load(build)
-    mutations.break_handler(document, "GET /capabilities")
-    _lint_clean(mutations.save(build, document))
-
-    error = _rehearse_mutant(tmp_path, build)
+    error = _template_mutant(
+        tmp_path,
+        host_build,
+        lambda document: mutations.break_handler(document, "GET /capabilities"),
+    )
 
     assert error.step == "GET /capabilities"
-    assert "app_renamed" in error.message
+    assert "No module named 'app_renamed'" in error.message
 
 
 def test_an_environment_variable_the_template_does_not_set_fails_the_rehearsal(
     tmp_path: Path, host_build: Path
 ) -> None:
-    build = mutations.copy_build(host_build, tmp_path / "build")
-    document = mutations.load(build)
-    mutations.drop_variable(document, "JOBSTREAM_TABLE")
-    _lint_clean(mutations.save(build, document))
-
-    error = _rehearse_mutant(tmp_path, build)
+    error = _template_mutant(
+        tmp_path, host_build, lambda document: mutations.drop_variable(document, "JOBSTREAM_TABLE")
+    )
 
     assert error.step == "GET /capabilities"
     assert "JOBSTREAM_TABLE is required" in error.message
@@ -125,12 +132,7 @@ def test_a_route_api_gateway_may_not_invoke_fails_the_rehearsal(
 def test_a_schedule_role_that_may_not_invoke_fails_the_rehearsal(
     tmp_path: Path, host_build: Path
 ) -> None:
-    build = mutations.copy_build(host_build, tmp_path / "build")
-    document = mutations.load(build)
-    mutations.schedule_role_without_invoke(document)
-    _lint_clean(mutations.save(build, document))
-
-    error = _rehearse_mutant(tmp_path, build, sweep_timeout_s=60.0)
+    error = _template_mutant(tmp_path, host_build, mutations.schedule_role_without_invoke)
 
     # The refusal ends whichever step is waiting when the schedule first fires.
     assert "is not allowed lambda:InvokeFunction (No matching Allow statement)" in error.message
