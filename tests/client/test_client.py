@@ -290,11 +290,15 @@ def test_follow_pages_resumes_after_a_crash_from_the_last_acked_page(
     client = client_for(producer.url, sleeps)
     job_id = finished(client, "k-pages-resume")
     handled: list[str] = []
-    with pytest.raises(RuntimeError):
+
+    def consumer_that_crashes_on_its_second_page() -> None:
         for page in client.follow_pages(job_id):
             if handled:
-                raise RuntimeError("crashed while handling the second page")
-            handled += [event.type for event in page.events]
+                raise RuntimeError("crashed while handling")
+            handled.extend(event.type for event in page.events)
+
+    with pytest.raises(RuntimeError):
+        consumer_that_crashes_on_its_second_page()
     resumed = [event.type for page in client.follow_pages(job_id) for event in page.events]
     assert (handled, resumed) == (["job.accepted", "job.started"], ["job.succeeded"])
 
@@ -373,9 +377,18 @@ def test_a_dropped_connection_is_retried_and_a_submit_stays_one_job(
 
 def test_an_unreachable_producer_is_a_transport_error(sleeps: Sleeps) -> None:
     client = client_for("http://127.0.0.1:9", sleeps, retry=RetryPolicy(attempts=2))
-    with pytest.raises(TransportError, match="connection refused"):
+    with pytest.raises(TransportError, match="connection refused") as raised:
         client.capabilities()
     assert len(sleeps) == 1
+    assert raised.value.refused  # nothing listens there (a stopped server)
+
+
+def test_a_dropped_connection_is_not_a_refused_one(producer: FakeProducer, sleeps: Sleeps) -> None:
+    producer.script.append(Canned(drop=True))
+    client = client_for(producer.url, sleeps, retry=RetryPolicy(attempts=1))
+    with pytest.raises(TransportError) as raised:
+        client.capabilities()
+    assert not raised.value.refused
 
 
 def test_redirects_are_not_followed(client: Client, producer: FakeProducer) -> None:
