@@ -32,7 +32,10 @@ pytestmark = pytest.mark.stack
 README = REPOSITORY / "README.md"
 README_URL = "http://127.0.0.1:3000"
 STARTS_THE_STACK = "make run"
-NOT_RUN = {"make test": "the suite this test belongs to (it would run itself)"}
+NOT_RUN = {
+    "make test": "the suite this test belongs to (it would run itself)",
+    "make rehearse": "a deployment to an emulator of its own (minutes), a target of its own",
+}
 SWEEP_INTERVAL_S = 0.5
 
 
