@@ -22,7 +22,7 @@ import pytest
 from jobstream.delivery.http import HttpResult
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import Reason
-from jobstream.protocol.events import TERMINAL_KINDS, EventKind, event_id, parse_event_id
+from jobstream.protocol.events import TERMINAL_KINDS, EventKind, event_id
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.liveness import expire
 from jobstream.service.retention import expiry_of
@@ -33,6 +33,7 @@ from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import StaleJobError
 from tests.conftest import REFERENCE_TARGETS
 from tests.integration.test_conformance_jobs import FOUR_TARGETS
+from tests.support.event_ids import parse_event_id
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import mark_running, set_job_attributes, whole_table
 from tests.support.validation import validate_error

@@ -14,7 +14,6 @@ import pytest
 
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import ProtocolError
-from jobstream.protocol.events import parse_event_id
 from jobstream.protocol.pages import MAX_RESPONSE_BYTES
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.dead_letters import list_dead
@@ -29,6 +28,7 @@ from jobstream.store.budgets import (
 from jobstream.store.callbacks import IntentRef
 from jobstream.store.item_size import MAX_ITEM_BYTES, item_size
 from tests.integration.test_callbacks import drain
+from tests.support.event_ids import parse_event_id
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.receiver import receiver
 from tests.support.state import whole_table

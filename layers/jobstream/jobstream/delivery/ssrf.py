@@ -85,11 +85,6 @@ def is_public_address(address: str) -> bool:
     return _is_public(ip)
 
 
-def check_callback_url_syntax(url: str, *, allow_http: bool) -> None:
-    """The checks that need no DNS: scheme, credentials, host and port."""
-    parse_callback_url(url, allow_http=allow_http)
-
-
 def check_callback_url(
     url: str, *, allow_http: bool, allow_private: bool, resolver: Resolver = system_resolver
 ) -> CallbackTarget:

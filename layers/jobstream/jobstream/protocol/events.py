@@ -122,9 +122,3 @@ def parse_event_position(value: str, job_id: str) -> tuple[int, int] | None:
         return None
     at, sequence = int(match.group(1)), int(match.group(2))
     return (at, sequence) if event_id(job_id, at, sequence) == value else None
-
-
-def parse_event_id(value: str, job_id: str) -> int | None:
-    """The sequence an event id names in the job `job_id`, or None when it is not one of its."""
-    position = parse_event_position(value, job_id)
-    return position[1] if position is not None else None

@@ -42,10 +42,6 @@ def is_js_integer(value: Any) -> bool:
     return math.isfinite(value) and value == math.floor(value)
 
 
-def is_plain_object(value: Any) -> bool:
-    return isinstance(value, dict)
-
-
 def js_json(value: Any) -> str:
     """JSON.stringify of a decoded JSON value, as quoted in reference messages. Iterative: a
     value may nest as deep as the JSON parser allows, deeper than Python may recurse."""
