@@ -96,7 +96,7 @@ def _one_job(
     from jobstream.service import admission, stream
     from jobstream.service.callbacks import handle_message
     from jobstream.service.execution import execute
-    from jobstream.store.callbacks import IntentRef
+    from jobstream.domain import IntentRef
 
     meter.bill.reset()
     poster_log.clear()

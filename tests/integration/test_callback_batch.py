@@ -16,6 +16,7 @@ import pytest
 
 from jobstream import observability
 from jobstream.delivery.http import HttpResult
+from jobstream.domain import IntentRef
 from jobstream.service import admission
 from jobstream.service import runtime as runtime_module
 from jobstream.service.callback_batch import (
@@ -25,7 +26,7 @@ from jobstream.service.callback_batch import (
     deliver_batch,
 )
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import CallbackStore, IntentRef
+from jobstream.store.callbacks import CallbackStore
 from tests.integration.test_sample_events import REPOSITORY
 from tests.support.harness import canonical_task
 

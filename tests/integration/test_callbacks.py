@@ -9,12 +9,12 @@ from typing import Any
 import boto3
 import pytest
 
+from jobstream.domain import IntentRef
 from jobstream.service import admission, callbacks, jobs, stream
 from jobstream.service.dead_letters import list_dead, redrive
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import JobQuery
 from jobstream_local.gateway import load_handler
 from jobstream_local.template import Template

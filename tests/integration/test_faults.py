@@ -279,10 +279,10 @@ def test_a_delivery_crash_at_any_call_still_delivers(
     """The delivery fails at one DynamoDB call; the message comes back, the sweep re-sends
     what was left in flight; the callback ends delivered (at least once: a receiver dedupes
     on X-Idempotency-Key)."""
+    from jobstream.domain import IntentRef
     from jobstream.service import admission, callbacks
     from jobstream.service.sweep import sweep
     from jobstream.store import keys
-    from jobstream.store.callbacks import IntentRef
     from tests.integration.test_callbacks import drain
     from tests.support.receiver import receiver
 

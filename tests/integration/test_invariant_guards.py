@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from jobstream.delivery.http import HttpResult
+from jobstream.domain import IntentRef
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import TERMINAL_KINDS, EventKind, event_id
@@ -29,7 +30,6 @@ from jobstream.service.retention import expiry_of
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import StaleJobError
 from tests.conftest import REFERENCE_TARGETS
 from tests.integration.test_conformance_jobs import FOUR_TARGETS

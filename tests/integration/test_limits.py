@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jobstream.domain import IntentRef
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import ProtocolError
 from jobstream.protocol.pages import MAX_RESPONSE_BYTES
@@ -25,7 +26,6 @@ from jobstream.store.budgets import (
     RESULT_BYTES,
     result_size,
 )
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.item_size import MAX_ITEM_BYTES, item_size
 from tests.integration.test_callbacks import drain
 from tests.support.event_ids import parse_event_id

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from jobstream.delivery.http import HttpResult
+from jobstream.domain import IntentRef
 from jobstream.protocol.errors import Reason
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.liveness import expire
@@ -21,7 +22,7 @@ from jobstream.service.retention import SECONDS_PER_DAY, expiry_of, retire
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
-from jobstream.store.callbacks import CallbackStore, IntentRef
+from jobstream.store.callbacks import CallbackStore
 from jobstream.store.jobs import JobStore
 from tests.support.harness import Clock, canonical_task
 from tests.support.state import mark_failed, whole_table

@@ -16,13 +16,13 @@ from jobstream.config.settings import (
     parse_api_tokens,
 )
 from jobstream.config.targets import TargetsFile
-from jobstream.protocol.errors import ErrorCode, ProtocolError
-from jobstream.protocol.targeting import (
+from jobstream.jobtypes.candidate_search.targeting import (
     admit_target,
     check_account,
     check_work_type,
     resolve_target,
 )
+from jobstream.protocol.errors import ErrorCode, ProtocolError
 from jobstream.protocol.task import CandidateSearchRequest, parse_candidate_search_params
 from tests.support.validation import validate_error
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from botocore.exceptions import ClientError
 
-from jobstream.retries import RetryingClient, client_config
-from jobstream.store.callbacks import IntentRef
-from jobstream.store.client import ENDPOINT_VARIABLE
+from jobstream.aws import retrying_client
+from jobstream.domain import IntentRef
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
@@ -27,12 +25,7 @@ MAX_VISIBILITY_S: Final = 43_200  # SQS's ceiling (12 h); longer waits go throug
 @cache
 def sqs_client() -> SQSClient:
     """The client every queue uses: each call retried on transient failures (jobstream.retries)."""
-    import boto3  # noqa: PLC0415 - deferred: boto3 costs ~0.2 s of cold start
-
-    client = boto3.client(
-        "sqs", endpoint_url=os.environ.get(ENDPOINT_VARIABLE) or None, config=client_config()
-    )
-    return cast("SQSClient", RetryingClient(client, "sqs"))
+    return cast("SQSClient", retrying_client("sqs"))
 
 
 def make_visible_after(client: Any, url: str | None, receipt_handle: str, delay_ms: int) -> None:

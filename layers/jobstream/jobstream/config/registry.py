@@ -14,17 +14,15 @@ An invalid document is a ConfigurationError: the API answers 503 until it is fix
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
+from jobstream.aws import endpoint_url
 from jobstream.config.settings import ConfigurationError, Settings
 from jobstream.config.tenants import RegistryError, TenantRegistry, parse_registry
 
 logger = logging.getLogger("jobstream.config")
-
-ENDPOINT_VARIABLE: Final = "JOBSTREAM_AWS_ENDPOINT_URL"
 
 _lock = threading.Lock()
 # Parsed documents by source, with the text (or file stamp) they came from.
@@ -114,7 +112,7 @@ def fetch_secret(secret_id: str, max_age_s: int) -> str:
 
 def secrets_provider() -> Any:
     """One Powertools SecretsProvider per endpoint (the cache lives in it)."""
-    endpoint = os.environ.get(ENDPOINT_VARIABLE) or None
+    endpoint = endpoint_url()
     provider = _providers.get(endpoint)
     if provider is None:
         # Imported on first use: only a deployment that reads a secret pays for it.

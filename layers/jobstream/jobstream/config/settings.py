@@ -12,10 +12,10 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from jobstream.config.origins import parse_origins
+from jobstream.config.signing_secrets import decode_secret
 from jobstream.config.targets import TargetsFile
 from jobstream.config.tenants import TenantRegistry, shorthand_registry
-from jobstream.delivery.origins import parse_origins
-from jobstream.delivery.signing import decode_secret
 from jobstream.tenant_names import check_tenant_name
 
 DEFAULT_TARGETS_FILE: Final = Path(__file__).with_name("targets.default.json")

@@ -7,32 +7,17 @@ The signed content is `{webhook-id}.{webhook-timestamp}.{body}`; the signature i
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 from collections.abc import Sequence
 from typing import Final
 
-SECRET_PREFIX: Final = "whsec_"  # noqa: S105 - the format's prefix, not a secret
+from jobstream.config.signing_secrets import decode_secret
+
 SIGNATURE_VERSION: Final = "v1"
 ID_HEADER: Final = "webhook-id"
 TIMESTAMP_HEADER: Final = "webhook-timestamp"
 SIGNATURE_HEADER: Final = "webhook-signature"
-
-
-def decode_secret(secret: str) -> bytes:
-    """The raw key of a `whsec_<base64>` secret; ValueError says what is wrong with it."""
-    if not secret.startswith(SECRET_PREFIX):
-        raise ValueError(f"the signing secret must start with {SECRET_PREFIX!r}")
-    try:
-        key = base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
-    except binascii.Error:
-        raise ValueError(
-            f"the signing secret must be {SECRET_PREFIX!r} followed by valid base64"
-        ) from None
-    if not key:
-        raise ValueError("the signing secret's key is empty")
-    return key
 
 
 def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:

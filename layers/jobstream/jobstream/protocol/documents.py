@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from jobstream.config.targets import TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
 from jobstream.protocol.errors import (
     EXPIRY_REASONS,
@@ -192,19 +191,12 @@ def submission(record: JobRecord, now: int, base_url: str | None = None) -> dict
     return {"job": job_document(record, now, base_url)}
 
 
-def default_deadline_ms(targets: TargetsFile, fallback_ms: int) -> int:
-    """The largest execution ceiling among enabled targets, else the configured default."""
-    ceilings = [target.timeout_ms or fallback_ms for target in targets.enabled]
-    return max(ceilings, default=fallback_ms)
-
-
 def capabilities(
     *,
-    targets: TargetsFile,
     queued_timeout_ms: int,
     stall_timeout_ms: int,
     heartbeat_interval_ms: int,
-    default_deadline_fallback_ms: int,
+    default_deadline_ms: int,
     now: int,
 ) -> dict[str, Any]:
     """The capabilities document, built from live configuration on every call."""
@@ -219,7 +211,7 @@ def capabilities(
                 "queued_timeout_ms": queued_timeout_ms,
                 "stall_timeout_ms": stall_timeout_ms,
                 "heartbeat_interval_ms": heartbeat_interval_ms,
-                "default_deadline_ms": default_deadline_ms(targets, default_deadline_fallback_ms),
+                "default_deadline_ms": default_deadline_ms,
             }
         ],
         "server_time": now,

@@ -8,11 +8,11 @@ from jobstream import observability
 from jobstream.config.targets import Target
 from jobstream.delivery.origins import check_at_admission
 from jobstream.delivery.ssrf import CallbackRefused
-from jobstream.domain import JobRecord
+from jobstream.domain import IntentRef, JobRecord
+from jobstream.jobtypes.candidate_search.targeting import admit_target
 from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
 from jobstream.protocol.events import EventKind
-from jobstream.protocol.targeting import admit_target
 from jobstream.protocol.task import AdmissionRequest, parse_task
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.identity import derive_job_id
@@ -20,7 +20,6 @@ from jobstream.service.retention import has_expired
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import after_append, callback_intent, next_event, reconcile
 from jobstream.store import budgets
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import record_to_item
 
 NEW = 202

@@ -17,11 +17,11 @@ from jobstream.domain import (
     CALLBACK_IN_FLIGHT,
     CALLBACK_RETRY_WAIT,
     CallbackRecord,
+    IntentRef,
 )
 from jobstream.queue import parse_message_body
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import callback_body
-from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.callbacks")
 

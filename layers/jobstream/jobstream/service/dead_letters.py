@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jobstream.domain import IntentRef
 from jobstream.protocol.events import parse_event_position
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.dead_letters")
 

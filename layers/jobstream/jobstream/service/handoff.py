@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from jobstream.domain import IntentRef
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.callbacks")
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from jobstream import observability
-from jobstream.domain import CallbackRecord, JobRecord, StoredEvent
+from jobstream.domain import CallbackRecord, IntentRef, JobRecord, StoredEvent
 from jobstream.protocol import documents
 from jobstream.protocol.events import (
     TERMINAL_KIND_BY_STATUS,
@@ -22,7 +22,6 @@ from jobstream.service.handoff import hand_off
 from jobstream.service.ownership import load_owned_job, load_owned_job_and_event_at
 from jobstream.service.retention import expiry_of, retire_after_commit
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import CallbackIntent, StaleJobError, StateChange
 
 # Each loss of a race re-reads the job; a job has at most a handful of lifecycle events.

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from jobstream import observability
-from jobstream.domain import CALLBACK_OPEN_STATES, JobRecord
+from jobstream.domain import CALLBACK_OPEN_STATES, IntentRef, JobRecord
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
@@ -21,7 +21,6 @@ from jobstream.service.retention import retire_from_backlog
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import reconcile
 from jobstream.store import keys
-from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.sweep")
 

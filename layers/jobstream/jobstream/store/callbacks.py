@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, Final
 
 from botocore.exceptions import ClientError
@@ -16,6 +16,7 @@ from jobstream.domain import (
     CALLBACK_PENDING,
     CALLBACK_RETRY_WAIT,
     CallbackRecord,
+    IntentRef,
 )
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
@@ -24,18 +25,6 @@ from jobstream.store.sweep_index import sweep_entries
 
 _RECORD_FIELDS: Final = tuple(field.name for field in fields(CallbackRecord))
 MAX_ERROR_CHARS: Final = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class IntentRef:
-    """Names one callback intent: the job and the sequence of the event it carries."""
-
-    job_id: str
-    sequence: int
-
-    @property
-    def item_id(self) -> str:
-        return keys.intent_item_id(self.job_id, self.sequence)
 
 
 def _record(item: Mapping[str, Any]) -> CallbackRecord:

@@ -1,4 +1,4 @@
-"""Admission rules for targets, accounts and work types (reference §2.3). Pure."""
+"""candidate_search admission rules for targets, accounts and work types (reference §2.3). Pure."""
 
 from __future__ import annotations
 
