@@ -6,11 +6,14 @@ with it (`{"S": "..."}`, `{"M": {...}}`: what `Item.to_json()` gives), yet every
 of every item went through that walk: a third of moto's time in the local stack, spent copying
 items into identical items. Here an attribute value (and a map of them) that holds only the wire
 form's own tags and JSON's own types is written as it is; anything else (binary values, another
-shape, a value of a type the walk would convert) takes moto's walk, unchanged.
+shape, a value of a type the walk would convert) takes moto's walk, unchanged. And the names of a
+handler class's methods, which moto lists with `inspect.getmembers` on every request to find the
+action's method, are listed once per class (again if the class gains an attribute).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 _PATCHED: Final = "_jobstream_plain_attribute_values"
@@ -49,11 +52,28 @@ def _value_shape(shape: Any) -> Any:
     return getattr(getattr(shape, "value", None), "name", None)
 
 
+def _list_methods_once() -> None:
+    from moto.core import responses
+
+    list_methods = responses.method_names_from_class  # type: ignore[attr-defined]
+
+    @functools.lru_cache(maxsize=256)
+    def listed(clazz: Any, _attributes: int) -> tuple[str, ...]:
+        return tuple(list_methods(clazz))
+
+    def method_names_from_class(clazz: Any) -> list[str]:
+        return list(listed(clazz, len(vars(clazz))))
+
+    responses.moto_method_names_from_class = list_methods  # type: ignore[attr-defined]
+    responses.method_names_from_class = method_names_from_class  # type: ignore[attr-defined]
+
+
 def make_responses_cheap() -> None:
     from moto.core.serialize import BaseJSONSerializer
 
     if getattr(BaseJSONSerializer, _PATCHED, False):
         return
+    _list_methods_once()
     walk_structure = BaseJSONSerializer._serialize_type_structure
     walk_map = BaseJSONSerializer._serialize_type_map
 

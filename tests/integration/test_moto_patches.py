@@ -807,3 +807,22 @@ def test_updates_and_conditions_act_as_motos_own_parse_acts(
     assert answers[0] == answers[1]
     final = [client.scan(TableName=table, ConsistentRead=True)["Items"] for table in tables]
     assert final[0] == final[1]
+
+
+def test_handler_methods_are_listed_as_moto_lists_them() -> None:
+    from moto.core import responses
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.sqs.responses import SQSResponse
+
+    listed: Any = responses
+    for handler in (DynamoHandler, SQSResponse):
+        assert listed.method_names_from_class(handler) == listed.moto_method_names_from_class(
+            handler
+        )
+
+    class Handler(SQSResponse):
+        pass
+
+    before = listed.method_names_from_class(Handler)
+    Handler.added_action = lambda self: None  # type: ignore[attr-defined]
+    assert listed.method_names_from_class(Handler) == sorted([*before, "added_action"])

@@ -35,6 +35,7 @@ ARCHITECTURES = ["arm64"]
 SAM_DEFAULT_TIMEOUT = 3  # seconds, when neither the function nor Globals says
 SQS_DEFAULT_VISIBILITY = 30  # seconds, when the queue does not say
 VISIBILITY_FACTOR = 6  # Lambda's SQS integration: visibility >= 6x the function's timeout
+SQS_UNWINDOWED_BATCH = 10  # the largest SQS BatchSize Lambda takes without a batching window
 FUNCTION = "AWS::Serverless::Function"
 QUEUE = "AWS::SQS::Queue"
 
@@ -1254,6 +1255,40 @@ def test_the_http_api_has_access_logs_and_route_throttling() -> None:
     for api in apis:
         problems = http_api_problems(TEMPLATE_NOW, api)
         assert not problems, "\n".join(problems)
+
+
+def callback_latency_problems(template: Template) -> list[str]:
+    """A lone callback is not held: the callback queue's trigger has no batching window (SQS's
+    default is none; a BatchSize over 10 requires one of at least a second)."""
+    problems = []
+    for function, event, props in sqs_sources(template):
+        if getatt(props.get("Queue")) != ("CallbackQueue", "Arn"):
+            continue
+        window = resolve_number(template, props.get("MaximumBatchingWindowInSeconds", 0))
+        if window != 0:
+            problems.append(f"{function}.{event}: a batching window of {window} s holds callbacks")
+        if (resolve_number(template, props.get("BatchSize", 10)) or 0) > SQS_UNWINDOWED_BATCH:
+            problems.append(f"{function}.{event}: a BatchSize over 10 needs a batching window")
+    return problems
+
+
+def test_a_lone_callback_is_not_held_by_a_batching_window() -> None:
+    callback_triggers = [
+        event
+        for _, event, props in sqs_sources(TEMPLATE_NOW)
+        if getatt(props.get("Queue")) == ("CallbackQueue", "Arn")
+    ]
+    assert callback_triggers == ["CallbackMessages"]
+    assert callback_latency_problems(TEMPLATE_NOW) == []
+
+
+def test_the_callback_latency_check_catches_a_window(tmp_path: Path) -> None:
+    template = edited(
+        tmp_path, "MaximumBatchingWindowInSeconds: 0", "MaximumBatchingWindowInSeconds: 1"
+    )
+    assert callback_latency_problems(template) == [
+        "CallbacksFunction.CallbackMessages: a batching window of 1 s holds callbacks"
+    ]
 
 
 def test_the_worker_queue_trigger_has_a_concurrency_cap() -> None:
