@@ -123,7 +123,7 @@ def operations() -> list[Row]:
         )
         settings = Settings(
             table_name="bench-jobs",
-            tenants=shorthand_registry([("bench", "bench-token")]),
+            tenants=shorthand_registry([("bench", "bench-token"), ("pages", "pages-token")]),
             targets_path=DEFAULT_TARGETS_FILE,
             # Both queues, as deployed: admission hands off to each after its commit.
             work_queue_url=queues["WorkQueue"]["Ref"],
@@ -146,7 +146,7 @@ def operations() -> list[Row]:
                 "job_type": "candidate_search",
                 "idempotency_key": key,
                 "callback_url": "https://consumer.example.test/events",
-                "params": {"query": {"tags": ["landscape"]}},
+                "params": {"target_id": "demo-illustration", "query": {"tags": ["landscape"]}},
             }
 
         counter = iter(range(1_000_000))
@@ -242,7 +242,7 @@ def _callback_rows(rt: Any, meter: Meter, admission: Any) -> list[Row]:
             "job_type": "candidate_search",
             "idempotency_key": f"callback-{index}",
             "callback_url": "https://consumer.example.test/events",
-            "params": {},
+            "params": {"target_id": "demo-illustration"},
         }
         job_id = admission.submit(rt, "bench", task, None)[1]["job"]["job_id"]
         refs.append(IntentRef(job_id, 1))
@@ -295,7 +295,7 @@ def sweep_rows() -> list[Row]:
                     "protocol_version": "1",
                     "job_type": "candidate_search",
                     "idempotency_key": f"open-{index}",
-                    "params": {},
+                    "params": {"target_id": "demo-illustration"},
                 }
                 admission.submit(rt, "bench", task, None)
             meter = Meter(BillingMeter(table_from_template(Template.load(), table), client))
@@ -412,7 +412,7 @@ def _job_with_events(rt: Any, client: Any, count: int) -> str:
             "protocol_version": "1",
             "job_type": "candidate_search",
             "idempotency_key": f"long-{count}",
-            "params": {},
+            "params": {"target_id": "demo-illustration"},
         },
         None,
     )

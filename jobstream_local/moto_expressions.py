@@ -8,7 +8,9 @@ thousands of times, so the local stack spent more time parsing and copying than 
 parsed update expression is kept per expression text (the tree nobody changes: the validator
 works on its copy), the copy is a pickle round trip (a few times cheaper than `copy.deepcopy` of
 the same tree), and a condition's tokens are kept per text (the parse that puts names and values
-in runs every time). Answers are unchanged: the same trees, the same validation.
+in runs every time). The validator's passes over the tree each rebuilt their map of node kinds
+for every node they visited; the kinds are a class's own, so they are kept per class. Answers
+are unchanged: the same trees, the same validation.
 """
 
 from __future__ import annotations
@@ -49,6 +51,23 @@ def _cache_condition_tokens() -> None:
     ConditionExpressionParser._lex_condition_expression = lexed  # type: ignore[method-assign]
 
 
+def _node_kinds_per_class() -> None:
+    from moto.dynamodb.parsing import ast_nodes
+
+    traverser: Any = ast_nodes.DepthFirstTraverser  # type: ignore[attr-defined]
+    kinds_of = traverser.nodes_to_be_processed
+    known: dict[type, tuple[type, ...]] = {}
+
+    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+        kinds = known.get(type(self))
+        if kinds is None:
+            kinds = known[type(self)] = kinds_of(self)
+        return kinds
+
+    traverser.moto_nodes_to_be_processed = kinds_of  # kept for comparison
+    traverser.nodes_to_be_processed = nodes_to_be_processed
+
+
 def make_expressions_cheap() -> None:
     from moto.dynamodb.parsing import expressions, validators
 
@@ -66,4 +85,5 @@ def make_expressions_cheap() -> None:
     parser.make = classmethod(make)
     setattr(validators, "deepcopy", _fast_copy)  # noqa: B010 - the name moto's validator calls
     _cache_condition_tokens()
+    _node_kinds_per_class()
     setattr(parser, _PATCHED, True)

@@ -607,14 +607,16 @@ def _motos_own_parsing_and_answers() -> Iterator[None]:
     """moto's own expression parsing and answer walk, as before the patches, for a while."""
     from moto.core.serialize import BaseJSONSerializer
     from moto.dynamodb.comparisons import ConditionExpressionParser
-    from moto.dynamodb.parsing import expressions, validators
+    from moto.dynamodb.parsing import ast_nodes, expressions, validators
 
     parser: Any = expressions.UpdateExpressionParser
+    traverser: Any = ast_nodes.DepthFirstTraverser
     patched = [
         (BaseJSONSerializer, "_serialize_type_structure", "moto_serialize_type_structure"),
         (BaseJSONSerializer, "_serialize_type_map", "moto_serialize_type_map"),
         (ConditionExpressionParser, "_lex_condition_expression", "moto_lex"),
         (parser, "make", "moto_make"),
+        (traverser, "nodes_to_be_processed", "moto_nodes_to_be_processed"),
     ]
     saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patched]
     fast_copy = validators.deepcopy
