@@ -286,6 +286,19 @@ def report_lines(result: EndToEnd) -> list[str]:
             f"| {flow.consumers} | {flow.jobs} | {flow.seconds:.1f} | "
             f"{flow.jobs_per_second:.2f} | {cpu} | {flow.load:.1f} |"
         )
+    busiest = max(result.flows, key=lambda flow: flow.jobs)
+    if busiest.cpu_ms is not None:
+        stack, moto, own = busiest.cpu_ms
+        ceiling = min(1000 / max(stack, moto), 1000 * result.cpus / (stack + moto + own))
+        lines += [
+            "",
+            f"What the CPU per job allows ({busiest.consumers} consumers), an estimate, not a",
+            f"measure: each process has one interpreter, so moto's process ({moto:.0f} ms a job)",
+            f"and the stack's ({stack:.0f} ms) each run at most 1000 ms a second, and all of them",
+            f"({stack + moto + own:.0f} ms a job) share {result.cpus} cores: at most {ceiling:.1f}",
+            "jobs per second on an otherwise idle machine. The measured rate is lower by what the",
+            "machine's other work took (the load average) and by the waits between the processes.",
+        ]
     lines += [
         "",
         "### Callback latency (event recorded -> POST received)",
