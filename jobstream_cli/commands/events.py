@@ -23,8 +23,10 @@ def print_events(state: Cli, job_id: str, *, follow_stream: bool) -> None:
             return
         progress = None
         if follow_stream and newest and event.get("type") == "job.progress":
-            # The event says that the job progressed; what it is doing now is on the job.
-            progress = client.get_job(job_id).get("progress")
+            # The event says that the job progressed; what it is doing now is on the job, while
+            # it still runs (a job that ended since the page was read says how it ended instead).
+            job = client.get_job(job_id)
+            progress = job.get("progress") if job.get("status") == "running" else None
         state.out.print(event_line(event, progress))
 
     def waiting() -> AbstractContextManager[object]:

@@ -418,15 +418,39 @@ def test_progress_lines_show_what_the_job_is_doing(
     (line,) = [line for line in listed.stdout.splitlines() if "job.progress" in line]
     assert "{" not in line  # no Python dict
     assert "internal_kind" not in line
-    cancel = threading.Timer(0.3, lambda: api.post(f"/jobs/{job_id}/cancel"))
-    cancel.start()
-    try:
-        followed = run("events", job_id, "--follow", url=base_url)
-    finally:
-        cancel.cancel()
+    # Cancelled once the first page was printed: at the first wait between two polls.
+    monkeypatch.setattr(follow, "pause", lambda _s: api.post(f"/jobs/{job_id}/cancel"))
+    followed = run("events", job_id, "--follow", url=base_url)
     assert followed.exit_code == 0, followed.output
     (line,) = [line for line in followed.stdout.splitlines() if "job.progress" in line]
     assert line.endswith("searching: scanned 10 works")
+    assert "job.cancelled" in followed.stdout
+
+
+def test_a_job_that_ended_meanwhile_lends_no_stage_to_its_progress_line(
+    base_url: str, rt: Runtime, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job is cancelled between the page and the read of the job: its progress now says
+    `cancelled`, which is not what the progress event reported."""
+    from jobstream.service import execution
+    from jobstream_cli.client import ApiClient
+
+    job_id = submitted(base_url)
+    record = execution.claim(rt, job_id, "worker-cli")
+    assert record is not None
+    execution.Lease(rt, record, "worker-cli").progress("searching", "scanned 10 works")
+    read_job = ApiClient.get_job
+
+    def cancelled_first(client: ApiClient, wanted: str) -> Any:
+        api.post(f"/jobs/{wanted}/cancel")
+        return read_job(client, wanted)
+
+    monkeypatch.setattr(ApiClient, "get_job", cancelled_first)
+    monkeypatch.setattr(follow, "pause", lambda _s: None)
+    followed = run("events", job_id, "--follow", url=base_url)
+    assert followed.exit_code == 0, followed.output
+    (line,) = [line for line in followed.stdout.splitlines() if "job.progress" in line]
+    assert line.rstrip().endswith(line.split()[3])  # the event id ends it: no stage, no message
     assert "job.cancelled" in followed.stdout
 
 
