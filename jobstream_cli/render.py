@@ -20,7 +20,6 @@ STATUS_STYLES: Final = {
     "expired": "yellow",
     "cancelled": "yellow",
 }
-TERMINAL_EVENTS: Final = frozenset({"job.succeeded", "job.failed", "job.expired", "job.cancelled"})
 FIRST_URLS: Final = 3
 
 

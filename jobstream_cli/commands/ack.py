@@ -6,8 +6,6 @@ from typing import Annotated
 
 import typer
 
-from jobstream_cli import follow
-from jobstream_cli.client import ApiClient
 from jobstream_cli.errors import CliError
 from jobstream_cli.state import current
 
@@ -27,25 +25,14 @@ def ack(
     state = current(ctx)
     client = state.client()
     # The API answers an id it does not know with 200 and nothing acked: checked here instead.
-    known = _event_ids(client, job_id)
+    known = [event.event_id for event in client.events(job_id)]
+    if not known:
+        raise CliError(f"{job_id} has no events to acknowledge")
     if event_id is not None and event_id not in known:
         raise CliError(f"{event_id} is not an event of {job_id} (see `jobstream events {job_id}`)")
     through = event_id or known[-1]
     result = client.ack(job_id, through)
     if state.json:
-        state.emit_json(result)
+        state.emit_json(result.raw)
         return
-    state.out.print(
-        f"acked through {through}: {result.get('acked')} acked, {result.get('unacked')} unacked"
-    )
-
-
-def _event_ids(client: ApiClient, job_id: str) -> list[str]:
-    """The ids of the job's events now, oldest first, read page by page."""
-    ids: list[str] = []
-    follow.stream_events(
-        client, job_id, lambda event, _newest: ids.append(str(event["event_id"])), follow=False
-    )
-    if not ids:
-        raise CliError(f"{job_id} has no events to acknowledge")
-    return ids
+    state.out.print(f"acked through {through}: {result.acked} acked, {result.unacked} unacked")

@@ -19,11 +19,11 @@ def cancel(
     """Cancel a queued or running job; a finished job is shown unchanged."""
     state = current(ctx)
     job = state.client().cancel(job_id)
-    if job.get("status") == "cancelled":
+    if job.status == "cancelled":
         heading = Text(f"cancelled {job_id}", style="bold")
     else:
         # The API answers a finished job unchanged: say so, the job did not stop now.
         heading = Text(f"{job_id} had already finished (")
-        heading.append_text(status(str(job.get("status"))))
+        heading.append_text(status(job.status))
         heading.append("): nothing to cancel")
     print_job(state, job, heading)

@@ -12,16 +12,15 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Annotated, Any, Final
 
 import typer
 from rich.text import Text
 
-from jobstream_cli import follow
-from jobstream_cli.client import ApiClient, ApiError
-from jobstream_cli.errors import CliError
+from jobstream_cli import api
+from jobstream_cli.errors import CliError, explain
 from jobstream_cli.state import Cli, current
+from jobstream_client import Client, ConflictError, Event, FollowTimeoutError, JobstreamError
 
 JOB_TYPE: Final = "candidate_search"
 DEFAULT_TIMEOUT_S: Final = 120.0
@@ -35,13 +34,13 @@ class StepFailed(Exception):  # noqa: N818 - a step's verdict, not a crash
 class Run:
     """What the steps share: the client, the Tasks' options, and what earlier steps found."""
 
-    client: ApiClient
+    client: Client
     target_id: str | None
     cancel_target_id: str | None
     timeout_s: float
     key: str = field(default_factory=lambda: f"smoke-{uuid.uuid4()}")
     job_id: str = ""
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
 
     def task(self, key: str, target_id: str | None) -> dict[str, Any]:
         params = {"target_id": target_id} if target_id else {}
@@ -60,9 +59,9 @@ def _check(condition: bool, message: str) -> None:
 
 
 def capabilities(run: Run) -> str:
-    document = run.client.capabilities()
-    _check("1" in (document.get("protocol_versions") or []), "protocol version 1 is not offered")
-    names = [item.get("name") for item in document.get("job_types") or []]
+    offered = run.client.capabilities()
+    _check("1" in offered.protocol_versions, "protocol version 1 is not offered")
+    names = [declared.name for declared in offered.job_types]
     _check(JOB_TYPE in names, f"job type {JOB_TYPE} is not offered (got {names})")
     return "protocol 1, candidate_search"
 
@@ -70,85 +69,81 @@ def capabilities(run: Run) -> str:
 def submit(run: Run) -> str:
     try:
         answer = run.client.submit(run.task(run.key, run.target_id))
-    except ApiError as error:
-        if error.status == HTTPStatus.CONFLICT and run.target_id is None:
+    except ConflictError as error:
+        if run.target_id is None:
             raise StepFailed(f"{error} - name the target to run with --target-id") from None
         raise
-    _check(not answer.replayed, f"a fresh key {run.key!r} was answered as a replay (HTTP 200)")
-    run.job_id = str(answer.job.get("job_id") or "")
-    _check(bool(run.job_id), "the answer has no job_id")
-    return f"{run.job_id} (HTTP 202, {answer.job.get('status')})"
+    # A replay after a retried attempt may be this run's own first attempt (its answer lost).
+    _check(
+        not answer.replayed or answer.attempts > 1,
+        f"a fresh key {run.key!r} was answered as a replay (HTTP 200)",
+    )
+    run.job_id = answer.job.job_id
+    return f"{run.job_id} (HTTP {200 if answer.replayed else 202}, {answer.job.status})"
 
 
 def replay(run: Run) -> str:
     answer = run.client.submit(run.task(run.key, run.target_id))
     _check(answer.replayed, "the same Task again was not answered as a replay (HTTP 200)")
-    _check(answer.job.get("job_id") == run.job_id, "the replay names another job")
+    _check(answer.job.job_id == run.job_id, "the replay names another job")
     return "HTTP 200, the same job"
 
 
 def follow_job(run: Run) -> str:
-    deadline = time.monotonic() + run.timeout_s
-    seen: list[dict[str, Any]] = []
-
-    def waited(_seconds: float) -> None:
-        if time.monotonic() > deadline:
-            status = run.client.get_job(run.job_id).get("status")
-            raise StepFailed(f"no terminal event within {run.timeout_s:g} s (job {status})")
-        follow.pause(_seconds)
-
-    finished = follow.stream_events(
-        run.client, run.job_id, lambda event, _newest: seen.append(event), follow=True, sleep=waited
-    )
-    _check(finished, "the stream ended without a terminal event")
-    last = seen[-1]
-    if last.get("type") != "job.succeeded":
-        error = (last.get("payload") or {}).get("error") or {}
-        raise StepFailed(
-            f"the job ended {last.get('type')} ({error.get('code')}: {error.get('message')})"
+    try:
+        seen = list(
+            run.client.follow(
+                run.job_id, ack=False, poll_interval_s=api.POLL_INTERVAL_S, timeout_s=run.timeout_s
+            )
         )
-    candidates = ((last.get("payload") or {}).get("result") or {}).get("candidates") or []
+    except FollowTimeoutError:
+        status = run.client.get(run.job_id).status
+        raise StepFailed(f"no terminal event within {run.timeout_s:g} s (job {status})") from None
+    _check(bool(seen) and seen[-1].terminal, "the stream ended without a terminal event")
+    last = seen[-1]
+    if last.type != "job.succeeded":
+        error = last.payload.get("error") or {}
+        raise StepFailed(f"the job ended {last.type} ({error.get('code')}: {error.get('message')})")
+    candidates = (last.result or {}).get("candidates") or []
     return f"{len(seen)} events, job.succeeded with {len(candidates)} candidate(s)"
 
 
 def page(run: Run) -> str:
-    document = run.client.events(run.job_id, unacked=True)
-    run.events = document.get("events") or []
-    types = [event.get("type") for event in run.events]
+    document = run.client.events_page(run.job_id, unacked=True)
+    run.events = list(document.events)
+    types = [event.type for event in run.events]
     _check(bool(types) and types[0] == "job.accepted", f"the page starts with {types[:1]}")
     _check(types[-1] == "job.succeeded", f"the page ends with {types[-1:]}")
     _check(
-        document.get("unacked") == len(run.events),
-        f"unacked is {document.get('unacked')}, the page holds {len(run.events)} events",
+        document.unacked == len(run.events),
+        f"unacked is {document.unacked}, the page holds {len(run.events)} events",
     )
-    job = run.client.get_job(run.job_id)
-    _check(job.get("status") == "succeeded", f"GET /jobs/{{id}} says {job.get('status')}")
-    _check(job.get("result") is not None, "the succeeded job has no result")
+    job = run.client.get(run.job_id)
+    _check(job.status == "succeeded", f"GET /jobs/{{id}} says {job.status}")
+    _check(job.result is not None, "the succeeded job has no result")
     return f"{len(run.events)} unacked events; the job is succeeded with its result"
 
 
 def ack(run: Run) -> str:
-    through = str(run.events[-1].get("event_id"))
+    through = run.events[-1].event_id
     result = run.client.ack(run.job_id, through)
     _check(
-        (result.get("acked"), result.get("unacked")) == (len(run.events), 0),
-        f"acked {result.get('acked')}, unacked {result.get('unacked')} "
-        f"(expected {len(run.events)}, 0)",
+        (result.acked, result.unacked) == (len(run.events), 0),
+        f"acked {result.acked}, unacked {result.unacked} (expected {len(run.events)}, 0)",
     )
     return f"acked {len(run.events)} through {through}, 0 unacked"
 
 
 def cancel(run: Run) -> str:
     target = run.cancel_target_id or run.target_id
-    answer = run.client.submit(run.task(f"{run.key}-cancel", target))
-    job_id = str(answer.job.get("job_id"))
+    job_id = run.client.submit(run.task(f"{run.key}-cancel", target)).job.job_id
     job = run.client.cancel(job_id)
-    if job.get("status") != "cancelled":
+    if job.status != "cancelled":
         raise StepFailed(
-            f"{job_id} ended {job.get('status')} before the cancel reached it: "
+            f"{job_id} ended {job.status} before the cancel reached it: "
             "give --cancel-target-id a slower target (the shipped demo-slow)"
         )
-    types = [event.get("type") for event in run.client.events(job_id).get("events") or []]
+    types = [event.type for event in run.client.events(job_id)]
     _check(types[-1:] == ["job.cancelled"], f"the stream ends with {types[-1:]}, not cancelled")
     return f"{job_id} cancelled while active; its stream ends with job.cancelled"
 
@@ -173,6 +168,8 @@ def run_steps(state: Cli, run: Run) -> list[dict[str, Any]]:
             detail, ok = step(run), True
         except (StepFailed, CliError) as error:
             detail, ok = str(error), False
+        except JobstreamError as error:
+            detail, ok = explain(error, local=state.local), False
         ms = round((time.monotonic() - started) * 1000)
         report.append({"step": name, "ok": ok, "detail": detail, "ms": ms})
         if not state.json:

@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from jobstream.service.runtime import Runtime
-from jobstream_cli import follow, state
+from jobstream_cli import api as cli_api
+from jobstream_cli import state
 from jobstream_cli.app import app
 from jobstream_local.gateway import LocalHttpApi, make_server
 from jobstream_local.template import Template
@@ -156,7 +157,7 @@ def test_follow_stops_at_a_terminal_event(base_url: str, api: Api) -> None:
 def test_follow_polls_until_the_job_finishes(
     base_url: str, api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(follow, "POLL_INTERVAL_S", 0.05)
+    monkeypatch.setattr(cli_api, "POLL_INTERVAL_S", 0.05)
     job_id = submitted(base_url)
     cancel = threading.Timer(0.3, lambda: api.post(f"/jobs/{job_id}/cancel"))
     cancel.start()
@@ -174,7 +175,7 @@ def test_submit_follows_by_default(base_url: str, monkeypatch: pytest.MonkeyPatc
     def interrupt(_seconds: float) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(follow, "pause", interrupt)
+    monkeypatch.setattr(cli_api, "pause", interrupt)
     result = run("submit", "--target-id", TARGET, url=base_url)
     assert result.exit_code == 130
     assert "job.accepted" in result.stdout
@@ -182,13 +183,118 @@ def test_submit_follows_by_default(base_url: str, monkeypatch: pytest.MonkeyPatc
     assert "Traceback" not in result.output
 
 
-def test_unreachable_url_is_one_line_and_exit_1(rt: Runtime) -> None:
-    result = run("jobs", "list", url=f"http://127.0.0.1:{free_port()}")
+class Pauses(list[float]):
+    """The CLI's waits (between polls and before retries), recorded instead of slept."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+@pytest.fixture
+def pauses(monkeypatch: pytest.MonkeyPatch) -> Pauses:
+    recorded = Pauses()
+    monkeypatch.setattr(cli_api, "pause", recorded)
+    return recorded
+
+
+def test_unreachable_url_is_one_line_and_exit_1(rt: Runtime, pauses: Pauses) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = run("jobs", "list", url=url)
     assert result.exit_code == 1
-    assert "cannot reach" in result.stderr
-    assert "connection refused" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr == (
+        f"jobstream: cannot reach {url}: connection refused "
+        "(is the stack running? see --url / JOBSTREAM_URL)\n"
+    )
     assert "Traceback" not in result.output
+    # Tried 3 times in all, well under a second apart: an interactive command does not hang.
+    assert len(pauses) == 2
+    assert all(wait <= 0.5 for wait in pauses)
+
+
+def test_a_local_stack_that_is_gone_says_how_to_start_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pauses: Pauses
+) -> None:
+    # The stack's file outlived it (killed without cleanup): nothing listens at its port.
+    env = {"JOBSTREAM_PORT": str(free_port()), "JOBSTREAM_API_TOKENS": "acme=acme-token"}
+    for name in env:
+        monkeypatch.delenv(name, raising=False)
+    local_env = tmp_path / "local-env.json"
+    local_env.write_text(json.dumps(env), encoding="utf-8")
+    monkeypatch.setattr(state, "LOCAL_ENV", local_env)
+    result = invoke(["--local", "events", "job-1"])
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "connection refused (is the stack running? start it with `make run`)\n"
+    )
+    assert len(result.stderr.splitlines()) == 1
+
+
+def busy_answers(monkeypatch: pytest.MonkeyPatch, count: int, retry_after: str) -> list[str]:
+    """The next `count` requests are answered 503 resource_busy with Retry-After (a gateway
+    shedding load) without reaching the API; the paths they were for, recorded."""
+    from jobstream_client.transport import Response, Transport
+
+    send = Transport.send
+    shed: list[str] = []
+
+    def shedding(self: Transport, method: str, path: str, **options: Any) -> Response:
+        if len(shed) < count:
+            shed.append(path)
+            envelope = {"error": {"code": "resource_busy", "message": "busy", "retryable": True}}
+            return Response(503, {"retry-after": retry_after}, json.dumps(envelope).encode())
+        return send(self, method, path, **options)
+
+    monkeypatch.setattr(Transport, "send", shedding)
+    return shed
+
+
+def test_a_busy_api_is_retried_as_retry_after_says(
+    base_url: str, monkeypatch: pytest.MonkeyPatch, pauses: Pauses
+) -> None:
+    job_id = submitted(base_url)
+    busy_answers(monkeypatch, 2, "1")
+    result = run("jobs", "show", job_id, url=base_url)
+    assert result.exit_code == 0, result.output
+    assert job_id in result.stdout
+    assert pauses == [1.0, 1.0]
+
+
+def test_a_busy_api_that_stays_busy_fails_in_one_line_within_seconds(
+    base_url: str, monkeypatch: pytest.MonkeyPatch, pauses: Pauses
+) -> None:
+    shed = busy_answers(monkeypatch, 10, "30")
+    result = run("jobs", "list", url=base_url)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == "jobstream: resource_busy: busy (HTTP 503)"
+    # 3 attempts; Retry-After: 30 is capped at 2 s for someone waiting at a terminal.
+    assert (len(shed), pauses) == (3, [2.0, 2.0])
+
+
+def test_a_submit_whose_answer_was_lost_says_the_retry_found_its_job(
+    base_url: str, monkeypatch: pytest.MonkeyPatch, pauses: Pauses
+) -> None:
+    from jobstream_client import TransportError
+    from jobstream_client.transport import Response, Transport
+
+    send = Transport.send
+    lost: list[str] = []
+
+    def loses_the_first_answer(self: Transport, method: str, path: str, **options: Any) -> Response:
+        response = send(self, method, path, **options)
+        if (method, path) == ("POST", "/jobs") and not lost:
+            lost.append(path)  # the job was admitted; its answer never arrives
+            raise TransportError("POST /jobs: connection reset")
+        return response
+
+    monkeypatch.setattr(Transport, "send", loses_the_first_answer)
+    result = run(
+        "submit", "--target-id", TARGET, "--key", "lost", "--no-follow", url=base_url,
+        output="json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "(HTTP 200) on attempt 2; an earlier attempt may have created it" in result.stderr
+    listed = json.loads(run("jobs", "list", url=base_url, output="json").stdout)["jobs"]
+    assert [job["job_id"] for job in listed] == [json.loads(result.stdout)["job_id"]]
 
 
 def test_http_errors_print_the_envelope_code(base_url: str) -> None:
@@ -409,7 +515,7 @@ def test_progress_lines_show_what_the_job_is_doing(
 ) -> None:
     from jobstream.service import execution
 
-    monkeypatch.setattr(follow, "POLL_INTERVAL_S", 0.05)
+    monkeypatch.setattr(cli_api, "POLL_INTERVAL_S", 0.05)
     job_id = submitted(base_url)
     record = execution.claim(rt, job_id, "worker-cli")
     assert record is not None
@@ -419,7 +525,7 @@ def test_progress_lines_show_what_the_job_is_doing(
     assert "{" not in line  # no Python dict
     assert "internal_kind" not in line
     # Cancelled once the first page was printed: at the first wait between two polls.
-    monkeypatch.setattr(follow, "pause", lambda _s: api.post(f"/jobs/{job_id}/cancel"))
+    monkeypatch.setattr(cli_api, "pause", lambda _s: api.post(f"/jobs/{job_id}/cancel"))
     followed = run("events", job_id, "--follow", url=base_url)
     assert followed.exit_code == 0, followed.output
     (line,) = [line for line in followed.stdout.splitlines() if "job.progress" in line]
@@ -433,20 +539,20 @@ def test_a_job_that_ended_meanwhile_lends_no_stage_to_its_progress_line(
     """The job is cancelled between the page and the read of the job: its progress now says
     `cancelled`, which is not what the progress event reported."""
     from jobstream.service import execution
-    from jobstream_cli.client import ApiClient
+    from jobstream_client import Client
 
     job_id = submitted(base_url)
     record = execution.claim(rt, job_id, "worker-cli")
     assert record is not None
     execution.Lease(rt, record, "worker-cli").progress("searching", "scanned 10 works")
-    read_job = ApiClient.get_job
+    read_job = Client.get
 
-    def cancelled_first(client: ApiClient, wanted: str) -> Any:
+    def cancelled_first(client: Client, wanted: str) -> Any:
         api.post(f"/jobs/{wanted}/cancel")
         return read_job(client, wanted)
 
-    monkeypatch.setattr(ApiClient, "get_job", cancelled_first)
-    monkeypatch.setattr(follow, "pause", lambda _s: None)
+    monkeypatch.setattr(Client, "get", cancelled_first)
+    monkeypatch.setattr(cli_api, "pause", lambda _s: None)
     followed = run("events", job_id, "--follow", url=base_url)
     assert followed.exit_code == 0, followed.output
     (line,) = [line for line in followed.stdout.splitlines() if "job.progress" in line]
@@ -493,7 +599,7 @@ def test_dlq_list_is_readable_at_any_width(monkeypatch: pytest.MonkeyPatch, colu
 
 
 def test_smoke_names_the_step_that_failed(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(follow, "POLL_INTERVAL_S", 0.05)
+    monkeypatch.setattr(cli_api, "POLL_INTERVAL_S", 0.05)
     refused = invoke(["--url", base_url, "--token", "wrong", "-o", "table", "smoke"])
     assert refused.exit_code == 1
     assert refused.stdout.startswith("FAIL  capabilities")
@@ -522,17 +628,23 @@ def test_smoke_names_the_step_that_failed(base_url: str, monkeypatch: pytest.Mon
 
 
 def test_smoke_cancel_step_fails_when_the_job_finished_first() -> None:
-    from jobstream_cli.client import Submitted
     from jobstream_cli.commands import smoke
+    from jobstream_client import Job, Submission
+
+    def job(status: str) -> Job:
+        return Job.from_dict(
+            {"protocol_version": "1", "job_id": "job-fast", "job_type": "candidate_search",
+             "status": status, "created_at": 1, "updated_at": 2}
+        )  # fmt: skip
 
     class Fast:
         """A deployment whose job finishes before a cancel can reach it."""
 
-        def submit(self, task: dict[str, Any]) -> Submitted:
-            return Submitted(job={"job_id": "job-fast", "status": "queued"}, replayed=False)
+        def submit(self, task: dict[str, Any]) -> Submission:
+            return Submission(job=job("queued"), replayed=False)
 
-        def cancel(self, job_id: str) -> dict[str, Any]:
-            return {"job_id": job_id, "status": "succeeded"}
+        def cancel(self, job_id: str) -> Job:
+            return job("succeeded")
 
     run_ = smoke.Run(Fast(), "t", None, 1.0)  # type: ignore[arg-type]
     with pytest.raises(smoke.StepFailed) as failed:
