@@ -6,6 +6,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -20,6 +21,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobstream.queue")
 SQS_BATCH: Final = 10
 MAX_VISIBILITY_S: Final = 43_200  # SQS's ceiling (12 h); longer waits go through the sweep.
+
+
+@dataclass(frozen=True, slots=True)
+class QueueMessage:
+    """One received message, as an SQS trigger hands it to a function."""
+
+    message_id: str
+    body: str
+    receipt_handle: str
 
 
 @cache
