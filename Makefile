@@ -7,12 +7,17 @@ FUNCTIONS := $(wildcard functions/*/app.py)
 # The layer, the dev packages and the consumer SDK (clients/python, its own pip-installable package).
 export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR):$(CURDIR)/clients/python
 
+# The OpenAPI document the API serves: bundled from schemas/ by the build (tools/openapi.py), never
+# committed; schemas/openapi.json is the committed copy (`make openapi`).
+SERVED_OPENAPI := layers/jobstream/jobstream/http/openapi.json
+OPENAPI_SOURCES := schemas/openapi.yaml schemas/jobstream.schema.json tools/openapi.py
+
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 
 .PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check rehearse rehearse-setup clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(SERVED_OPENAPI)
 
 $(STAMP): requirements-dev.txt layers/jobstream/requirements.txt Makefile
 	@test -n "$(PYTHON)" || { echo "Python 3.11 is required (python3.11 or python3 on PATH)"; exit 1; }
@@ -27,6 +32,9 @@ $(STAMP): requirements-dev.txt layers/jobstream/requirements.txt Makefile
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+$(SERVED_OPENAPI): $(OPENAPI_SOURCES) $(STAMP)
+	$(BIN)/python -m tools.openapi $@
+
 run: setup
 	$(BIN)/python -m jobstream_local
 
@@ -37,7 +45,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench clients/python rehearsal
+	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench clients/python rehearsal tools
 	@for f in $(FUNCTIONS); do echo "mypy $$f"; $(BIN)/mypy $$f || exit 1; done
 
 cfn-lint: setup
@@ -59,9 +67,10 @@ load: setup
 # Everything: every gate and suite (conformance, fuzzing, faults), the benchmarks, the load test.
 proof: test bench load
 
-# Re-bundle the OpenAPI document served at GET /openapi.json (a test says when it is stale).
+# Re-bundle the OpenAPI document: the committed schemas/openapi.json (a test says when it is
+# stale) and the copy the API serves at GET /openapi.json.
 openapi: setup
-	$(BIN)/python -m jobstream_local.openapi
+	$(BIN)/python -m tools.openapi schemas/openapi.json $(SERVED_OPENAPI)
 
 # SAM CLI pins its own boto3/click, so it lives in its own venv.
 $(SAM):
@@ -70,7 +79,7 @@ $(SAM):
 
 # Everything a deploy relies on, offline: lint, SAM's own validation and build, the template and
 # sample-event tests.
-deploy-check: setup $(SAM)
+deploy-check: setup $(SAM) $(SERVED_OPENAPI)
 	$(BIN)/cfn-lint template.yaml
 	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint
 	SAM_CLI_TELEMETRY=0 $(SAM) build --build-dir .aws-sam/build

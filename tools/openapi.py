@@ -1,25 +1,26 @@
-"""`python -m jobstream_local.openapi`: bundle schemas/openapi.yaml with the JSON Schemas it
-points to into one self-contained document, served by the API at `GET /openapi.json`.
+"""`python -m tools.openapi OUT...`: bundle schemas/openapi.yaml with the JSON Schemas it points to
+into one self-contained OpenAPI document, written to each OUT.
 
-Written to schemas/openapi.json and into the layer (the function serves the layer's copy);
-a test keeps both equal to a fresh bundle.
+A build step (Makefile): `make openapi` rewrites schemas/openapi.json, the one committed copy (a
+test says when it is stale); every build (`make setup`, hence `sam build` through `make
+deploy-check` and `make rehearse`) writes the copy the API serves at `GET /openapi.json` into the
+layer (layers/jobstream/jobstream/http/openapi.json, generated, never committed).
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from jobstream_local.template import REPOSITORY
-
+REPOSITORY = Path(__file__).resolve().parent.parent
 SOURCE = REPOSITORY / "schemas" / "openapi.yaml"
 SCHEMA = REPOSITORY / "schemas" / "jobstream.schema.json"
-OUTPUTS = (
-    REPOSITORY / "schemas" / "openapi.json",
-    REPOSITORY / "layers" / "jobstream" / "jobstream" / "http" / "openapi.json",
-)
+PUBLISHED = REPOSITORY / "schemas" / "openapi.json"
+SERVED = REPOSITORY / "layers" / "jobstream" / "jobstream" / "http" / "openapi.json"
 _EXTERNAL = "./jobstream.schema.json#/$defs/"
 _INTERNAL = "#/$defs/"
 _COMPONENT = "#/components/schemas/"
@@ -54,12 +55,17 @@ def render() -> str:
     return json.dumps(bundle(), indent=2, ensure_ascii=False) + "\n"
 
 
-def main() -> None:
+def main(outputs: list[str]) -> int:
+    if not outputs:
+        print("usage: python -m tools.openapi OUT...", file=sys.stderr)
+        return 2
     text = render()
-    for path in OUTPUTS:
+    for output in outputs:
+        path = Path(output)
         path.write_text(text, encoding="utf-8")
-        print(f"wrote {path.relative_to(REPOSITORY)}")
+        print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))
