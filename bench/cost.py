@@ -92,11 +92,11 @@ def job_lifetime_costs(rt: Any, meter: BillingMeter, poster_log: list[str]) -> l
 def _one_job(
     rt: Any, meter: BillingMeter, poster_log: list[str], scenario: str, params: Mapping[str, Any]
 ) -> JobCost:
+    from jobstream.domain import IntentRef
     from jobstream.queue import message_body
     from jobstream.service import admission, stream
     from jobstream.service.callbacks import handle_message
     from jobstream.service.execution import execute
-    from jobstream.domain import IntentRef
 
     meter.bill.reset()
     poster_log.clear()

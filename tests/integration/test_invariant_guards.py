@@ -93,7 +93,7 @@ def test_the_store_refuses_a_lifecycle_kind_already_recorded(rt: Runtime, kind: 
     # A terminal event must carry the job's expiry (service/retention.py).
     expiry = expiry_of(event.at, rt.settings) if kind in TERMINAL_KINDS else None
     with pytest.raises(StaleJobError):
-        rt.store.append_event(current, event, expires_at=expiry)
+        rt.store.append_event(current, event, expires_at=expiry, once_per_job=True)
     assert kinds(rt, job_id) == before
 
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobstream.delivery.backoff import parse_retry_after, retry_delay_ms
+from jobstream.backoff import parse_retry_after, retry_delay_ms
 from jobstream.delivery.classify import (
     MAX_ERROR_CHARS,
     Outcome,

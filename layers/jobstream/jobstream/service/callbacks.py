@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from jobstream import observability
+from jobstream.backoff import parse_retry_after, retry_delay_ms
 from jobstream.config.settings import ConfigurationError
-from jobstream.delivery.backoff import parse_retry_after, retry_delay_ms
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.origins import check_at_delivery
 from jobstream.delivery.signing import webhook_headers

@@ -10,6 +10,7 @@ from jobstream import observability
 from jobstream.domain import CallbackRecord, IntentRef, JobRecord, StoredEvent
 from jobstream.protocol import documents
 from jobstream.protocol.events import (
+    ONCE_PER_JOB_KINDS,
     TERMINAL_KIND_BY_STATUS,
     TERMINAL_KINDS,
     EventKind,
@@ -197,7 +198,14 @@ def _commit(
     intent = callback_intent(record, event, base_url)
     # The terminal event starts the job's retention period (service/retention.py).
     expires_at = expiry_of(event.at, rt.settings) if event.kind in TERMINAL_KINDS else None
-    rt.store.append_event(record, event, change=change, intent=intent, expires_at=expires_at)
+    rt.store.append_event(
+        record,
+        event,
+        change=change,
+        intent=intent,
+        expires_at=expires_at,
+        once_per_job=event.kind in ONCE_PER_JOB_KINDS,
+    )
     observability.count("events_recorded", dimension=event.kind)
     if intent is not None:
         hand_off(rt, [IntentRef(record.job_id, event.sequence)])

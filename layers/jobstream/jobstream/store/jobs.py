@@ -12,8 +12,7 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from jobstream.domain import CALLBACK_PENDING, JobRecord, StoredEvent
-from jobstream.protocol.events import ONCE_PER_JOB_KINDS, TERMINAL_KINDS
+from jobstream.domain import CALLBACK_PENDING, TERMINAL_STATUSES, JobRecord, StoredEvent
 from jobstream.retries import after_lost_answer, default_policy
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
@@ -97,8 +96,8 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
     if record.correlation_id:
         values["gsi2pk"] = keys.correlation_pk(record.tenant, record.correlation_id)
         values["gsi2sk"] = values["gsi1sk"]
-    if not record.recorded_kinds & TERMINAL_KINDS:
-        # The sweep visits the job until its terminal event is recorded.
+    if record.status not in TERMINAL_STATUSES:
+        # The sweep visits the job until it finishes (with its terminal event, in one write).
         values["sweep_pk"] = keys.job_sweep_pk(keys.ACTIVE_JOBS, record.job_id)
         values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
     for name in _RECORD_FIELDS:
@@ -254,8 +253,11 @@ class JobStore:
         change: StateChange | None = None,
         intent: CallbackIntent | None = None,
         expires_at: int | None = None,
+        once_per_job: bool = False,
     ) -> None:
         """Record `event` as the job's next event, with an optional state change, atomically.
+        The caller says what the event is (the store knows no event kinds): `once_per_job`, its
+        kind may stand once in the job's stream; `expires_at`, it is the terminal event.
 
         A terminal event needs `expires_at` (epoch seconds): the job and the event carry it from
         this write on, its callback intent keeps it as `retain_until` (it expires once it is
@@ -266,9 +268,6 @@ class JobStore:
         """
         if event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
-        terminal = event.kind in TERMINAL_KINDS
-        if terminal != (expires_at is not None):
-            raise ValueError("a terminal event, and only one, sets the job's expiry")
         names: dict[str, str] = {"#count": "event_count", "#last": "last_event_at"}
         values: dict[str, Any] = {
             ":expected": record.event_count,
@@ -279,7 +278,7 @@ class JobStore:
         # The sequence check makes concurrent appenders serialise: exactly one wins each slot.
         conditions = ["#count = :expected"]
         add_clause = ""
-        if event.kind in ONCE_PER_JOB_KINDS:
+        if once_per_job:
             names["#kinds"] = "recorded_kinds"
             values[":kind"] = event.kind
             values[":kinds"] = frozenset({event.kind})
