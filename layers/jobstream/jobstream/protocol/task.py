@@ -80,42 +80,16 @@ def parse_task(body: Any) -> AdmissionRequest:
     """Validate a Task body in the reference order; the first failure wins."""
     if not isinstance(body, dict):
         raise invalid_params("body must be a JSON object")
-    if _absent(body, "protocol_version"):
-        raise invalid_params("protocol_version is required")
-    version = body["protocol_version"]
-    if version != PROTOCOL_VERSION or not isinstance(version, str):
-        raise ProtocolError(
-            ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
-            f"unsupported protocol_version {js_json(version)}",
-            detail={"received": version, "supported": list(SUPPORTED_VERSIONS)},
-        )
-    job_type = body.get("job_type")
-    if job_type not in SUPPORTED_JOB_TYPES or not isinstance(job_type, str):
-        raise invalid_params(
-            f"unsupported job_type {js_json(job_type)}",
-            detail={
-                "reason": "unsupported_job_type",
-                "job_type": job_type,
-                "supported": list(SUPPORTED_JOB_TYPES),
-            },
-        )
-    key = body.get("idempotency_key")
-    if not isinstance(key, str) or is_blank(key):
-        raise invalid_params("idempotency_key must be a non-empty string")
-    key = js_trim(key)
-    if js_length(key) > MAX_IDEMPOTENCY_KEY:
-        raise invalid_params(f"idempotency_key must be at most {MAX_IDEMPOTENCY_KEY} characters")
+    _check_protocol_version(body)
+    job_type = _parse_job_type(body.get("job_type"))
+    key = _parse_idempotency_key(body.get("idempotency_key"))
     correlation_id = body.get("correlation_id")
-    if correlation_id is not None and (
-        not isinstance(correlation_id, str) or js_length(correlation_id) > MAX_CORRELATION_ID
-    ):
+    if correlation_id is not None and not _short_string(correlation_id, MAX_CORRELATION_ID):
         raise invalid_params(
             f"correlation_id must be a string of at most {MAX_CORRELATION_ID} chars"
         )
     callback_url = body.get("callback_url")
-    if callback_url is not None and (
-        not isinstance(callback_url, str) or js_length(callback_url) > MAX_CALLBACK_URL
-    ):
+    if callback_url is not None and not _short_string(callback_url, MAX_CALLBACK_URL):
         raise invalid_params(f"callback_url must be a string of at most {MAX_CALLBACK_URL} chars")
     deadline_ms = body.get("deadline_ms")
     if deadline_ms is not None and (
@@ -135,6 +109,44 @@ def parse_task(body: Any) -> AdmissionRequest:
         deadline_ms=int(deadline_ms) if deadline_ms is not None else None,
         search=search,
     )
+
+
+def _check_protocol_version(body: dict[str, Any]) -> None:
+    if _absent(body, "protocol_version"):
+        raise invalid_params("protocol_version is required")
+    version = body["protocol_version"]
+    if version != PROTOCOL_VERSION or not isinstance(version, str):
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+            f"unsupported protocol_version {js_json(version)}",
+            detail={"received": version, "supported": list(SUPPORTED_VERSIONS)},
+        )
+
+
+def _parse_job_type(job_type: Any) -> str:
+    if job_type not in SUPPORTED_JOB_TYPES or not isinstance(job_type, str):
+        raise invalid_params(
+            f"unsupported job_type {js_json(job_type)}",
+            detail={
+                "reason": "unsupported_job_type",
+                "job_type": job_type,
+                "supported": list(SUPPORTED_JOB_TYPES),
+            },
+        )
+    return job_type
+
+
+def _parse_idempotency_key(value: Any) -> str:
+    if not isinstance(value, str) or is_blank(value):
+        raise invalid_params("idempotency_key must be a non-empty string")
+    key = js_trim(value)
+    if js_length(key) > MAX_IDEMPOTENCY_KEY:
+        raise invalid_params(f"idempotency_key must be at most {MAX_IDEMPOTENCY_KEY} characters")
+    return key
+
+
+def _short_string(value: Any, max_length: int) -> bool:
+    return isinstance(value, str) and js_length(value) <= max_length
 
 
 def _parse_labels(labels: Any) -> dict[str, str] | None:
@@ -225,28 +237,34 @@ def _parse_constraints(constraints: Any) -> dict[str, Any] | None:
         normalized["exclude"] = _parse_exclude(exclude)
     for name in ("limit", "scan_limit"):
         value = constraints.get(name)
-        if value is None:
-            continue
-        if not is_js_integer(value) or value < 1:
-            raise invalid_params(f"params.constraints.{name} must be an integer of at least 1")
-        if name == "limit" and value > MAX_SAFE_INTEGER:
-            # It is stored, and DynamoDB cannot hold every integer a JSON number can write
-            # (1e300 has 301 digits); no consumer's JavaScript can hold one this large exactly.
-            raise invalid_params(
-                f"params.constraints.limit must be at most {MAX_SAFE_INTEGER}",
-                detail={"field": "params.constraints.limit", "max": MAX_SAFE_INTEGER},
-            )
-        normalized[name] = min(int(value), MAX_SCAN_LIMIT) if name == "scan_limit" else int(value)
+        if value is not None:
+            normalized[name] = _parse_count(name, value)
     work_types = constraints.get("work_types")
     if work_types is not None:
-        if not isinstance(work_types, list) or not all(
-            isinstance(item, str) and item != "" for item in work_types
-        ):
-            raise invalid_params(
-                "params.constraints.work_types must be an array of non-empty strings"
-            )
-        normalized["work_types"] = list(work_types)
+        normalized["work_types"] = _parse_work_types(work_types)
     return normalized
+
+
+def _parse_count(name: str, value: Any) -> int:
+    """`limit` or `scan_limit`: an integer of at least 1 (scan_limit capped, limit bounded)."""
+    if not is_js_integer(value) or value < 1:
+        raise invalid_params(f"params.constraints.{name} must be an integer of at least 1")
+    if name == "limit" and value > MAX_SAFE_INTEGER:
+        # It is stored, and DynamoDB cannot hold every integer a JSON number can write
+        # (1e300 has 301 digits); no consumer's JavaScript can hold one this large exactly.
+        raise invalid_params(
+            f"params.constraints.limit must be at most {MAX_SAFE_INTEGER}",
+            detail={"field": "params.constraints.limit", "max": MAX_SAFE_INTEGER},
+        )
+    return min(int(value), MAX_SCAN_LIMIT) if name == "scan_limit" else int(value)
+
+
+def _parse_work_types(work_types: Any) -> list[str]:
+    if not isinstance(work_types, list) or not all(
+        isinstance(item, str) and item != "" for item in work_types
+    ):
+        raise invalid_params("params.constraints.work_types must be an array of non-empty strings")
+    return list(work_types)
 
 
 def _parse_exclude(exclude: Any) -> list[dict[str, str]]:

@@ -277,22 +277,12 @@ class JobStore:
         assignments = ["#count = :next", "#last = :at"]
         # The sequence check makes concurrent appenders serialise: exactly one wins each slot.
         conditions = ["#count = :expected"]
-        add_clause = ""
-        if once_per_job:
-            names["#kinds"] = "recorded_kinds"
-            values[":kind"] = event.kind
-            values[":kinds"] = frozenset({event.kind})
-            # At most once per lifecycle kind, whoever races us.
-            conditions.append("NOT contains(#kinds, :kind)")
-            add_clause = " ADD #kinds :kinds"
+        add_clause = (
+            _once_per_job_clause(event.kind, names, values, conditions) if once_per_job else ""
+        )
         removed: list[str] = []
         if expires_at is not None:
-            # The stream is complete: the job leaves the sweep's active set in the same write,
-            # and is kept for the retention period from now on.
-            removed += ["sweep_pk", "sweep_sk"]
-            names["#expires"] = keys.TTL_ATTRIBUTE
-            values[":expires"] = expires_at
-            assignments.append("#expires = :expires")
+            removed += _terminal_clause(expires_at, names, values, assignments)
         if change is not None:
             removed += _apply_change(change, names, values, assignments, conditions)
         for index, name in enumerate(removed):
@@ -669,6 +659,30 @@ class JobStore:
             if "LastEvaluatedKey" not in response:
                 return items
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def _once_per_job_clause(
+    kind: str, names: dict[str, str], values: dict[str, Any], conditions: list[str]
+) -> str:
+    """The guard and the ADD clause of an event whose kind may stand once in its job's stream."""
+    names["#kinds"] = "recorded_kinds"
+    values[":kind"] = kind
+    values[":kinds"] = frozenset({kind})
+    # At most once per lifecycle kind, whoever races us.
+    conditions.append("NOT contains(#kinds, :kind)")
+    return " ADD #kinds :kinds"
+
+
+def _terminal_clause(
+    expires_at: int, names: dict[str, str], values: dict[str, Any], assignments: list[str]
+) -> list[str]:
+    """The terminal event's update of its job; returns the attributes it removes."""
+    # The stream is complete: the job leaves the sweep's active set in the same write, and is
+    # kept for the retention period from now on.
+    names["#expires"] = keys.TTL_ATTRIBUTE
+    values[":expires"] = expires_at
+    assignments.append("#expires = :expires")
+    return ["sweep_pk", "sweep_sk"]
 
 
 def _apply_change(
