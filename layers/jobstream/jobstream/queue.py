@@ -48,6 +48,19 @@ def make_visible_after(client: Any, url: str | None, receipt_handle: str, delay_
     )
 
 
+def send_in_batches(client: Any, url: str, bodies: Sequence[str]) -> int:
+    """Send one message per body, SQS_BATCH to a request; returns how many SQS accepted."""
+    sent = 0
+    for start in range(0, len(bodies), SQS_BATCH):
+        entries = [
+            {"Id": str(index), "MessageBody": body}
+            for index, body in enumerate(bodies[start : start + SQS_BATCH])
+        ]
+        response = client.send_message_batch(QueueUrl=url, Entries=entries)
+        sent += len(response.get("Successful", []))
+    return sent
+
+
 def message_body(ref: IntentRef) -> str:
     return json.dumps({"job_id": ref.job_id, "sequence": ref.sequence}, separators=(",", ":"))
 
@@ -81,18 +94,7 @@ class CallbackQueue:
         """Send one message per intent; returns how many SQS accepted."""
         if not self.url:
             return 0
-        sent = 0
-        for start in range(0, len(refs), SQS_BATCH):
-            chunk = refs[start : start + SQS_BATCH]
-            response = self.client.send_message_batch(
-                QueueUrl=self.url,
-                Entries=[
-                    {"Id": str(index), "MessageBody": message_body(ref)}
-                    for index, ref in enumerate(chunk)
-                ],
-            )
-            sent += len(response.get("Successful", []))
-        return sent
+        return send_in_batches(self.client, self.url, [message_body(ref) for ref in refs])
 
     def delay(self, receipt_handle: str, delay_ms: int) -> None:
         """Make a received message visible again after `delay_ms` (the retry's backoff)."""
@@ -173,16 +175,5 @@ class WorkQueue:
     def send(self, job_ids: Sequence[str]) -> int:
         if not self.url:
             return 0
-        sent = 0
-        client = self._client_factory()
-        for start in range(0, len(job_ids), SQS_BATCH):
-            chunk = job_ids[start : start + SQS_BATCH]
-            response = client.send_message_batch(
-                QueueUrl=self.url,
-                Entries=[
-                    {"Id": str(index), "MessageBody": work_message_body(job_id)}
-                    for index, job_id in enumerate(chunk)
-                ],
-            )
-            sent += len(response.get("Successful", []))
-        return sent
+        bodies = [work_message_body(job_id) for job_id in job_ids]
+        return send_in_batches(self._client_factory(), self.url, bodies)

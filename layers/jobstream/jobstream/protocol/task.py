@@ -7,6 +7,7 @@ Pure: takes the decoded JSON body, returns an AdmissionRequest or raises Protoco
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -82,7 +83,7 @@ def parse_task(body: Any) -> AdmissionRequest:
         raise invalid_params("body must be a JSON object")
     _check_protocol_version(body)
     job_type = _parse_job_type(body.get("job_type"))
-    key = _parse_idempotency_key(body.get("idempotency_key"))
+    key = _trimmed_string(body.get("idempotency_key"), "idempotency_key", MAX_IDEMPOTENCY_KEY)
     correlation_id = body.get("correlation_id")
     if correlation_id is not None and not _short_string(correlation_id, MAX_CORRELATION_ID):
         raise invalid_params(
@@ -136,13 +137,14 @@ def _parse_job_type(job_type: Any) -> str:
     return job_type
 
 
-def _parse_idempotency_key(value: Any) -> str:
+def _trimmed_string(value: Any, field: str, max_length: int) -> str:
+    """A non-blank string, trimmed as JavaScript trims, of at most `max_length` characters."""
     if not isinstance(value, str) or is_blank(value):
-        raise invalid_params("idempotency_key must be a non-empty string")
-    key = js_trim(value)
-    if js_length(key) > MAX_IDEMPOTENCY_KEY:
-        raise invalid_params(f"idempotency_key must be at most {MAX_IDEMPOTENCY_KEY} characters")
-    return key
+        raise invalid_params(f"{field} must be a non-empty string")
+    trimmed = js_trim(value)
+    if js_length(trimmed) > max_length:
+        raise invalid_params(f"{field} must be at most {max_length} characters")
+    return trimmed
 
 
 def _short_string(value: Any, max_length: int) -> bool:
@@ -169,25 +171,22 @@ def parse_candidate_search_params(params: Any) -> CandidateSearchRequest:
     if not isinstance(params, dict):
         raise invalid_params("params must be a JSON object")
     normalized: dict[str, Any] = {}
-    source = _parse_source(params.get("source"))
-    if source is not None:
-        normalized["source"] = source
-    query = _parse_query(params.get("query"))
-    if query is not None:
-        normalized["query"] = query
-    constraints = _parse_constraints(params.get("constraints"))
-    if constraints is not None:
-        normalized["constraints"] = constraints
+    # In the reference's order: the first failure wins.
+    for field, parse in _PARAMS_OBJECTS:
+        value = params.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise invalid_params(f"params.{field} must be a JSON object")
+        parsed = parse(value)
+        if parsed is not None:
+            normalized[field] = parsed
     return CandidateSearchRequest(
         params=normalized, target_id=_parse_target_id(params.get("target_id"))
     )
 
 
-def _parse_source(source: Any) -> dict[str, Any] | None:
-    if source is None:
-        return None
-    if not isinstance(source, dict):
-        raise invalid_params("params.source must be a JSON object")
+def _parse_source(source: dict[str, Any]) -> dict[str, Any] | None:
     normalized: dict[str, Any] = {}
     platform = source.get("platform")
     if platform is not None:
@@ -204,11 +203,7 @@ def _parse_source(source: Any) -> dict[str, Any] | None:
     return normalized or None
 
 
-def _parse_query(query: Any) -> dict[str, Any] | None:
-    if query is None:
-        return None
-    if not isinstance(query, dict):
-        raise invalid_params("params.query must be a JSON object")
+def _parse_query(query: dict[str, Any]) -> dict[str, Any]:
     tags = query.get("tags")
     tags_message = "params.query.tags must be a non-empty array of strings"
     if not isinstance(tags, list) or not tags:
@@ -226,11 +221,7 @@ def _parse_query(query: Any) -> dict[str, Any] | None:
     return normalized
 
 
-def _parse_constraints(constraints: Any) -> dict[str, Any] | None:
-    if constraints is None:
-        return None
-    if not isinstance(constraints, dict):
-        raise invalid_params("params.constraints must be a JSON object")
+def _parse_constraints(constraints: dict[str, Any]) -> dict[str, Any]:
     normalized: dict[str, Any] = {}
     exclude = constraints.get("exclude")
     if exclude is not None:
@@ -267,6 +258,16 @@ def _parse_work_types(work_types: Any) -> list[str]:
     return list(work_types)
 
 
+# The objects of `params`, each parsed by its own rules (None: nothing to keep).
+_PARAMS_OBJECTS: Final[
+    tuple[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]], ...]
+] = (
+    ("source", _parse_source),
+    ("query", _parse_query),
+    ("constraints", _parse_constraints),
+)
+
+
 def _parse_exclude(exclude: Any) -> list[dict[str, str]]:
     if not isinstance(exclude, list) or len(exclude) > MAX_EXCLUDES:
         raise invalid_params(
@@ -289,9 +290,4 @@ def _parse_exclude(exclude: Any) -> list[dict[str, str]]:
 def _parse_target_id(target_id: Any) -> str | None:
     if target_id is None:
         return None
-    if not isinstance(target_id, str) or is_blank(target_id):
-        raise invalid_params("params.target_id must be a non-empty string")
-    trimmed = js_trim(target_id)
-    if js_length(trimmed) > MAX_TARGET_ID:
-        raise invalid_params(f"params.target_id must be at most {MAX_TARGET_ID} characters")
-    return trimmed
+    return _trimmed_string(target_id, "params.target_id", MAX_TARGET_ID)

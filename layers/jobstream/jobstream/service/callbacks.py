@@ -20,6 +20,7 @@ from jobstream.domain import (
     IntentRef,
 )
 from jobstream.queue import parse_message_body
+from jobstream.service.messages import parse_or_drop
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import callback_body
 
@@ -96,11 +97,8 @@ def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
     """Process one queue message; raises RetryLaterError to keep it (a partial batch failure)."""
     # One message per record of a batch: no key may carry over from the previous one.
     observability.bind(job_id=None, event_id=None)
-    try:
-        ref = parse_message_body(body)
-    except ValueError:
-        # Not an intent: nothing can ever deliver it. Dropped loudly rather than retried.
-        logger.error("dropping a callback message that names no intent: %.200s", body)  # noqa: TRY400
+    ref = parse_or_drop(parse_message_body, body, "callback intent")
+    if ref is None:
         return "invalid"
     observability.bind(job_id=ref.job_id)
     result = deliver(rt, ref)

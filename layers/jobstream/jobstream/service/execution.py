@@ -22,6 +22,7 @@ from jobstream.protocol.events import EventKind
 from jobstream.queue import QueueMessage, parse_work_message
 from jobstream.retries import transient
 from jobstream.service.completion import CompletionDeferredError, complete, known_outcome
+from jobstream.service.messages import parse_or_drop
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import record_transition
 from jobstream.store import budgets
@@ -53,10 +54,8 @@ def handle_work_message(
     resumes the job it had claimed; another message for the same job finds it claimed and does
     nothing. Raises CompletionDeferredError to keep the message (a batch item failure)."""
     observability.bind(job_id=None, correlation_id=None)
-    try:
-        job_id = parse_work_message(body)
-    except ValueError:
-        logger.error("dropping a work message that names no job: %.200s", body)  # noqa: TRY400
+    job_id = parse_or_drop(parse_work_message, body, "job")
+    if job_id is None:
         return "invalid"
     observability.bind(job_id=job_id)
     try:
