@@ -51,8 +51,10 @@ typecheck: setup
 cfn-lint: setup
 	$(BIN)/cfn-lint template.yaml
 
+# With the layer's coverage floor (pyproject.toml: tool.coverage); `.venv/bin/coverage report`
+# then says what is not covered.
 pytest: setup
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 -q --cov --cov-report=
 
 # Measures, prints, and REWRITES docs/performance.md (a tracked file: review the diff, commit it
 # with the change it measures).
