@@ -75,7 +75,7 @@ def test_no_candidate_fails_the_job(rt: Runtime) -> None:
     # Params no catalog work matches.
     from tests.support.state import set_job_attributes
 
-    set_job_attributes(rt, job_id, params={"query": {"tags": ["no-such-tag-anywhere"]}})
+    set_job_attributes(rt, job_id, params_canonical='{"query":{"tags":["no-such-tag-anywhere"]}}')
     assert execution.execute(rt, job_id) == "failed"
     job = jobs.get_job(rt, "acme", job_id, None)
     assert job["error"]["code"] == "no_candidate"
