@@ -7,14 +7,17 @@ from jobstream_local.moto_limits import enforce_item_limits
 from jobstream_local.moto_names import refuse_empty_attribute_names
 from jobstream_local.moto_queries import make_queries_cheap
 from jobstream_local.moto_sqs import make_sqs_cheap
+from jobstream_local.moto_streams import make_streams_bounded
 
 
 def patch_moto() -> None:
     """Atomic DynamoDB requests and transactions, refused empty attribute names, and item sizes
-    and numbers checked by DynamoDB's rules (as on AWS), and DynamoDB queries and SQS requests
-    whose cost does not grow with the whole table or queue."""
+    and numbers checked by DynamoDB's rules (as on AWS), DynamoDB queries and SQS requests whose
+    cost does not grow with the whole table or queue, and table streams whose memory does not
+    grow with their age."""
     make_dynamodb_atomic()
     refuse_empty_attribute_names()
     enforce_item_limits()
     make_queries_cheap()
     make_sqs_cheap()
+    make_streams_bounded()

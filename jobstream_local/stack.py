@@ -1,5 +1,5 @@
 """Starting and stopping the whole system in one process: moto server, resources, HTTP API,
-queue pollers and schedules, all read from template.yaml."""
+queue pollers, the table stream's poller and schedules, all read from template.yaml."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 from jobstream_local.gateway import LocalHttpApi, load_handler, make_server
 from jobstream_local.moto_patches import patch_moto
 from jobstream_local.resources import create_queues, create_secrets, create_tables
+from jobstream_local.streams import StreamPoller
 from jobstream_local.template import REPOSITORY, Template
 from jobstream_local.workers import QueuePoller, Schedule
 
@@ -152,6 +153,22 @@ def _start_services(
             )
             for _ in range(concurrency)
         )
+    # The dispatcher on the table's stream (one shard locally: one reader).
+    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint)
+    stack.workers.extend(
+        StreamPoller(
+            streams=streams,
+            stream_arn=resources[source.table]["StreamArn"],
+            function_name=source.function.name,
+            handler=load_handler(source.function),
+            batch_size=source.batch_size,
+            filters=source.filters,
+            stopping=stack.stopping,
+            starting_position=source.starting_position,
+            max_retries=source.max_retries,
+        )
+        for source in template.stream_sources()
+    )
     interval = float(env.get("JOBSTREAM_SWEEP_INTERVAL_S") or 5)
     stack.workers.extend(
         Schedule(

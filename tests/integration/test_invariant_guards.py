@@ -33,6 +33,7 @@ from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import StaleJobError
 from tests.conftest import REFERENCE_TARGETS
 from tests.integration.test_conformance_jobs import FOUR_TARGETS
+from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import mark_running, set_job_attributes, whole_table
 from tests.support.validation import validate_error
@@ -305,6 +306,7 @@ def test_the_sweep_resends_an_attempt_that_died_in_flight(rt: Runtime, clock: Cl
     runtime = replace(rt, queue=queue, poster=post)  # type: ignore[arg-type]
     job_id = admit(runtime, callback=True)
     ref = IntentRef(job_id, 1)
+    dispatch_stream(runtime)
     assert queue.sent == [ref]
     lease_ms = 30_000
     assert runtime.callbacks.claim(ref, now=clock.now, lease_ms=lease_ms) is not None
@@ -326,7 +328,6 @@ def test_the_sweep_leaves_a_live_attempt_alone(rt: Runtime, clock: Clock) -> Non
     runtime = replace(rt, queue=queue)  # type: ignore[arg-type]
     job_id = admit(runtime, callback=True)
     ref = IntentRef(job_id, 1)
-    queue.sent.clear()
     clock.advance(keys.HANDOFF_GRACE_MS + 1)  # due now
     lease_ms = 10 * keys.HANDOFF_GRACE_MS
     assert runtime.callbacks.claim(ref, now=clock.now, lease_ms=lease_ms) is not None
@@ -360,6 +361,7 @@ def test_the_sweep_sends_a_queued_job_again_after_the_grace_period(
     queue = SentJobs()
     runtime = replace(rt, work=queue)  # type: ignore[arg-type]
     job_id = admit(runtime)
+    dispatch_stream(runtime)
     assert queue.sent == [job_id]
     queue.sent.clear()
     clock.advance(keys.HANDOFF_GRACE_MS)

@@ -7,6 +7,7 @@ refused, nothing is applied. `after`: the call was applied and its answer is los
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -72,7 +73,11 @@ def aws_error(kind: str, service: str, operation: str) -> ClientError:
 class Faults:
     """Which calls fail. `at=None`: every call fails once (its first try; the retry passes).
     Otherwise calls number `at` .. `at + times - 1` fail (one call and all its retries).
-    Successive failures take their kind from `kinds` in turn."""
+    Successive failures take their kind from `kinds` in turn.
+
+    A call and its retries run in one thread (the retrying client's), while an operation may
+    make calls from several (a merged read of shards): whether the call in progress fails, and
+    whether the last one failed, are kept per thread; the counts under a lock."""
 
     kinds: tuple[str, ...]
     mode: str = "before"
@@ -83,40 +88,46 @@ class Faults:
     calls: int = 0
     fired: int = 0
     operations: list[str] = field(default_factory=list)
-    _failing: bool = False
-    _last_failed: bool = False
+    _thread: threading.local = field(default_factory=threading.local)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def _decide(self) -> bool:
-        self.calls += 1
+    def _decide(self) -> tuple[bool, int]:
+        with self._lock:
+            self.calls += 1
+            number = self.calls
         if self.at is None:
-            fail = not self._last_failed
+            fail = not getattr(self._thread, "last_failed", False)
         else:
-            fail = self.at <= self.calls < self.at + self.times
-        self._last_failed = fail
-        return fail
+            fail = self.at <= number < self.at + self.times
+        self._thread.last_failed = fail
+        return fail, number
 
     def before(self, event_name: str, model: Any, params: dict[str, Any], **_: Any) -> None:
         service = event_name.split(".")[1]
-        self.operations.append(f"{service}.{model.name}")
+        with self._lock:
+            self.operations.append(f"{service}.{model.name}")
         body = params.get("body", b"")
         text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
         if self.matching is not None and self.matching not in text:
-            self._failing = False
+            self._thread.failing = False
             return
-        self._failing = self._decide()
+        failing, number = self._decide()
         # "after" loses the answer of the first failing call only; its retries are refused.
-        first_of_run = self.at is None or self.calls == self.at
-        if self._failing and not (self.mode == "after" and first_of_run):
+        first_of_run = self.at is None or number == self.at
+        self._thread.failing = failing
+        self._thread.first_of_run = first_of_run
+        if failing and not (self.mode == "after" and first_of_run):
             raise self._error(service, model.name)
 
     def after(self, event_name: str, model: Any, **_: Any) -> None:
-        first_of_run = self.at is None or self.calls == self.at
-        if self._failing and self.mode == "after" and first_of_run:
+        failing = getattr(self._thread, "failing", False)
+        if failing and self.mode == "after" and self._thread.first_of_run:
             raise self._error(event_name.split(".")[1], model.name)
 
     def _error(self, service: str, operation: str) -> ClientError:
-        kind = self.kinds[self.fired % len(self.kinds)]
-        self.fired += 1
+        with self._lock:
+            kind = self.kinds[self.fired % len(self.kinds)]
+            self.fired += 1
         return aws_error(kind, service, operation)
 
 

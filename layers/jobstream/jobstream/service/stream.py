@@ -17,11 +17,9 @@ from jobstream.protocol.events import (
     protocol_type,
 )
 from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
-from jobstream.service.handoff import hand_off
 from jobstream.service.ownership import load_owned_job, load_owned_job_and_event_at
 from jobstream.service.retention import item_expiry, job_expiry
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import CallbackIntent, StaleJobError, StateChange
 
 # Each loss of a race re-reads the job; a job has at most a handful of lifecycle events.
@@ -188,8 +186,9 @@ def _commit(
     change: StateChange | None = None,
     base_url: str | None,
 ) -> None:
-    """Append `event` (with its callback intent, if any) atomically, then hand the intent off.
-    The intent names the event; its body is built from the job when it is sent."""
+    """Append `event` (with its callback, if any) atomically. The callback names the event; its
+    body is built from the job when it is sent. The dispatcher hands it to the callback queue
+    from the table's stream (service/dispatcher.py): no write path waits for SQS."""
     intent = callback_intent(record, event, base_url)
     # Every item of the job expires from its deadline on; the terminal event starts the job
     # item's own retention period (service/retention.py).
@@ -204,5 +203,3 @@ def _commit(
         ),
     )
     observability.count("events_recorded", dimension=event.kind)
-    if intent is not None:
-        hand_off(rt, [IntentRef(record.job_id, event.sequence)])

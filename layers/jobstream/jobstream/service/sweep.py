@@ -83,7 +83,7 @@ def _resend(rt: Runtime, ref: IntentRef, now: int) -> int:
         return 0
     hand_off(rt, [ref])
     # Look again only after a delivery had a fair chance to take it.
-    rt.callbacks.postpone(ref, due=now + keys.HANDOFF_GRACE_MS)
+    rt.callbacks.postpone(ref, now=now, due=now + keys.HANDOFF_GRACE_MS)
     return 1
 
 

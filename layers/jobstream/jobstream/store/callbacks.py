@@ -236,15 +236,20 @@ class CallbackStore:
             },
         )
 
-    def postpone(self, ref: IntentRef, *, due: int) -> bool:
-        """Move the sweep's next look at an open callback to `due` (after a re-send)."""
+    def postpone(self, ref: IntentRef, *, now: int, due: int) -> bool:
+        """Move the sweep's next look at an open callback to `due`, after its re-send at `now`
+        (`resent_at` also keeps the dispatcher from sending it once more: service/dispatcher)."""
         return (
             self._update(
                 ref,
-                "SET sweep_sk = :due",
+                "SET sweep_sk = :due, resent_at = :now",
                 # A finished callback has left the hand-off shards; do not put it back.
                 "begins_with(sweep_pk, :handoff)",
-                {":due": keys.sweep_sk(due, ref.item_id), ":handoff": keys.CALLBACK_HANDOFF},
+                {
+                    ":due": keys.sweep_sk(due, ref.item_id),
+                    ":now": now,
+                    ":handoff": keys.CALLBACK_HANDOFF,
+                },
             )
             is not None
         )
@@ -258,7 +263,8 @@ class CallbackStore:
         retain = dead.expires_at if dead.expires_at is not None else dead.retain_until
         return self._update(
             ref,
-            "SET #state = :pending, attempts = :zero, next_attempt_at = :now, "
+            # `resent_at`: the redrive sends it itself (service/dispatcher.py sends it no more).
+            "SET #state = :pending, attempts = :zero, next_attempt_at = :now, resent_at = :now, "
             "sweep_pk = :handoff, sweep_sk = :due"
             + (", retain_until = :retain" if retain is not None else "")
             + " REMOVE dead_at, #expires",

@@ -113,9 +113,17 @@ def _listed(
     resume_names: tuple[str, ...],
     query: JobQuery,
 ) -> Iterator[ListedJob]:
-    batch = min(query.limit, LISTING_BATCH)
-    while chunk := list(islice(entries, batch)):
-        yield from _read_jobs(client, table_name, chunk, resume_names, query.status)
+    # Batches up to the page's count; past it, one job at a time: a page only needs to know
+    # that another job follows (its cursor), and a byte-bounded page stops early anyway.
+    listed = 0
+    while True:
+        wanted = min(LISTING_BATCH, query.limit - listed) if listed < query.limit else 1
+        chunk = list(islice(entries, wanted))
+        if not chunk:
+            return
+        for job in _read_jobs(client, table_name, chunk, resume_names, query.status):
+            listed += 1
+            yield job
 
 
 def _read_jobs(
