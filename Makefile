@@ -10,7 +10,7 @@ export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR):$(CURDIR)/clients/pyth
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 
-.PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check clean
+.PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check rehearse rehearse-setup clean
 
 setup: $(STAMP)
 
@@ -37,7 +37,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench clients/python
+	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench clients/python rehearsal
 	@for f in $(FUNCTIONS); do echo "mypy $$f"; $(BIN)/mypy $$f || exit 1; done
 
 cfn-lint: setup
@@ -46,10 +46,13 @@ cfn-lint: setup
 pytest: setup
 	$(BIN)/pytest -n 2 -q
 
+# Measures, prints, and REWRITES docs/performance.md (a tracked file: review the diff, commit it
+# with the change it measures).
 bench: setup
 	$(BIN)/python -m bench
 
-# The bounded load test against the local stack (LOAD_ARGS="--jobs 200" for a quicker run).
+# The bounded load test against the local stack (LOAD_ARGS="--jobs 200" for a quicker run);
+# rewrites docs/load.md (tracked).
 load: setup
 	$(BIN)/python -m bench.load $(LOAD_ARGS)
 
@@ -73,5 +76,30 @@ deploy-check: setup $(SAM)
 	SAM_CLI_TELEMETRY=0 $(SAM) build --build-dir .aws-sam/build
 	$(BIN)/pytest -q tests/unit/test_template.py tests/integration/test_sample_events.py
 
+# The deployment rehearsal (docs/operations.md): sam build + sam deploy to ministack with IAM
+# enforced, an end-to-end journey through the emulated API, queues and schedule, then the
+# mutations it must catch. The emulator and the Lambda runtime each have their own virtualenv.
+REHEARSAL_VENV := .venv-rehearsal
+EMULATOR_STAMP := $(REHEARSAL_VENV)/.emulator-$(shell cat rehearsal/requirements-emulator.txt | cksum | cut -d' ' -f1)
+RUNTIME_STAMP := $(REHEARSAL_VENV)/.runtime-$(shell cat rehearsal/requirements-lambda-runtime.txt | cksum | cut -d' ' -f1)
+
+$(EMULATOR_STAMP): rehearsal/requirements-emulator.txt
+	rm -rf $(REHEARSAL_VENV)/emulator $(REHEARSAL_VENV)/.emulator-*
+	$(PYTHON) -m venv $(REHEARSAL_VENV)/emulator
+	$(REHEARSAL_VENV)/emulator/bin/python -m pip install --quiet -r rehearsal/requirements-emulator.txt
+	touch $@
+
+$(RUNTIME_STAMP): rehearsal/requirements-lambda-runtime.txt
+	rm -rf $(REHEARSAL_VENV)/lambda-runtime $(REHEARSAL_VENV)/.runtime-*
+	$(PYTHON) -m venv $(REHEARSAL_VENV)/lambda-runtime
+	$(REHEARSAL_VENV)/lambda-runtime/bin/python -m pip install --quiet -r rehearsal/requirements-lambda-runtime.txt
+	touch $@
+
+rehearse-setup: setup $(SAM) $(EMULATOR_STAMP) $(RUNTIME_STAMP)
+
+rehearse: rehearse-setup
+	$(BIN)/python -m rehearsal
+	$(BIN)/pytest -q -p no:cacheprovider -m rehearsal tests/rehearsal
+
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .pytest_cache .ruff_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) $(REHEARSAL_VENV) .mypy_cache .pytest_cache .ruff_cache .aws-sam

@@ -2,8 +2,9 @@
 
     jobstream [--local] [--url URL] [--token TOKEN] [--output auto|table|json] COMMAND …
 
-Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `submit`. Operator: `dlq list|redrive`
-(also `dead-letters`), `sweep`, `tenants …` (the consumer registry).
+Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `submit`, `cancel`, `ack`, `smoke` (one
+job end to end through any deployment), `conformance` (the protocol conformance kit). Operator:
+`dlq list|redrive` (also `dead-letters`), `sweep`, `tenants …` (the consumer registry).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import Annotated
 
 import typer
 
-from jobstream_cli.commands import events, jobs, operator, submit, tenants
+from jobstream_cli.commands import ack, cancel, events, jobs, operator, smoke, submit, tenants
 from jobstream_cli.commands.conformance import conformance
 from jobstream_cli.errors import GuardedGroup
 from jobstream_cli.state import Output, resolve
+from jobstream_cli.version import version_line
 
 app = typer.Typer(
     name="jobstream",
@@ -26,6 +28,12 @@ app = typer.Typer(
     # Expected failures are one line (GuardedGroup); anything else is a bug worth its traceback.
     pretty_exceptions_show_locals=False,
 )
+
+
+def _print_version(requested: bool) -> None:
+    if requested:
+        typer.echo(version_line())
+        raise typer.Exit
 
 
 @app.callback()
@@ -40,11 +48,13 @@ def root(
     ] = False,
     url: Annotated[
         str | None,
-        typer.Option(help="base URL of the API [env JOBSTREAM_URL; default http://127.0.0.1:3000]"),
+        typer.Option(
+            help="base URL of the API \\[env JOBSTREAM_URL; default http://127.0.0.1:3000]"
+        ),
     ] = None,
     token: Annotated[
         str | None,
-        typer.Option(help="bearer token [env JOBSTREAM_TOKEN; default local-dev-token]"),
+        typer.Option(help="bearer token \\[env JOBSTREAM_TOKEN; default local-dev-token]"),
     ] = None,
     output: Annotated[
         Output,
@@ -55,6 +65,15 @@ def root(
             case_sensitive=False,
         ),
     ] = Output.AUTO,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="print the version and exit",
+        ),
+    ] = False,
 ) -> None:
     """Submit, watch and operate jobstream jobs."""
     ctx.obj = resolve(url=url, token=token, local=local, output=output)
@@ -63,6 +82,9 @@ def root(
 app.add_typer(jobs.app, name="jobs")
 app.command("events")(events.events)
 app.command("submit")(submit.submit)
+app.command("cancel")(cancel.cancel)
+app.command("ack")(ack.ack)
+app.command("smoke")(smoke.smoke)
 app.add_typer(operator.dlq_app, name="dlq")
 app.add_typer(operator.dlq_app, name="dead-letters", help="Alias of `dlq`.", hidden=False)
 app.command("sweep")(operator.sweep)

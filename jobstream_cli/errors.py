@@ -7,6 +7,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from jobstream_client import JobstreamError, TransportError
+
 INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT
 
 
@@ -15,6 +17,15 @@ class CliError(Exception):
     printed as one line, exit code 1 — never a traceback."""
 
     exit_code = 1
+
+
+def explain(error: JobstreamError, *, local: bool) -> str:
+    """The one line for a failed API call: the SDK's `code: message (HTTP status)` for an error
+    envelope, `cannot reach URL: why` for a network failure, with a hint when nothing listens."""
+    if isinstance(error, TransportError) and error.refused:
+        where = "start it with `make run`" if local else "see --url / JOBSTREAM_URL"
+        return f"{error} (is the stack running? {where})"
+    return str(error)
 
 
 class GuardedGroup(TyperGroup):
@@ -28,6 +39,11 @@ class GuardedGroup(TyperGroup):
         except CliError as error:
             typer.echo(f"jobstream: {error}", err=True)
             raise typer.Exit(error.exit_code) from None
+        except JobstreamError as error:
+            # ctx.obj is the resolved Cli (state.py) once the root callback ran.
+            local = bool(getattr(ctx.obj, "local", False))
+            typer.echo(f"jobstream: {explain(error, local=local)}", err=True)
+            raise typer.Exit(CliError.exit_code) from None
         except KeyboardInterrupt:
             typer.echo("jobstream: interrupted", err=True)
             raise typer.Exit(INTERRUPTED) from None

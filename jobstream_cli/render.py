@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -19,7 +20,6 @@ STATUS_STYLES: Final = {
     "expired": "yellow",
     "cancelled": "yellow",
 }
-TERMINAL_EVENTS: Final = frozenset({"job.succeeded", "job.failed", "job.expired", "job.cancelled"})
 FIRST_URLS: Final = 3
 
 
@@ -163,17 +163,17 @@ def error_text(error: Mapping[str, Any]) -> Text:
     return text
 
 
-def event_line(event: Mapping[str, Any]) -> Text:
-    """One line per event: time, type, id, and what it says."""
+def event_line(event: Mapping[str, Any], progress: Mapping[str, Any] | None = None) -> Text:
+    """One line per event: time, type, id, and what it says (for a progress event, the job's
+    `progress` when the caller read it: the event itself carries only its internal kind)."""
     kind = str(event.get("type"))
     style = STATUS_STYLES.get(kind.removeprefix("job."), "")
     line = Text(f"{timestamp(event.get('at'))}  ")
     line.append(f"{kind:<14}", style=style or "bold")
     line.append(f"  {event.get('event_id')}", style="dim")
     payload = event.get("payload") or {}
-    detail = payload.get("detail") or {}
-    if kind == "job.progress" and detail:
-        line.append(f"  {progress_text(detail) if 'stage' in detail else detail}")
+    if kind == "job.progress" and progress and progress.get("stage"):
+        line.append(f"  {progress_text(progress)}")
     if payload.get("result") is not None:
         line.append("  ").append_text(result_summary(payload["result"]))
     if payload.get("error"):
@@ -181,25 +181,72 @@ def event_line(event: Mapping[str, Any]) -> Text:
     return line
 
 
+DEAD_LETTER_COLUMNS: Final = (
+    "job", "event", "target", "attempts", "last status", "last error", "dead at"
+)  # fmt: skip
+MIN_ERROR_WIDTH: Final = 20
+
+
+def _dead_letter_row(record: Mapping[str, Any]) -> tuple[str, ...]:
+    last_status = record.get("last_status")
+    return (
+        str(record.get("job_id")),
+        str(record.get("event_id")),
+        str(record.get("callback_url")),
+        str(record.get("attempts")),
+        str(last_status if last_status is not None else "-"),
+        str(record.get("last_error") or "-"),
+        timestamp(record.get("dead_at")),
+    )
+
+
+def dead_letters_view(dead: Iterable[Mapping[str, Any]], width: int) -> RenderableType:
+    """A table where it fits with every id and URL whole, else one short block per dead letter."""
+    records = list(dead)
+    rows = [_dead_letter_row(record) for record in records]
+    whole = [
+        max([len(header), *(len(row[index]) for row in rows)])
+        for index, header in enumerate(DEAD_LETTER_COLUMNS)
+        if header != "last error"
+    ]
+    # Each column has a space either side and a rule after it; the error wraps in what is left.
+    needed = sum(whole) + 3 * len(DEAD_LETTER_COLUMNS) + 1 + MIN_ERROR_WIDTH
+    return dead_letters_table(records) if rows and width >= needed else dead_letter_blocks(records)
+
+
+def dead_letter_blocks(dead: Iterable[Mapping[str, Any]]) -> Group:
+    """Job and event on one line; target, attempts, time and last error under them, long values
+    wrapped in their own column: readable at 80 columns."""
+    parts: list[RenderableType] = []
+    for record in dead:
+        job_id, event_id, target, attempts, last_status, error, dead_at = _dead_letter_row(record)
+        if parts:
+            parts.append(Text(""))
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(overflow="fold")
+        grid.add_row("target", target)
+        grid.add_row("attempts", f"{attempts}, last status {last_status}")
+        grid.add_row("dead at", dead_at)
+        grid.add_row("last error", Text(error, style="red"))
+        head = Text(job_id, style="bold")
+        head.append(f"  {event_id}", style="dim")
+        parts += [head, Padding(grid, (0, 0, 0, 2))]
+    return Group(*parts)
+
+
 def dead_letters_table(dead: Iterable[Mapping[str, Any]]) -> Table:
     table = Table(header_style="bold")
-    table.add_column("job", no_wrap=True)
-    table.add_column("event", no_wrap=True)
-    table.add_column("target")
-    table.add_column("attempts", justify="right")
-    table.add_column("last status", justify="right")
-    table.add_column("last error")
-    table.add_column("dead at", no_wrap=True)
+    for header in DEAD_LETTER_COLUMNS:
+        if header == "last error":
+            table.add_column(header)
+        elif header in {"attempts", "last status"}:
+            table.add_column(header, no_wrap=True, justify="right")
+        else:
+            table.add_column(header, no_wrap=True)
     for record in dead:
-        table.add_row(
-            str(record.get("job_id")),
-            str(record.get("event_id")),
-            str(record.get("callback_url")),
-            str(record.get("attempts")),
-            str(record.get("last_status") if record.get("last_status") is not None else "-"),
-            Text(str(record.get("last_error") or "-")),
-            timestamp(record.get("dead_at")),
-        )
+        *before, error, dead_at = _dead_letter_row(record)
+        table.add_row(*before, Text(error), dead_at)
     return table
 
 

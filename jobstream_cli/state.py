@@ -10,15 +10,16 @@ from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
 
-from jobstream_cli.client import ApiClient
+from jobstream_cli import api
 from jobstream_cli.errors import CliError
+from jobstream_client import Client
 
-# Written by the running local stack (`make run`), removed when it stops.
+# Written by the running local stack (`make run`), removed when it stops; JOBSTREAM_LOCAL_ENV_FILE
+# names another place (the stack's setting of the same name).
 LOCAL_ENV: Path = Path(__file__).resolve().parent.parent / ".jobstream" / "local-env.json"
 DEFAULT_URL: Final = "http://127.0.0.1:3000"
 DEFAULT_TOKEN: Final = "local-dev-token"  # noqa: S105 - the local stack's public token
@@ -37,6 +38,7 @@ class Cli:
     url: str
     token: str
     output: Output = Output.AUTO
+    local: bool = False  # --local: the running local stack's URL and token
 
     @property
     def json(self) -> bool:
@@ -51,13 +53,12 @@ class Cli:
         width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPE_WIDTH
         return Console(highlight=False, width=width)
 
-    def client(self) -> ApiClient:
-        parts = urlsplit(self.url)
-        if parts.scheme not in {"http", "https"} or not parts.netloc:
-            raise typer.BadParameter(
-                f"{self.url!r} is not an http(s) URL", param_hint="'--url' / JOBSTREAM_URL"
-            )
-        return ApiClient(self.url, self.token)
+    def client(self) -> Client:
+        """The consumer SDK's client of the API (api.py: its retries and timeout)."""
+        try:
+            return api.connect(self.url, self.token)
+        except ValueError as error:  # not an http(s) URL, or one carrying credentials
+            raise typer.BadParameter(str(error), param_hint="'--url' / JOBSTREAM_URL") from None
 
     def emit_json(self, value: Any, *, line: bool = False) -> None:
         """Indented JSON, or one compact line per value for streams (NDJSON)."""
@@ -67,7 +68,8 @@ class Cli:
 
 def load_local_env(path: Path | None = None) -> dict[str, str]:
     """The local stack's environment; applied to this process so operator commands see it."""
-    source = LOCAL_ENV if path is None else path
+    configured = os.environ.get("JOBSTREAM_LOCAL_ENV_FILE", "").strip()
+    source = path or (Path(configured) if configured else LOCAL_ENV)
     if not source.exists():
         raise CliError("no local stack is running (start it with `make run`)")
     try:
@@ -103,6 +105,7 @@ def resolve(*, url: str | None, token: str | None, local: bool, output: Output) 
         token=token
         or (local_token(env) if local else os.environ.get("JOBSTREAM_TOKEN") or DEFAULT_TOKEN),
         output=output,
+        local=local,
     )
 
 

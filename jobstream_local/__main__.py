@@ -9,21 +9,17 @@ import threading
 from types import FrameType
 
 from jobstream.config.settings import ConfigurationError
+from jobstream_local.settings import load_local_settings
 from jobstream_local.stack import start
 
 
 def main() -> int:
-    port_text = os.environ.get("JOBSTREAM_PORT", "3000")
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        print(f"JOBSTREAM_PORT must be a port number, got {port_text!r}", file=sys.stderr)
-        return 2
     try:
-        stack = start(port=int(port_text))
+        # The stack's own settings first: a bad port or interval stops it before anything starts.
+        settings = load_local_settings(os.environ)
+        stack = start(settings)
     except ConfigurationError as error:
         print(f"jobstream: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:
-        print(f"jobstream: cannot listen on port {port_text}: {error.strerror}", file=sys.stderr)
         return 2
     stopping = threading.Event()
 
@@ -36,8 +32,13 @@ def main() -> int:
     # stores only token digests).
     token = os.environ.get("JOBSTREAM_API_TOKENS", "").split(",", 1)[0].partition("=")[2]
     print(
-        f"jobstream ready at {stack.base_url} (try: curl -H 'Authorization: Bearer "
-        f"{token.strip() or '<your token>'}' {stack.base_url}/capabilities)",
+        f"jobstream ready at {stack.base_url} - state is kept in memory only: "
+        "stopping the stack loses every job and event",
+        flush=True,
+    )
+    print(
+        f"  try: curl -H 'Authorization: Bearer {token.strip() or '<your token>'}' "
+        f"{stack.base_url}/capabilities",
         flush=True,
     )
     # Wake up regularly: a signal delivered to another thread only runs its Python handler

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
 from jobstream.http.api import error_response
@@ -188,9 +188,25 @@ def _bad_request(message: str, reason: str, status: int = 400) -> dict[str, Any]
     )
 
 
+# How many connections may wait to be accepted. The standard library listens with a backlog of 5:
+# a burst of a few tens of clients overflowed it and the kernel dropped connections unanswered.
+# (The kernel caps it at net.core.somaxconn, 4096 on current Linux.)
+LISTEN_BACKLOG: Final = 1024
+
+
+class LocalHttpServer(ThreadingHTTPServer):
+    """One thread per connection, as before, behind a listen backlog that takes a busy consumer."""
+
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+
 def make_server(api: LocalHttpApi, host: str, port: int) -> ThreadingHTTPServer:
     class RequestHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # The body goes out right after the headers: under Nagle's algorithm it waited for the
+        # client's delayed ACK of the headers (40 ms an answer).
+        disable_nagle_algorithm = True
 
         def _serve(self) -> None:
             headers = {name.lower(): value for name, value in self.headers.items()}
@@ -254,6 +270,4 @@ def make_server(api: LocalHttpApi, host: str, port: int) -> ThreadingHTTPServer:
             command, path = getattr(self, "command", None) or "", getattr(self, "path", "")
             sys.stderr.write(f"{command} {path} -> {args[1] if len(args) > 1 else ''}\n")
 
-    server = ThreadingHTTPServer((host, port), RequestHandler)
-    server.daemon_threads = True
-    return server
+    return LocalHttpServer((host, port), RequestHandler)

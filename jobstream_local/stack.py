@@ -1,4 +1,4 @@
-"""Starting and stopping the whole system in one process: moto server, resources, HTTP API,
+"""Starting and stopping the whole system: moto (in a process of its own), resources, HTTP API,
 queue pollers, the table stream's poller and schedules, all read from template.yaml."""
 
 from __future__ import annotations
@@ -6,23 +6,29 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from jobstream.config.settings import ConfigurationError
 from jobstream_local.gateway import LocalHttpApi, load_handler, make_server
-from jobstream_local.moto_patches import patch_moto
+from jobstream_local.moto_server import READY
 from jobstream_local.resources import create_queues, create_secrets, create_tables
+from jobstream_local.settings import LocalSettings
 from jobstream_local.streams import StreamPoller
-from jobstream_local.template import REPOSITORY, Template
+from jobstream_local.template import Template
 from jobstream_local.workers import QueuePoller, Schedule
 
 # What `make run` uses when the environment says nothing: the embedded default.
 LOCAL_DEFAULTS = {
-    "JOBSTREAM_SWEEP_INTERVAL_S": "5",
     # A registry secret chosen locally (JOBSTREAM_TENANTS_SECRET) is read again every second.
     "JOBSTREAM_TENANTS_MAX_AGE_S": "1",
     "AWS_ACCESS_KEY_ID": "local",
@@ -46,6 +52,7 @@ class LocalStack:
     http: ThreadingHTTPServer
     thread: threading.Thread
     resources: dict[str, dict[str, str]]
+    local_env_file: Path
     stopping: threading.Event = field(default_factory=threading.Event)
     workers: list[threading.Thread] = field(default_factory=list)
 
@@ -64,15 +71,82 @@ class LocalStack:
         for worker in self.workers:
             worker.join(timeout=max(0.0, deadline - time.monotonic()))
         self.moto.stop()
-        LOCAL_ENV.unlink(missing_ok=True)
+        self.local_env_file.unlink(missing_ok=True)
+
+
+def _check_listen(host: str, port: int, names: str) -> None:
+    """ConfigurationError naming the variables unless (host, port) can be listened on.
+
+    Checked before a server is made: werkzeug (moto's server) answers a failure to bind by
+    printing it and exiting its thread, which would leave start-up waiting for ever."""
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
+            probe.bind(address)
+    except OSError as error:
+        raise ConfigurationError(
+            f"{names}: cannot listen on {host}:{port} ({error.strerror or error})"
+        ) from None
+
+
+class _MotoProcess:
+    """moto in a process of its own (jobstream_local/moto_server.py), so that it and the
+    functions each have a core; it stops when this process closes its standard input, or dies."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> tuple[str, int]:
+        env = dict(os.environ)
+        # The child imports what this process imported (the layer for the size rules, and us).
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*(p for p in sys.path if p), *filter(None, [env.get("PYTHONPATH")])]
+        )
+        self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [sys.executable, "-m", "jobstream_local.moto_server", self.host, str(self.port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        assert self.process.stdout is not None  # noqa: S101 - piped just above
+        line = self.process.stdout.readline()
+        if not line.startswith(READY):
+            self.stop()
+            raise ConfigurationError(
+                "JOBSTREAM_MOTO_HOST / JOBSTREAM_MOTO_PORT: the local AWS endpoint did not start"
+            )
+        url = urlsplit(line[len(READY) :].strip())
+        return str(url.hostname), int(url.port or 0)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def start(
-    port: int = 3000, host: str = "127.0.0.1", environ: MutableMapping[str, str] | None = None
+    settings: LocalSettings,
+    host: str = "127.0.0.1",
+    environ: MutableMapping[str, str] | None = None,
 ) -> LocalStack:
-    """Start moto, create the template's resources, serve its routes, poll its queues."""
-    from moto.server import ThreadedMotoServer
+    """Start moto, create the template's resources, serve its routes, poll its queues.
 
+    A port or host it cannot listen on is a ConfigurationError naming the variable."""
     env = os.environ if environ is None else environ
     # moto's server logs every request it serves; the local stack logs its own routes instead.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -82,37 +156,36 @@ def start(
         for name, value in LOCAL_TENANT.items():
             if not (env.get(name) or "").strip():
                 env[name] = value
-    patch_moto()
-    # A fixed port lets `sam local` reach the same endpoint (see README); 0 picks a free one.
-    moto = ThreadedMotoServer(
-        ip_address=env.get("JOBSTREAM_MOTO_HOST", "127.0.0.1"),
-        port=int(env.get("JOBSTREAM_MOTO_PORT") or 0),
-        verbose=False,
+    _check_listen(host, settings.port, "JOBSTREAM_PORT")
+    # A fixed port lets `sam local` reach the same endpoint (see docs/deploy.md); 0: a free one.
+    _check_listen(
+        settings.moto_host, settings.moto_port, "JOBSTREAM_MOTO_HOST / JOBSTREAM_MOTO_PORT"
     )
-    moto.start()
-    moto_host, moto_port = moto.get_host_and_port()
+    moto = _MotoProcess(settings.moto_host, settings.moto_port)
+    moto_host, moto_port = moto.start()
     env["AWS_ENDPOINT_URL"] = f"http://{moto_host}:{moto_port}"
     print(f"local AWS endpoint at {env['AWS_ENDPOINT_URL']}", flush=True)
     try:
-        stack = _start_services(Template.load(), env, moto, host, port)
+        stack = _start_services(Template.load(), env, moto, host, settings)
     except BaseException:
         moto.stop()
         raise
     return stack
 
 
-LOCAL_ENV = REPOSITORY / ".jobstream" / "local-env.json"
-
-
-def _write_local_env(env: Mapping[str, str]) -> None:
+def _write_local_env(path: Path, env: Mapping[str, str]) -> None:
     """What the operator CLI's --local needs to reach this stack (removed on stop)."""
     names = [name for name in env if name.startswith(("JOBSTREAM_", "AWS_"))]
-    LOCAL_ENV.parent.mkdir(exist_ok=True)
-    LOCAL_ENV.write_text(json.dumps({name: env[name] for name in names}), encoding="utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({name: env[name] for name in names}), encoding="utf-8")
 
 
 def _start_services(
-    template: Template, env: MutableMapping[str, str], moto: Any, host: str, port: int
+    template: Template,
+    env: MutableMapping[str, str],
+    moto: Any,
+    host: str,
+    settings: LocalSettings,
 ) -> LocalStack:
     import boto3
 
@@ -133,11 +206,20 @@ def _start_services(
         env.pop("JOBSTREAM_TENANTS_SECRET", None)
     # Configuration is checked before anything serves: invalid values stop start-up here.
     load_settings(env)
-    server = make_server(LocalHttpApi(template.http_routes()), host, port)
+    try:
+        server = make_server(LocalHttpApi(template.http_routes()), host, settings.port)
+    except OSError as error:
+        raise ConfigurationError(
+            f"JOBSTREAM_PORT: cannot listen on {host}:{settings.port} ({error.strerror or error})"
+        ) from None
     thread = threading.Thread(target=server.serve_forever, name="local-http-api", daemon=True)
-    stack = LocalStack(moto=moto, http=server, thread=thread, resources=resources)
-    # Like Lambda scaling out: several concurrent invocations per queue.
-    concurrency = int(env.get("JOBSTREAM_LOCAL_CONCURRENCY") or 4)
+    stack = LocalStack(
+        moto=moto,
+        http=server,
+        thread=thread,
+        resources=resources,
+        local_env_file=settings.local_env_file,
+    )
     for source in template.queue_sources():
         queue = resources[source.queue]
         handler = load_handler(source.function)
@@ -151,9 +233,10 @@ def _start_services(
                 batch_size=source.batch_size,
                 stopping=stack.stopping,
             )
-            for _ in range(concurrency)
+            # Like Lambda scaling out: several concurrent invocations per queue.
+            for _ in range(settings.concurrency)
         )
-    # The dispatcher on the table's stream (one shard locally: one reader).
+    # The dispatcher on the table's stream (moto's stream has one shard: one reader).
     streams = boto3.client("dynamodbstreams", endpoint_url=endpoint)
     stack.workers.extend(
         StreamPoller(
@@ -169,12 +252,11 @@ def _start_services(
         )
         for source in template.stream_sources()
     )
-    interval = float(env.get("JOBSTREAM_SWEEP_INTERVAL_S") or 5)
     stack.workers.extend(
         Schedule(
             function_name=function.name,
             handler=load_handler(function),
-            interval_s=interval,
+            interval_s=settings.sweep_interval_s,
             stopping=stack.stopping,
         )
         for function in template.scheduled_functions()
@@ -183,5 +265,5 @@ def _start_services(
     for worker in stack.workers:
         worker.start()
     # Written once the port is bound: the CLI's --local reads the URL from it.
-    _write_local_env({**env, "JOBSTREAM_URL": stack.base_url})
+    _write_local_env(settings.local_env_file, {**env, "JOBSTREAM_URL": stack.base_url})
     return stack

@@ -6,9 +6,11 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
 from jobstream_cli.render import job_detail, jobs_table, now_ms
-from jobstream_cli.state import current
+from jobstream_cli.state import Cli, current
+from jobstream_client import Job
 
 app = typer.Typer(help="List and inspect jobs (HTTP API).", no_args_is_help=True)
 
@@ -33,19 +35,18 @@ def list_jobs(
 ) -> None:
     """The tenant's jobs, newest first, as a table."""
     state = current(ctx)
-    page = state.client().list_jobs(
+    page = state.client().list_page(
         status=status.value if status else None, correlation_id=correlation_id, limit=limit
     )
     if state.json:
-        state.emit_json(page)
+        state.emit_json(page.raw)
         return
-    jobs = page.get("jobs") or []
-    if not jobs:
+    if not page.jobs:
         state.out.print("no jobs")
         return
-    state.out.print(jobs_table(jobs, now_ms()))
-    if page.get("next_cursor"):
-        state.out.print(f"[dim]more jobs exist (showing {len(jobs)}; raise --limit)[/dim]")
+    state.out.print(jobs_table([job.raw for job in page.jobs], now_ms()))
+    if page.next_cursor:
+        state.out.print(f"[dim]more jobs exist (showing {len(page.jobs)}; raise --limit)[/dim]")
 
 
 @app.command("show")
@@ -55,8 +56,14 @@ def show(
 ) -> None:
     """One job: state, timings, lease, attempt, progress, and its result or error."""
     state = current(ctx)
-    job = state.client().get_job(job_id)
+    print_job(state, state.client().get(job_id))
+
+
+def print_job(state: Cli, job: Job, heading: Text | None = None) -> None:
+    """The job as the API sent it (JSON), or its heading (if any) and its detail."""
     if state.json:
-        state.emit_json(job)
+        state.emit_json(job.raw)
         return
-    state.out.print(job_detail(job, now_ms()))
+    if heading is not None:
+        state.out.print(heading)
+    state.out.print(job_detail(job.raw, now_ms()))

@@ -14,7 +14,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from jobstream_cli.errors import CliError
-from jobstream_cli.render import counts_table, dead_letters_table
+from jobstream_cli.render import counts_table, dead_letters_view
 from jobstream_cli.state import Cli, current
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def list_dead_letters(ctx: typer.Context) -> None:
     elif not dead:
         state.out.print("no dead letters")
     else:
-        state.out.print(dead_letters_table(dead))
+        state.out.print(dead_letters_view(dead, state.out.width))
 
 
 @dlq_app.command("redrive")

@@ -111,11 +111,25 @@ def submit(
         correlation_id=correlation_id,
     )
     answer = state.client().submit(task)
-    job: dict[str, Any] = answer.get("job") or answer
+    job = answer.job
+    if answer.replayed:
+        # 200, not 202: nothing new was admitted. Said on stderr too, so JSON stays the job.
+        note = f"replay: key {task['idempotency_key']!r} already named this job (HTTP 200)"
+        if answer.attempts > 1:
+            # An earlier attempt's answer was lost and the SDK sent the Task again: that
+            # attempt may be what created the job.
+            note += f" on attempt {answer.attempts}; an earlier attempt may have created it"
+        else:
+            note += "; nothing new was submitted"
+        if state.json:
+            typer.echo(f"jobstream: {note}", err=True)
+        else:
+            state.out.print(Text(f"{job.job_id}: {note}", style="bold yellow"))
+    elif not state.json:
+        state.out.print(Text(f"submitted {job.job_id} (HTTP 202)", style="bold"))
     if state.json:
-        state.emit_json(job, line=follow_stream)
+        state.emit_json(job.raw, line=follow_stream)
     else:
-        state.out.print(Text(f"submitted {job.get('job_id')}", style="bold"))
-        state.out.print(job_detail(job, now_ms()))
+        state.out.print(job_detail(job.raw, now_ms()))
     if follow_stream:
-        print_events(state, str(job.get("job_id")), follow_stream=True)
+        print_events(state, job.job_id, follow_stream=True)

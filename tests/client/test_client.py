@@ -251,6 +251,58 @@ def test_follow_without_ack_reads_from_the_start_and_acks_nothing(
     assert not [s for s in producer.requests if "/ack" in s.path]
 
 
+def test_follow_pages_says_which_event_was_the_newest_and_acks_once_per_page(
+    producer: FakeProducer, sleeps: Sleeps
+) -> None:
+    producer.page_size = 2
+    client = client_for(producer.url, sleeps)
+    job_id = finished(client, "k-pages-follow")
+    pages = list(client.follow_pages(job_id, ack=False))
+    assert [[event.type for event in page.events] for page in pages] == [
+        ["job.accepted", "job.started"],
+        ["job.succeeded"],
+    ]
+    # More followed the first page when it was read; the second reached the end of the stream.
+    assert [page.next_after is None for page in pages] == [False, True]
+    assert not [seen for seen in producer.requests if "/ack" in seen.path]
+    acked = list(client.follow_pages(job_id))
+    acks = [json.loads(s.body)["ack_through"] for s in producer.requests if "/ack" in s.path]
+    assert acks == [page.events[-1].event_id for page in acked]
+    assert client.events_page(job_id, unacked=True).unacked == 0
+
+
+def test_follow_pages_of_a_live_job_never_yields_an_event_twice_nor_an_empty_page(
+    client: Client, producer: FakeProducer
+) -> None:
+    job_id = client.submit(task("k-live-pages")).job.job_id
+    pages = list(client.follow_pages(job_id, ack=False, poll_interval_s=0.02, timeout_s=10))
+    ids = [event.event_id for page in pages for event in page.events]
+    assert all(page.events for page in pages)
+    assert len(ids) == len(set(ids)) == 3
+    assert pages[-1].events[-1].type == "job.succeeded"
+    assert pages[-1].next_after is None
+
+
+def test_follow_pages_resumes_after_a_crash_from_the_last_acked_page(
+    producer: FakeProducer, sleeps: Sleeps
+) -> None:
+    producer.page_size = 2
+    client = client_for(producer.url, sleeps)
+    job_id = finished(client, "k-pages-resume")
+    handled: list[str] = []
+
+    def consumer_that_crashes_on_its_second_page() -> None:
+        for page in client.follow_pages(job_id):
+            if handled:
+                raise RuntimeError("crashed while handling")
+            handled.extend(event.type for event in page.events)
+
+    with pytest.raises(RuntimeError):
+        consumer_that_crashes_on_its_second_page()
+    resumed = [event.type for page in client.follow_pages(job_id) for event in page.events]
+    assert (handled, resumed) == (["job.accepted", "job.started"], ["job.succeeded"])
+
+
 def test_follow_times_out_on_a_job_that_does_not_finish(client: Client) -> None:
     job_id = client.submit(task("k-slow", target_id="slow")).job.job_id
     with pytest.raises(FollowTimeoutError):
@@ -325,9 +377,18 @@ def test_a_dropped_connection_is_retried_and_a_submit_stays_one_job(
 
 def test_an_unreachable_producer_is_a_transport_error(sleeps: Sleeps) -> None:
     client = client_for("http://127.0.0.1:9", sleeps, retry=RetryPolicy(attempts=2))
-    with pytest.raises(TransportError, match="connection refused"):
+    with pytest.raises(TransportError, match="connection refused") as raised:
         client.capabilities()
     assert len(sleeps) == 1
+    assert raised.value.refused  # nothing listens there (a stopped server)
+
+
+def test_a_dropped_connection_is_not_a_refused_one(producer: FakeProducer, sleeps: Sleeps) -> None:
+    producer.script.append(Canned(drop=True))
+    client = client_for(producer.url, sleeps, retry=RetryPolicy(attempts=1))
+    with pytest.raises(TransportError) as raised:
+        client.capabilities()
+    assert not raised.value.refused
 
 
 def test_redirects_are_not_followed(client: Client, producer: FakeProducer) -> None:

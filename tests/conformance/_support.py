@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.stack import environment as stack_environment
 from tests.support.validation import validate, validate_error
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -367,14 +368,6 @@ def now_ms() -> int:
 # The stack as a subprocess.
 
 
-def environment(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "JOBSTREAM_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPOSITORY / "layers" / "jobstream"), str(REPOSITORY)])
-    env["JOBSTREAM_PORT"] = "0"
-    env.update(extra)
-    return env
-
-
 @dataclass
 class Stack:
     process: subprocess.Popen[str]
@@ -409,7 +402,7 @@ def start_stack(directory: Path, targets: Any, **env: str) -> Stack:
     process = subprocess.Popen(
         [sys.executable, "-m", "jobstream_local"],
         cwd=REPOSITORY,
-        env=environment(JOBSTREAM_TARGETS=str(targets_path), **env),
+        env=stack_environment(JOBSTREAM_TARGETS=str(targets_path), **env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

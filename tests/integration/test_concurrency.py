@@ -157,6 +157,42 @@ def test_a_page_read_across_a_completion_shows_the_terminal_job(
     assert page["unacked"] == 3
 
 
+def test_a_page_whose_job_knows_later_events_says_more_follow(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job read again after the query may count an event committed after it: the page
+    counts it as unacked and gives `next_after`, so the consumer reads it next."""
+    from jobstream.jobtypes.runner import Outcome
+    from jobstream.service import execution
+
+    job_id = api_submit(rt, key="later-events")
+    events_after, get_job = rt.store.events_after, rt.store.get_job
+    claimed: list[Any] = []
+
+    def claim_before_the_query(*args: Any) -> Any:
+        if not claimed:
+            claimed.append(execution.claim(rt, job_id, "worker-1"))
+        return events_after(*args)
+
+    def complete_before_the_second_read(wanted: str) -> Any:
+        if claimed and claimed[0] is not None:
+            record, claimed[0] = claimed[0], None
+            result = Outcome(result={"candidates": [], "scanned": 1})
+            assert execution.complete(rt, record, "worker-1", result) == "succeeded"
+        return get_job(wanted)
+
+    monkeypatch.setattr(rt.store, "events_after", claim_before_the_query)
+    monkeypatch.setattr(rt.store, "get_job", complete_before_the_second_read)
+    page = stream.events_page(rt, "acme", job_id, {}, None)
+    assert [event["type"] for event in page["events"]] == ["job.accepted", "job.started"]
+    assert page["unacked"] == 3
+    assert page["next_after"] == page["events"][-1]["event_id"]
+    monkeypatch.undo()
+    rest = stream.events_page(rt, "acme", job_id, {"after": [page["next_after"]]}, None)
+    assert [event["type"] for event in rest["events"]] == ["job.succeeded"]
+    assert "next_after" not in rest
+
+
 def test_concurrent_readers_never_see_a_stale_terminal_job(rt: Runtime) -> None:
     """Readers page the stream while the worker runs the job: every terminal event they see,
     on any page, carries its terminal job (the consumer keeps the first copy of each event)."""

@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -125,20 +126,53 @@ def test_errors_over_http_are_envelopes(stack: Client) -> None:
         validate_error(response)
 
 
-def test_invalid_configuration_stops_start_up() -> None:
-    env = _environment(JOBSTREAM_QUEUED_TIMEOUT_MS="soon")
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("JOBSTREAM_QUEUED_TIMEOUT_MS", "soon"),
+        # The local stack's own: these gave a traceback, said ready and ran nothing, or swept
+        # hundreds of times a second.
+        ("JOBSTREAM_LOCAL_CONCURRENCY", "many"),
+        ("JOBSTREAM_LOCAL_CONCURRENCY", "0"),
+        ("JOBSTREAM_SWEEP_INTERVAL_S", "-1"),
+        ("JOBSTREAM_PORT", "web"),
+        ("JOBSTREAM_MOTO_PORT", "65536"),
+        ("JOBSTREAM_MOTO_HOST", "no-such-host.invalid"),
+    ],
+)
+def test_invalid_configuration_stops_start_up(variable: str, value: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "jobstream_local"],
         cwd=REPOSITORY,
-        env=env,
+        env=_environment(**{variable: value}),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert result.returncode == 2
-    assert "JOBSTREAM_QUEUED_TIMEOUT_MS" in result.stderr
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("jobstream: ")
+    assert variable in line
     assert "ready" not in result.stdout
+
+
+def test_a_port_in_use_stops_start_up() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "jobstream_local"],
+            cwd=REPOSITORY,
+            env=_environment(JOBSTREAM_PORT=str(port)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"jobstream: JOBSTREAM_PORT: cannot listen on 127.0.0.1:{port} (Address already in use)"
+    )
 
 
 def test_ctrl_c_stops_cleanly() -> None:
@@ -288,3 +322,33 @@ def test_what_the_http_server_refuses_is_an_envelope_too(
     assert answered == status
     validate_error(body)
     assert body["error"]["detail"] == {"reason": "bad_http_request"}
+
+
+CONCURRENT_CLIENTS = 150
+
+
+def test_a_burst_of_concurrent_clients_is_answered_in_full(stack: Client) -> None:
+    # 150 consumers connect at the same instant (half submit, half read): every connection gets
+    # its answer. The standard library's listen backlog of 5 used to drop a share of them.
+    start = threading.Barrier(CONCURRENT_CLIENTS)
+    answers: list[int | str] = [0] * CONCURRENT_CLIENTS
+
+    def consumer(index: int) -> None:
+        submit = index % 2 == 0
+        start.wait()
+        try:
+            if submit:
+                status, _ = stack.call("POST", "/jobs", _task(f"burst-{index}"))
+            else:
+                status, _ = stack.call("GET", "/capabilities")
+        except OSError as error:  # a reset, a refused or timed-out connection
+            answers[index] = repr(error)
+        else:
+            answers[index] = status
+
+    threads = [threading.Thread(target=consumer, args=(n,)) for n in range(CONCURRENT_CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [202 if n % 2 == 0 else 200 for n in range(CONCURRENT_CLIENTS)]

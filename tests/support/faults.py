@@ -75,9 +75,9 @@ class Faults:
     Otherwise calls number `at` .. `at + times - 1` fail (one call and all its retries).
     Successive failures take their kind from `kinds` in turn.
 
-    A call and its retries run in one thread (the retrying client's), while an operation may
-    make calls from several (a merged read of shards): whether the call in progress fails, and
-    whether the last one failed, are kept per thread; the counts under a lock."""
+    Calls may come from several threads at once (the store reads shards in parallel): the
+    counts are kept under a lock, and whether a call is failing (and whether the thread's last
+    call failed: its retry then passes) per thread, since a call and its retries share one."""
 
     kinds: tuple[str, ...]
     mode: str = "before"
@@ -88,19 +88,20 @@ class Faults:
     calls: int = 0
     fired: int = 0
     operations: list[str] = field(default_factory=list)
-    _thread: threading.local = field(default_factory=threading.local)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _thread: threading.local = field(default_factory=threading.local, repr=False)
 
-    def _decide(self) -> tuple[bool, int]:
+    def _decide(self) -> tuple[bool, bool]:
+        """Whether this call fails, and whether it is the first failing call of its run."""
         with self._lock:
             self.calls += 1
-            number = self.calls
-        if self.at is None:
-            fail = not getattr(self._thread, "last_failed", False)
-        else:
-            fail = self.at <= number < self.at + self.times
+            if self.at is None:
+                fail = not getattr(self._thread, "last_failed", False)
+            else:
+                fail = self.at <= self.calls < self.at + self.times
+            first_of_run = self.at is None or self.calls == self.at
         self._thread.last_failed = fail
-        return fail, number
+        return fail, first_of_run
 
     def before(self, event_name: str, model: Any, params: dict[str, Any], **_: Any) -> None:
         service = event_name.split(".")[1]
@@ -109,19 +110,16 @@ class Faults:
         body = params.get("body", b"")
         text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
         if self.matching is not None and self.matching not in text:
-            self._thread.failing = False
+            self._thread.failing = (False, False)
             return
-        failing, number = self._decide()
+        failing, first_of_run = self._thread.failing = self._decide()
         # "after" loses the answer of the first failing call only; its retries are refused.
-        first_of_run = self.at is None or number == self.at
-        self._thread.failing = failing
-        self._thread.first_of_run = first_of_run
         if failing and not (self.mode == "after" and first_of_run):
             raise self._error(service, model.name)
 
     def after(self, event_name: str, model: Any, **_: Any) -> None:
-        failing = getattr(self._thread, "failing", False)
-        if failing and self.mode == "after" and self._thread.first_of_run:
+        failing, first_of_run = getattr(self._thread, "failing", (False, False))
+        if failing and self.mode == "after" and first_of_run:
             raise self._error(event_name.split(".")[1], model.name)
 
     def _error(self, service: str, operation: str) -> ClientError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from jobstream_local.template import Template
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 DOCS = REPOSITORY / "docs"
-SOURCE_DIRS = ("layers", "functions", "jobstream_local", "jobstream_cli")
+SOURCE_DIRS = ("layers", "functions", "jobstream_local", "jobstream_cli", "clients")
 VARIABLE = re.compile(r"JOBSTREAM_[A-Z0-9_]+")
 
 
@@ -112,3 +113,75 @@ def test_every_test_the_docs_cite_exists() -> None:
     assert cited_names, "the docs cite tests"
     assert sorted((doc, name) for doc, name in cited_names if name not in defined) == []
     assert sorted((doc, name) for doc, name in cited_files if name not in files) == []
+
+
+# ------------------------------------------------------------ README, deploy guide, local files
+
+
+def _readme() -> str:
+    return (REPOSITORY / "README.md").read_text(encoding="utf-8")
+
+
+def _make_targets() -> list[str]:
+    makefile = (REPOSITORY / "Makefile").read_text(encoding="utf-8")
+    (phony,) = re.findall(r"^\.PHONY:(.*)$", makefile, flags=re.MULTILINE)
+    return phony.split()
+
+
+@pytest.mark.parametrize("target", _make_targets())
+def test_every_make_target_is_in_the_readme(target: str) -> None:
+    assert f"| `{target}` |" in _readme(), target
+
+
+def _cli_commands() -> list[str]:
+    from jobstream_cli.app import app
+
+    commands = [command.name for command in app.registered_commands]
+    groups = [group.name for group in app.registered_groups]
+    return sorted(str(name) for name in [*commands, *groups] if name)
+
+
+def test_the_cli_has_commands() -> None:
+    assert {"submit", "cancel", "ack", "smoke", "dlq"} <= set(_cli_commands())
+
+
+@pytest.mark.parametrize("command", _cli_commands())
+def test_every_cli_command_is_documented(command: str) -> None:
+    texts = "\n".join(_doc_texts().values())
+    assert re.search(rf"jobstream[^\n`]* {re.escape(command)}\b|`{command}`", texts), command
+
+
+@pytest.mark.parametrize("output", sorted(Template.load().document["Outputs"]))
+def test_every_stack_output_is_in_the_deploy_guide(output: str) -> None:
+    assert f"`{output}`" in _doc("deploy.md"), output
+
+
+@pytest.mark.parametrize("page", sorted(path.name for path in DOCS.glob("*.md")))
+def test_every_page_is_linked_from_the_readme(page: str) -> None:
+    assert f"(docs/{page}" in _readme(), page
+
+
+def test_the_readme_shows_the_shipped_targets() -> None:
+    from jobstream.config.settings import DEFAULT_TARGETS_FILE
+
+    (shown,) = re.findall(r"targets file.*?```json\n(.*?)```", _readme(), flags=re.DOTALL)
+    assert json.loads(shown) == json.loads(DEFAULT_TARGETS_FILE.read_text(encoding="utf-8"))
+
+
+def test_every_variable_the_docs_name_is_read_by_the_code() -> None:
+    named = {name for text in _doc_texts().values() for name in VARIABLE.findall(text)}
+    assert "JOBSTREAM_LOCAL_CONCURRENCY" in named  # guards the scan
+    assert sorted(named - _variables_in_code()) == []
+
+
+def test_sam_env_points_sam_local_at_the_local_stacks_resources() -> None:
+    # `sam local` passes only variables the template declares; the names are the local stack's.
+    template = Template.load()
+    declared = template.document["Globals"]["Function"]["Environment"]["Variables"]
+    parameters = json.loads((REPOSITORY / "local" / "sam-env.json").read_text())["Parameters"]
+    assert set(parameters) - set(declared) <= {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+    for name, value in declared.items():
+        resource = value.get("Ref") if isinstance(value, dict) else None
+        if resource in template.resources:
+            assert parameters[name].endswith(template.physical_name(resource)), name
+    assert parameters["JOBSTREAM_AWS_ENDPOINT_URL"].endswith(":4566")

@@ -18,9 +18,10 @@ import pytest
 from jobstream import observability
 from jobstream.service.runtime import Runtime
 from jobstream_local.gateway import LambdaContext
-from tests.support.harness import Api, canonical_task
+from tests.support.harness import Api, Clock, canonical_task
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+FUNCTIONS = sorted(path.name for path in (REPOSITORY / "functions").iterdir() if path.is_dir())
 
 # The CloudWatch Embedded Metric Format specification, as a schema; the cross-references it
 # states in prose (every dimension and metric named is a top-level member) are checked below.
@@ -414,7 +415,20 @@ def test_the_sweep_reports_its_duration(rt: Runtime, captured: pytest.CaptureFix
     values = metric_values(emf_lines(out))
     assert list(values) == [("sweep_duration_ms", ())]
     assert values[("sweep_duration_ms", ())] >= 0
-    (line,) = [line for line in log_lines(err) if line["message"] == "sweep finished"]
+    # A sweep with nothing to do says nothing: it runs every minute.
+    assert [line for line in log_lines(err) if line["message"] == "sweep finished"] == []
+
+
+def test_a_sweep_that_did_something_logs_its_counts(
+    api: Api, rt: Runtime, clock: Clock, captured: pytest.CaptureFixture[str]
+) -> None:
+    api.post("/jobs", canonical_task())
+    clock.advance(rt.settings.queued_timeout_ms + 1)
+    counts = _function("reconcile").handler({}, LambdaContext("ReconcileFunction"))
+    assert counts["execution_timeout"] == 1  # the canonical Task's deadline comes first
+    (line,) = [
+        line for line in log_lines(captured.readouterr().err) if line["message"] == "sweep finished"
+    ]
     assert line["sweep"] == counts
     assert line["function_name"] == "ReconcileFunction"
 
@@ -457,7 +471,12 @@ def _import_in_subprocess(function: str, environment: dict[str, str]) -> dict[st
         "import importlib.util as u, json, logging, sys\n"
         f"s = u.spec_from_file_location('app', 'functions/{function}/app.py')\n"
         "m = u.module_from_spec(s); s.loader.exec_module(m)\n"
+        "imported = sorted(k for k in sys.modules if k.startswith('aws_lambda_powertools'))\n"
+        # The first invocation makes the logger and (opted in) the Tracer; it may fail here for
+        # want of configuration, after both are made.
+        "try:\n    m.handler({}, None)\nexcept Exception:\n    pass\n"
         "print(json.dumps({'xray': sorted(k for k in sys.modules if k.startswith('aws_xray_sdk')),"
+        " 'powertools_at_import': imported,"
         " 'level': logging.getLogger('jobstream').getEffectiveLevel()}))\n"
     )
     result = subprocess.run(  # noqa: S603 - our own interpreter and code
@@ -470,6 +489,12 @@ def _import_in_subprocess(function: str, environment: dict[str, str]) -> dict[st
     )
     parsed: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return parsed
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_importing_a_function_loads_no_powertools(function: str) -> None:
+    # Cold starts: the logger (and the Tracer, when opted in) are made by the first invocation.
+    assert _import_in_subprocess(function, {})["powertools_at_import"] == []
 
 
 @pytest.mark.parametrize("function", ["admission", "worker", "reconcile"])

@@ -6,6 +6,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 from jobstream_client.errors import ApiError, ResponseError, TransportError, api_error
@@ -151,13 +152,8 @@ class Client:
     ) -> Iterator[Event]:
         """Every event from the cursor on, page after page (`next_after`): from the start, after
         `after` (the consumer's own cursor), or after the ack cursor with `unacked`."""
-        page = self.events_page(job_id, after=after, unacked=unacked)
-        while True:
+        for page in self._event_pages(job_id, after=after, unacked=unacked):
             yield from page.events
-            if page.next_after is None or page.next_after == after:
-                return
-            after = page.next_after
-            page = self.events_page(job_id, after=after)
 
     def ack(self, job_id: str, through: str | Event) -> AckResult:
         """`POST /jobs/{job_id}/events/ack`: move the ack cursor up to `through` (forward only;
@@ -184,22 +180,84 @@ class Client:
         event it had not finished. Without `ack` it reads from `after` (None: the start) and
         acknowledges nothing. Events are never yielded twice in one call.
         """
+        pages = self._fresh_pages(
+            job_id, unacked=ack, after=after, poll_interval_s=poll_interval_s, timeout_s=timeout_s
+        )
+        for page in pages:
+            for event in page.events:
+                yield event
+                if ack:
+                    self.ack(job_id, event.event_id)
+
+    def follow_pages(
+        self,
+        job_id: str,
+        *,
+        ack: bool = True,
+        after: str | None = None,
+        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
+        timeout_s: float | None = None,
+    ) -> Iterator[EventPage]:
+        """`follow` a page at a time, for consumers that handle events in batches or need to
+        know which event is the newest: each page holds only events not yielded before (never
+        none), up to the terminal one; `next_after is None` says the page reached the end of
+        the stream when it was read, so its last event was then the job's newest. With `ack`,
+        the page is acked through its last event once the caller asks for the next page (one
+        ack per page). `raw` is the page as the producer sent it.
+        """
+        pages = self._fresh_pages(
+            job_id, unacked=ack, after=after, poll_interval_s=poll_interval_s, timeout_s=timeout_s
+        )
+        for page in pages:
+            yield page
+            if ack:
+                self.ack(job_id, page.events[-1].event_id)
+
+    def _event_pages(self, job_id: str, *, after: str | None, unacked: bool) -> Iterator[EventPage]:
+        """Page after page (`next_after`) from the cursor to the end of the stream."""
+        page = self.events_page(job_id, after=after, unacked=unacked)
+        while True:
+            yield page
+            if page.next_after is None or page.next_after == after:
+                return
+            after = page.next_after
+            page = self.events_page(job_id, after=after)
+
+    def _fresh_pages(
+        self,
+        job_id: str,
+        *,
+        unacked: bool,
+        after: str | None,
+        poll_interval_s: float,
+        timeout_s: float | None,
+    ) -> Iterator[EventPage]:
+        """The polling behind `follow` and `follow_pages`: pages of events not yielded before,
+        until the terminal event. Acking is the callers' (before they ask for more, so each poll
+        from the ack cursor with `unacked` starts after what was handled)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         seen: set[str] = set()
         cursor = after
         job_checked_terminal = False
         while True:
             fresh = False
-            for event in self.events(job_id, after=None if ack else cursor, unacked=ack):
-                if event.event_id in seen:
-                    continue  # a producer replays from the start for an id it does not know
-                seen.add(event.event_id)
+            for page in self._event_pages(
+                job_id, after=None if unacked else cursor, unacked=unacked
+            ):
+                events: list[Event] = []
+                for event in page.events:
+                    if event.event_id in seen:
+                        continue  # a producer replays from the start for an id it does not know
+                    seen.add(event.event_id)
+                    events.append(event)
+                    if event.terminal:
+                        break
+                if not events:
+                    continue
                 fresh = True
-                yield event
-                if ack:
-                    self.ack(job_id, event.event_id)
-                cursor = event.event_id
-                if event.terminal:
+                cursor = events[-1].event_id
+                yield replace(page, events=tuple(events))
+                if events[-1].terminal:
                     return
             if not fresh:
                 # Everything to the end is handled. A job that finished before this call (its

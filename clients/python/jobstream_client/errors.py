@@ -24,6 +24,13 @@ class TransportError(JobstreamError):
         super().__init__(message)
         self.cause = cause
 
+    @property
+    def refused(self) -> bool:
+        """The connection was refused: nothing listens at the address (e.g. a stopped server),
+        as opposed to a timeout, a reset or a name that does not resolve."""
+        reason = getattr(self.cause, "reason", self.cause)  # URLError wraps the socket's error
+        return isinstance(reason, ConnectionRefusedError)
+
 
 class ResponseError(JobstreamError):
     """A 2xx answer that is not the protocol document the call expects (not JSON, wrong shape,

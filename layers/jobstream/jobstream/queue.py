@@ -101,25 +101,29 @@ class CallbackQueue:
             self.client.send_message(QueueUrl=self.dead_letter_url, MessageBody=message_body(ref))
 
     def redrive_dead_letters(self) -> tuple[int, str]:
-        """Move every dead letter back to the source queue.
+        """Move every dead letter back to the callback queue.
 
-        On AWS this is an SQS message move task (asynchronous; the count is what it reports
-        to move). Where the endpoint has no move task (a local one), messages are moved by hand.
+        An SQS message move task (on AWS asynchronous; the count is what the queue held when it
+        started). The destination is named: our dead letters are sent to the dead-letter queue
+        directly, so SQS knows no source queue to return them to. Without the permission to start
+        a task, messages are moved by hand.
         """
         if not self.url or not self.dead_letter_url:
             return 0, "none"
         client = self.client
-        attributes = client.get_queue_attributes(
+        dead = client.get_queue_attributes(
             QueueUrl=self.dead_letter_url,
             AttributeNames=["QueueArn", "ApproximateNumberOfMessages"],
         )["Attributes"]
+        destination = client.get_queue_attributes(QueueUrl=self.url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
         try:
-            client.start_message_move_task(SourceArn=attributes["QueueArn"])
-        except (NotImplementedError, ClientError) as error:
-            # An endpoint without move tasks (a local one), or no permission to start one.
+            client.start_message_move_task(SourceArn=dead["QueueArn"], DestinationArn=destination)
+        except ClientError as error:
             logger.info("no SQS message move task (%s); moving dead letters by hand", error)
             return self._move_by_hand(), "moved"
-        return int(attributes.get("ApproximateNumberOfMessages", 0)), "move-task"
+        return int(dead.get("ApproximateNumberOfMessages", 0)), "move-task"
 
     def _move_by_hand(self) -> int:
         moved = 0

@@ -120,6 +120,8 @@ def events_page(
         # its job's update, so the job read now is at least as new as every event on the page:
         # a terminal event always shows its terminal job.
         record = rt.store.get_job(record.job_id) or record
+        # That read may know events appended after the query: the page says more follow.
+        has_more = has_more or record.event_count > events[-1].sequence
     return documents.event_page(
         record, events, has_more=has_more, now=rt.clock(), base_url=base_url
     )

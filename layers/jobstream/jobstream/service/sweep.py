@@ -40,6 +40,14 @@ class SweepReport:
     def counts(self) -> dict[str, int | bool]:
         return asdict(self)
 
+    @property
+    def did_work(self) -> bool:
+        """Something was repaired, expired or re-sent, failed, or left for the next sweep
+        (visiting open jobs that need nothing is not work)."""
+        return self.budget_exhausted or any(
+            value for name, value in self.counts().items() if name != "jobs_checked"
+        )
+
 
 def sweep(
     rt: Runtime, *, budget_ms: int | None = None, monotonic: Callable[[], float] = time.monotonic
@@ -55,7 +63,12 @@ def sweep(
         and _reconcile_open_jobs(rt, report, lambda: monotonic() < deadline)
     )
     observability.duration_ms("sweep_duration_ms", (monotonic() - started) * 1000)
-    logger.info("sweep finished", extra={"sweep": report.counts()})
+    # An idle sweep runs every minute (every few seconds locally): it says nothing at INFO.
+    logger.log(
+        logging.INFO if report.did_work else logging.DEBUG,
+        "sweep finished",
+        extra={"sweep": report.counts()},
+    )
     return report
 
 
