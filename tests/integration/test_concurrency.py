@@ -169,10 +169,10 @@ def test_a_page_whose_job_knows_later_events_says_more_follow(
     events_after, get_job = rt.store.events_after, rt.store.get_job
     claimed: list[Any] = []
 
-    def claim_before_the_query(*args: Any) -> Any:
+    def claim_before_the_query(*args: Any, **kwargs: Any) -> Any:
         if not claimed:
             claimed.append(execution.claim(rt, job_id, "worker-1"))
-        return events_after(*args)
+        return events_after(*args, **kwargs)
 
     def complete_before_the_second_read(wanted: str) -> Any:
         if claimed and claimed[0] is not None:
