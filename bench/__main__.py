@@ -266,7 +266,7 @@ def _dispatcher_row(rt: Any, meter: Meter, admission: Any) -> Row:
         "job_type": "candidate_search",
         "idempotency_key": "dispatched",
         "callback_url": "https://consumer.example.test/events",
-        "params": {},
+        "params": {"target_id": "demo-illustration"},
     }
     job_id = admission.submit(rt, "bench", task, None)[1]["job"]["job_id"]
     records = [
