@@ -15,10 +15,11 @@ import pytest
 from jobstream.service import admission, callbacks, execution
 from jobstream.service.dispatcher import dispatch_records
 from jobstream.service.runtime import Runtime
+from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import to_item
 from jobstream_local.streams import StreamPoller
-from tests.support.harness import canonical_task
+from tests.support.harness import Clock, canonical_task
 from tests.support.receiver import receiver
 
 
@@ -211,3 +212,22 @@ def test_the_local_stream_keeps_only_what_its_reader_has_not_passed(
     reader.drain()
     assert _live_iterators(table_name) == 1
     assert len(_moto_shard(table_name).items) == 0
+
+
+def test_a_job_whose_stream_records_were_lost_is_sent_by_the_sweep(
+    wrt: Runtime, clock: Clock
+) -> None:
+    """The dispatcher never saw the admission (its records aged out of the stream, or its
+    trigger was disabled): the sweep sends the job and its callback once the grace is over."""
+    task = canonical_task(callback_url="https://consumer.example.test/hooks")
+    job_id = admission.submit(wrt, "acme", task, None)[1]["job"]["job_id"]
+    assert _received(wrt.settings.work_queue_url) == []
+    assert _received(wrt.settings.callback_queue_url) == []
+    assert sweep(wrt).jobs_redispatched == 0  # a dispatcher may still be coming
+    clock.advance(keys.HANDOFF_GRACE_MS + 1)
+    report = sweep(wrt)
+    assert (report.jobs_redispatched, report.callbacks_resent) == (1, 1)
+    work = _received(wrt.settings.work_queue_url)
+    assert [json.loads(m["Body"]) for m in work] == [{"job_id": job_id}]
+    hooks = _received(wrt.settings.callback_queue_url)
+    assert [json.loads(m["Body"]) for m in hooks] == [{"job_id": job_id, "sequence": 1}]
