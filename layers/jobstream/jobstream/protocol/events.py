@@ -7,6 +7,8 @@ import re
 from enum import StrEnum
 from typing import Final
 
+from jobstream.domain import CallbackRecord
+
 
 class EventKind(StrEnum):
     """Internal event kinds (stored). Only the lifecycle kinds are ever projected."""
@@ -122,3 +124,14 @@ def parse_event_position(value: str, job_id: str) -> tuple[int, int] | None:
         return None
     at, sequence = int(match.group(1)), int(match.group(2))
     return (at, sequence) if event_id(job_id, at, sequence) == value else None
+
+
+def callback_event_id(callback: CallbackRecord) -> str:
+    """The id of the event a callback carries."""
+    return event_id(callback.job_id, callback.created_at, callback.sequence)
+
+
+def callback_idempotency_key(callback: CallbackRecord) -> str:
+    """The callback's `webhook-id` and `X-Idempotency-Key`: one per event, the same on every
+    attempt, so a receiver can tell a retry from a new event."""
+    return f"job-event:{callback.job_id}:{callback_event_id(callback)}"
