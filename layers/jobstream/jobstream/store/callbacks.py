@@ -9,7 +9,7 @@ attempt does not move it there (its claim writes no index key), only a retry's n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from botocore.exceptions import ClientError
@@ -24,7 +24,7 @@ from jobstream.domain import (
     IntentRef,
 )
 from jobstream.store import keys
-from jobstream.store.client import dynamodb_client, error_code
+from jobstream.store.client import TableClient, error_code
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.sweep_index import sweep_entries
 
@@ -61,23 +61,18 @@ def _record(item: Mapping[str, Any]) -> CallbackRecord | None:
     )
 
 
+def _answer(status: int | None, error: str) -> dict[str, Any]:
+    """The last answer's values (`last_status`, `last_error`) of an attempt that failed."""
+    return {":status": status, ":error": error[:MAX_ERROR_CHARS]}
+
+
 def _ref_from_sweep_key(sort_key: str) -> IntentRef:
     # sweep_sk = <due>#<job_id>#<sequence>; job ids never contain '#'.
     _, job_id, sequence = sort_key.split("#")
     return IntentRef(job_id, int(sequence))
 
 
-class CallbackStore:
-    def __init__(
-        self, table_name: str, client_factory: Callable[[], Any] = dynamodb_client
-    ) -> None:
-        self.table_name = table_name
-        self._client_factory = client_factory
-
-    @property
-    def client(self) -> Any:
-        return self._client_factory()
-
+class CallbackStore(TableClient):
     def _key(self, ref: IntentRef) -> dict[str, Any]:
         return to_item({keys.PK: keys.job_pk(ref.job_id), keys.SK: keys.event_sk(ref.sequence)})
 
@@ -195,9 +190,8 @@ class CallbackStore:
             {
                 ":retry_wait": CALLBACK_RETRY_WAIT,
                 ":next": next_attempt_at,
-                ":status": status,
-                ":error": error[:MAX_ERROR_CHARS],
                 ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, ref.item_id),
+                **_answer(status, error),
             },
         )
 
@@ -213,10 +207,9 @@ class CallbackStore:
             {
                 ":dead": CALLBACK_DEAD,
                 ":now": now,
-                ":status": status,
-                ":error": error[:MAX_ERROR_CHARS],
                 ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
                 ":dead_sk": keys.sweep_sk(now, ref.item_id),
+                **_answer(status, error),
             },
         )
 

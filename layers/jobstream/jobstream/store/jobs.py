@@ -9,7 +9,7 @@ predecessor: the job item once expired, an event item whose `at` is older than t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from jobstream.domain import CALLBACK_PENDING, JobRecord, StoredEvent
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys
-from jobstream.store.client import dynamodb_client, error_code
+from jobstream.store.client import TableClient, error_code
 from jobstream.store.codec import from_attribute, from_item, to_item
 from jobstream.store.listing import (
     InvalidCursorError,
@@ -95,17 +95,7 @@ class StateChange:
     require_lease_expired_at: int | None = None
 
 
-class JobStore:
-    def __init__(
-        self, table_name: str, client_factory: Callable[[], Any] = dynamodb_client
-    ) -> None:
-        self.table_name = table_name
-        self.client_factory = client_factory
-
-    @property
-    def client(self) -> Any:
-        return self.client_factory()
-
+class JobStore(TableClient):
     # -- reads -------------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> JobRecord | None:
