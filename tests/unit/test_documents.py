@@ -9,6 +9,7 @@ import pytest
 
 from jobstream.config.targets import TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
+from jobstream.jobtypes import registry
 from jobstream.protocol import documents
 from jobstream.protocol.documents import (
     ack_result,
@@ -673,6 +674,7 @@ def target(
 
 def caps(*targets: dict[str, Any], fallback: int = 1_800_000) -> dict[str, Any]:
     return capabilities(
+        job_types=registry.declarations(),
         targets=TargetsFile.model_validate({"targets": list(targets)}),
         queued_timeout_ms=1_800_000,
         stall_timeout_ms=900_000,
@@ -713,6 +715,7 @@ def test_capabilities_document() -> None:
 
 def test_capabilities_report_the_live_budgets() -> None:
     document = capabilities(
+        job_types=registry.declarations(),
         targets=TargetsFile.model_validate({"targets": [target("a")]}),
         queued_timeout_ms=660_000,
         stall_timeout_ms=420_000,

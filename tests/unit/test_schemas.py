@@ -21,6 +21,7 @@ from referencing import Registry, Resource
 
 from jobstream.config.targets import Target, TargetQuery, TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
+from jobstream.jobtypes import registry
 from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, Reason, invalid_params
 from jobstream.protocol.events import EventKind, EventType
@@ -419,6 +420,7 @@ def test_produced_job_pages_validate() -> None:
 def test_produced_capabilities_validate() -> None:
     for targets in (_targets(), TargetsFile(targets=[])):
         document = documents.capabilities(
+            job_types=registry.declarations(),
             targets=targets,
             queued_timeout_ms=1_800_000,
             stall_timeout_ms=900_000,
