@@ -1,4 +1,5 @@
-"""`python -m bench`: DynamoDB calls and capacity per operation, flat paging cost, cold imports.
+"""`python -m bench`: DynamoDB calls and capacity per operation, flat paging cost, cold imports,
+local throughput and callback latency.
 
 Numbers, not assertions: the report goes to docs/performance.md and to stdout.
 """
@@ -7,7 +8,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -18,13 +18,15 @@ from typing import Any
 
 from bench.billing import BillingMeter
 from bench.capacity import report_lines as capacity_lines
+from bench.cold_start import ColdImport, cold_imports
+from bench.cold_start import report_lines as cold_start_lines
 from bench.cost import TABLE_NAME, JobCost, measure_costs, report_lines, table_from_template
-from bench.end_to_end import Throughput, throughput
+from bench.end_to_end import EndToEnd
+from bench.end_to_end import measure as end_to_end
+from bench.end_to_end import report_lines as end_to_end_lines
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 REPORT = REPOSITORY / "docs" / "performance.md"
-FUNCTIONS = ("admission", "jobs", "events", "ack", "callbacks", "reconcile", "worker")
-IMPORT_RUNS = 9
 PRIOR_EVENT_COUNTS = (10, 10_000)
 
 os.environ.update(
@@ -121,7 +123,7 @@ def operations() -> list[Row]:
         )
         settings = Settings(
             table_name="bench-jobs",
-            tenants=shorthand_registry([("bench", "bench-token")]),
+            tenants=shorthand_registry([("bench", "bench-token"), ("pages", "pages-token")]),
             targets_path=DEFAULT_TARGETS_FILE,
             # Both queues, as deployed: admission hands off to each after its commit.
             work_queue_url=queues["WorkQueue"]["Ref"],
@@ -144,7 +146,7 @@ def operations() -> list[Row]:
                 "job_type": "candidate_search",
                 "idempotency_key": key,
                 "callback_url": "https://consumer.example.test/events",
-                "params": {"query": {"tags": ["landscape"]}},
+                "params": {"target_id": "demo-illustration", "query": {"tags": ["landscape"]}},
             }
 
         counter = iter(range(1_000_000))
@@ -240,7 +242,7 @@ def _callback_rows(rt: Any, meter: Meter, admission: Any) -> list[Row]:
             "job_type": "candidate_search",
             "idempotency_key": f"callback-{index}",
             "callback_url": "https://consumer.example.test/events",
-            "params": {},
+            "params": {"target_id": "demo-illustration"},
         }
         job_id = admission.submit(rt, "bench", task, None)[1]["job"]["job_id"]
         refs.append(IntentRef(job_id, 1))
@@ -293,7 +295,7 @@ def sweep_rows() -> list[Row]:
                     "protocol_version": "1",
                     "job_type": "candidate_search",
                     "idempotency_key": f"open-{index}",
-                    "params": {},
+                    "params": {"target_id": "demo-illustration"},
                 }
                 admission.submit(rt, "bench", task, None)
             meter = Meter(BillingMeter(table_from_template(Template.load(), table), client))
@@ -410,7 +412,7 @@ def _job_with_events(rt: Any, client: Any, count: int) -> str:
             "protocol_version": "1",
             "job_type": "candidate_search",
             "idempotency_key": f"long-{count}",
-            "params": {},
+            "params": {"target_id": "demo-illustration"},
         },
         None,
     )
@@ -441,43 +443,11 @@ def _job_with_events(rt: Any, client: Any, count: int) -> str:
     return job_id
 
 
-def cold_import_seconds(statement: str) -> float:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPOSITORY / "layers" / "jobstream")
-    code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
-    samples = []
-    for _ in range(IMPORT_RUNS):
-        output = subprocess.run(
-            [sys.executable, "-X", "frozen_modules=on", "-c", code],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-            cwd=REPOSITORY,
-        )
-        samples.append(float(output.stdout.strip()))
-    return statistics.median(samples)
-
-
-def cold_imports() -> list[tuple[str, float, float]]:
-    baseline = cold_import_seconds("import boto3")
-    rows = [("import boto3", baseline, 1.0)]
-    for name in FUNCTIONS:
-        statement = (
-            "import importlib.util as u; "
-            f"s = u.spec_from_file_location('app', 'functions/{name}/app.py'); "
-            "m = u.module_from_spec(s); s.loader.exec_module(m)"
-        )
-        seconds = cold_import_seconds(statement)
-        rows.append((f"functions/{name}", seconds, seconds / baseline))
-    return rows
-
-
 def report(
     rows: list[Row],
     costs: list[JobCost],
-    imports: list[tuple[str, float, float]],
-    flows: list[Throughput],
+    imports: list[ColdImport],
+    end_to_end: EndToEnd,
 ) -> str:
     lines = [
         "# Performance",
@@ -511,30 +481,9 @@ def report(
         "rebuilt from the job) and its outcome; the sweep's cost follows the backlog, not the",
         "table.",
         "",
-        f"## Cold import of each function (fresh interpreter, median of {IMPORT_RUNS})",
-        "",
-        "| module | seconds | ratio to `import boto3` |",
-        "|---|---:|---:|",
     ]
-    lines += [f"| {name} | {seconds:.3f} | {ratio:.2f} |" for name, seconds, ratio in imports]
-    lines += ["", "Target: every function <= 1.5x `import boto3`.", ""]
-    lines += [
-        "## End to end through the local stack",
-        "",
-        "Submit -> `succeeded` -> terminal callback received, each consumer submitting its jobs",
-        "one after another; the stack runs 8 concurrent invocations per queue. These numbers",
-        "measure the local stack, not AWS: moto serves every call from one process under one",
-        "interpreter lock (its per-request costs no longer grow with the table: see",
-        "docs/operations.md, the local stack). The 2,000-job run is in docs/load.md.",
-        "",
-        "| consumers | jobs | seconds | jobs per second |",
-        "|---:|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {flow.consumers} | {flow.jobs} | {flow.seconds:.1f} | {flow.jobs_per_second:.2f} |"
-        for flow in flows
-    ]
-    lines.append("")
+    lines += cold_start_lines(imports)
+    lines += end_to_end_lines(end_to_end)
     return "\n".join(lines)
 
 
@@ -543,10 +492,10 @@ def main() -> int:
     rows = operations() + sweep_rows()
     print("measuring what one job costs...", flush=True)
     costs = measure_costs()
-    print("measuring cold imports...", flush=True)
+    print("building the layer and measuring cold imports...", flush=True)
     imports = cold_imports()
-    print("measuring end-to-end throughput through the local stack...", flush=True)
-    flows = throughput()
+    print("measuring throughput and callback latency through the local stack...", flush=True)
+    flows = end_to_end()
     text = report(rows, costs, imports, flows)
     REPORT.parent.mkdir(exist_ok=True)
     REPORT.write_text(text, encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Starting and stopping the whole system in one process: moto server, resources, HTTP API,
+"""Starting and stopping the whole system: moto (in a process of its own), resources, HTTP API,
 queue pollers and schedules, all read from template.yaml."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, MutableMapping
@@ -14,10 +16,11 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from jobstream.config.settings import ConfigurationError
 from jobstream_local.gateway import LocalHttpApi, load_handler, make_server
-from jobstream_local.moto_patches import patch_moto
+from jobstream_local.moto_server import READY
 from jobstream_local.resources import create_queues, create_secrets, create_tables
 from jobstream_local.settings import LocalSettings
 from jobstream_local.template import Template
@@ -88,36 +91,51 @@ def _check_listen(host: str, port: int, names: str) -> None:
         ) from None
 
 
-class _MotoServer:
-    """moto's threaded server, except that a server its thread failed to make is an error of
-    start() instead of a wait for ever (a port taken after the check above)."""
+class _MotoProcess:
+    """moto in a process of its own (jobstream_local/moto_server.py), so that it and the
+    functions each have a core; it stops when this process closes its standard input, or dies."""
 
     def __init__(self, host: str, port: int) -> None:
-        from moto.server import ThreadedMotoServer
-
-        self.failed = False
-        self.server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
-        serve = self.server._server_entry
-
-        def entry() -> None:
-            try:
-                serve()
-            except (OSError, SystemExit):  # werkzeug exits when it cannot bind
-                self.failed = True
-                self.server._server_ready_event.set()
-
-        self.server._server_entry = entry  # type: ignore[method-assign]
+        self.host = host
+        self.port = port
+        self.process: subprocess.Popen[str] | None = None
 
     def start(self) -> tuple[str, int]:
-        self.server.start()
-        if self.failed:
+        env = dict(os.environ)
+        # The child imports what this process imported (the layer for the size rules, and us).
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*(p for p in sys.path if p), *filter(None, [env.get("PYTHONPATH")])]
+        )
+        self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [sys.executable, "-m", "jobstream_local.moto_server", self.host, str(self.port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        assert self.process.stdout is not None  # noqa: S101 - piped just above
+        line = self.process.stdout.readline()
+        if not line.startswith(READY):
+            self.stop()
             raise ConfigurationError(
                 "JOBSTREAM_MOTO_HOST / JOBSTREAM_MOTO_PORT: the local AWS endpoint did not start"
             )
-        return self.server.get_host_and_port()
+        url = urlsplit(line[len(READY) :].strip())
+        return str(url.hostname), int(url.port or 0)
 
     def stop(self) -> None:
-        self.server.stop()
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def start(
@@ -138,12 +156,11 @@ def start(
             if not (env.get(name) or "").strip():
                 env[name] = value
     _check_listen(host, settings.port, "JOBSTREAM_PORT")
-    patch_moto()
     # A fixed port lets `sam local` reach the same endpoint (see docs/deploy.md); 0: a free one.
     _check_listen(
         settings.moto_host, settings.moto_port, "JOBSTREAM_MOTO_HOST / JOBSTREAM_MOTO_PORT"
     )
-    moto = _MotoServer(settings.moto_host, settings.moto_port)
+    moto = _MotoProcess(settings.moto_host, settings.moto_port)
     moto_host, moto_port = moto.start()
     env["AWS_ENDPOINT_URL"] = f"http://{moto_host}:{moto_port}"
     print(f"local AWS endpoint at {env['AWS_ENDPOINT_URL']}", flush=True)

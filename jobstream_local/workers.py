@@ -66,10 +66,17 @@ class QueuePoller(threading.Thread):
             logger.exception("%s failed on a batch of %d", self.function_name, len(messages))
             return len(messages)
         failed = {item["itemIdentifier"] for item in result.get("batchItemFailures", [])}
-        for message in messages:
-            if message["MessageId"] not in failed:
-                self.sqs.delete_message(
-                    QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"]
+        done = [
+            {"Id": str(index), "ReceiptHandle": message["ReceiptHandle"]}
+            for index, message in enumerate(messages)
+            if message["MessageId"] not in failed
+        ]
+        if done:
+            # One call for the batch, as Lambda's integration deletes what a batch handled.
+            refused = self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=done)
+            for entry in refused.get("Failed", []):
+                logger.warning(
+                    "%s: a handled message was not deleted: %s", self.function_name, entry
                 )
         return len(messages)
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rehearsal.plan import layer_build_environment
 from rehearsal.toolchain import (
     REGION,
     REPOSITORY,
@@ -49,7 +50,7 @@ def build(template: dict[str, Any], work_dir: Path, name: str) -> Path:
     run_tool(
         f"sam build ({name})",
         command,
-        clean_environment({"SAM_CLI_TELEMETRY": "0"}),
+        clean_environment({"SAM_CLI_TELEMETRY": "0", **layer_build_environment(template)}),
         home / "sam-build.log",
         cwd=home,
     )

@@ -106,6 +106,22 @@ def for_architecture(
     return rewritten, sorted(set(changes))
 
 
+def layer_build_environment(document: dict[str, Any]) -> dict[str, str]:
+    """What a layer's own Makefile (`BuildMethod: makefile`) needs to build for the template's
+    architecture: sam hands a Makefile no architecture, so it reads LAYER_ARCHITECTURE."""
+    wanted = {
+        str((resource.get("Metadata") or {}).get("BuildArchitecture"))
+        for resource in document["Resources"].values()
+        if resource["Type"] == LAYER
+        and (resource.get("Metadata") or {}).get("BuildMethod") == "makefile"
+    }
+    if not wanted:
+        return {}
+    if len(wanted) != 1:
+        raise RehearsalError("plan", f"layers built for several architectures: {sorted(wanted)}")
+    return {"LAYER_ARCHITECTURE": wanted.pop()}
+
+
 def _environments(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The environment variables of Globals and of every function."""
     environments = [_globals(document).get("Environment")] + [

@@ -6,12 +6,17 @@ SQS queue attributes are computed per name: checked equal to moto's own computat
 An empty attribute name is refused as DynamoDB refuses it, wherever a request carries one.
 A cancelled transaction leaves no trace, and no transaction copies a table.
 SQS message move tasks, which moto lacks, move a dead-letter queue's messages as AWS does.
+Update and condition expressions parsed once per text, and items answered without moto's walk of
+their shape: every answer equal to moto's own (its parse and its walk put back for comparison).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -592,3 +597,234 @@ def test_a_message_move_task_from_an_unknown_queue_is_a_client_error(aws: None) 
     sqs = boto3.client("sqs")
     with pytest.raises(ClientError):
         sqs.start_message_move_task(SourceArn="arn:aws:sqs:us-east-1:123456789012:nothing-here")
+
+
+# ------------------------------------------- expressions parsed once, items answered as they are
+
+
+@contextmanager
+def _motos_own_parsing_and_answers() -> Iterator[None]:
+    """moto's own expression parsing and answer walk, as before the patches, for a while."""
+    from moto.core.serialize import BaseJSONSerializer
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+    from moto.dynamodb.parsing import ast_nodes, expressions, validators
+
+    parser: Any = expressions.UpdateExpressionParser
+    traverser: Any = ast_nodes.DepthFirstTraverser
+    patched = [
+        (BaseJSONSerializer, "_serialize_type_structure", "moto_serialize_type_structure"),
+        (BaseJSONSerializer, "_serialize_type_map", "moto_serialize_type_map"),
+        (ConditionExpressionParser, "_lex_condition_expression", "moto_lex"),
+        (parser, "make", "moto_make"),
+        (traverser, "nodes_to_be_processed", "moto_nodes_to_be_processed"),
+    ]
+    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patched]
+    fast_copy = validators.deepcopy
+    for owner, name, original in patched:
+        setattr(owner, name, owner.__dict__[original])
+    validators.deepcopy = copy.deepcopy
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+        validators.deepcopy = fast_copy
+
+
+def _answer(call: Any, **request: Any) -> Any:
+    """An answer without its per-request metadata (nor the table its capacity names), or the
+    error code it raised."""
+    try:
+        response = call(**request)
+    except ClientError as error:
+        return ("error", error.response["Error"]["Code"])
+    response.pop("ResponseMetadata", None)
+    response.pop("ConsumedCapacity", None)
+    return response
+
+
+def _key_table(client: Any) -> str:
+    name = f"answers-{uuid.uuid4().hex[:10]}"
+    client.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "N"},
+        ],
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+    )
+    return name
+
+
+scalars = st.one_of(
+    st.builds(lambda s: {"S": s}, st.text(max_size=8)),
+    st.builds(
+        lambda n: {"N": str(n)},
+        st.integers(-(10**12), 10**12) | st.decimals(-1e6, 1e6, places=3, allow_nan=False),
+    ),
+    st.builds(lambda b: {"B": b}, st.binary(min_size=1, max_size=8)),
+    st.builds(lambda b: {"BOOL": b}, st.booleans()),
+    st.just({"NULL": True}),
+    st.builds(
+        lambda s: {"SS": sorted(s)},
+        st.sets(st.text(min_size=1, max_size=4), min_size=1, max_size=3),
+    ),
+    st.builds(
+        lambda s: {"NS": sorted(str(n) for n in s)},
+        st.sets(st.integers(0, 99), min_size=1, max_size=3),
+    ),
+    st.builds(
+        lambda s: {"BS": sorted(s)},
+        st.sets(st.binary(min_size=1, max_size=4), min_size=1, max_size=3),
+    ),
+)
+attribute_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.builds(lambda items: {"L": items}, st.lists(inner, max_size=3))
+        | st.builds(
+            lambda fields: {"M": fields},
+            st.dictionaries(st.text(min_size=1, max_size=5), inner, max_size=3),
+        )
+    ),
+    max_leaves=8,
+)
+attribute_maps = st.dictionaries(
+    st.text(min_size=1, max_size=6).filter(lambda name: name not in {"pk", "sk"}),
+    attribute_values,
+    max_size=5,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(attributes=attribute_maps)
+def test_items_are_answered_as_motos_own_walk_answers_them(
+    aws: None, attributes: dict[str, Any]
+) -> None:
+    client = boto3.client("dynamodb")
+    table = _key_table(client)
+    key = {"pk": {"S": "p"}, "sk": {"N": "1"}}
+    client.put_item(TableName=table, Item={**key, **attributes})
+    requests: list[tuple[Any, dict[str, Any]]] = [
+        (client.get_item, {"TableName": table, "Key": key, "ConsistentRead": True}),
+        (
+            client.query,
+            {
+                "TableName": table,
+                "KeyConditionExpression": "pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": "p"}},
+            },
+        ),
+        (client.scan, {"TableName": table}),
+        (
+            client.batch_get_item,
+            {"RequestItems": {table: {"Keys": [key], "ConsistentRead": True}}},
+        ),
+        (
+            client.update_item,
+            {
+                "TableName": table,
+                "Key": key,
+                "UpdateExpression": "SET touched = :t",
+                "ExpressionAttributeValues": {":t": {"BOOL": True}},
+                "ReturnValues": "ALL_NEW",
+            },
+        ),
+    ]
+    for call, request in requests:
+        fast = _answer(call, **request)
+        with _motos_own_parsing_and_answers():
+            own = _answer(call, **request)
+        assert fast == own, call
+
+
+update_requests = st.sampled_from(
+    [
+        ("SET #a = :n", None),
+        ("SET #a = #a + :n", "attribute_exists(#a)"),
+        ("SET #a = if_not_exists(#a, :zero) + :n", None),
+        ("SET #l = list_append(if_not_exists(#l, :empty), :items)", None),
+        ("SET #m.#k = :n", "attribute_exists(#m)"),
+        ("SET #m = if_not_exists(#m, :map)", "NOT contains(#s, :word) OR attribute_not_exists(#s)"),
+        ("ADD #s :words", None),
+        ("DELETE #s :words", "size(#s) > :zero"),
+        ("REMOVE #a, #l[0]", "attribute_exists(#a) AND #a <> :zero"),
+        ("SET #a = :n REMOVE #l ADD #s :words", "#a < :n OR attribute_not_exists(#a)"),
+        ("SET #a = #b", None),  # refers to an attribute that does not exist: refused
+        ("SET #a = :n, #a = :zero", None),  # two paths overlap: refused
+    ]
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(st.tuples(update_requests, st.integers(-5, 5)), min_size=1, max_size=12))
+def test_updates_and_conditions_act_as_motos_own_parse_acts(
+    aws: None, steps: list[tuple[tuple[str, str | None], int]]
+) -> None:
+    """The same updates, in the same order, on two tables: one under the cached parses, the other
+    under moto's own; every answer (new item or refusal) and the final items are the same."""
+    client = boto3.client("dynamodb")
+    tables = (_key_table(client), _key_table(client))
+    names = {"#a": "a", "#b": "b", "#l": "l", "#m": "m", "#k": "k", "#s": "s"}
+    answers: list[list[Any]] = [[], []]
+    for (update, condition), number in steps:
+        values = {
+            ":n": {"N": str(number)},
+            ":zero": {"N": "0"},
+            ":empty": {"L": []},
+            ":items": {"L": [{"N": str(number)}]},
+            ":map": {"M": {"k": {"N": "1"}}},
+            ":words": {"SS": [f"w{abs(number) % 3}"]},
+            ":word": {"S": "w0"},
+        }
+        used = {name: value for name, value in values.items() if name in f"{update} {condition}"}
+        for index, table in enumerate(tables):
+            request: dict[str, Any] = {
+                "TableName": table,
+                "Key": {"pk": {"S": "p"}, "sk": {"N": "1"}},
+                "UpdateExpression": update,
+                "ExpressionAttributeNames": {
+                    name: value for name, value in names.items() if name in f"{update} {condition}"
+                },
+                "ExpressionAttributeValues": used,
+                "ReturnValues": "ALL_NEW",
+            }
+            if not used:
+                del request["ExpressionAttributeValues"]
+            if condition is not None:
+                request["ConditionExpression"] = condition
+            if index == 0:
+                answers[0].append(_answer(client.update_item, **request))
+            else:
+                with _motos_own_parsing_and_answers():
+                    answers[1].append(_answer(client.update_item, **request))
+    assert answers[0] == answers[1]
+    final = [client.scan(TableName=table, ConsistentRead=True)["Items"] for table in tables]
+    assert final[0] == final[1]
+
+
+def test_handler_methods_are_listed_as_moto_lists_them() -> None:
+    from moto.core import responses
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.sqs.responses import SQSResponse
+
+    listed: Any = responses
+    for handler in (DynamoHandler, SQSResponse):
+        assert listed.method_names_from_class(handler) == listed.moto_method_names_from_class(
+            handler
+        )
+
+    class Handler(SQSResponse):
+        pass
+
+    before = listed.method_names_from_class(Handler)
+    Handler.added_action = lambda self: None  # type: ignore[attr-defined]
+    assert listed.method_names_from_class(Handler) == sorted([*before, "added_action"])

@@ -21,6 +21,7 @@ from jobstream_local.gateway import LambdaContext
 from tests.support.harness import Api, Clock, canonical_task
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+FUNCTIONS = sorted(path.name for path in (REPOSITORY / "functions").iterdir() if path.is_dir())
 
 # The CloudWatch Embedded Metric Format specification, as a schema; the cross-references it
 # states in prose (every dimension and metric named is a top-level member) are checked below.
@@ -470,7 +471,12 @@ def _import_in_subprocess(function: str, environment: dict[str, str]) -> dict[st
         "import importlib.util as u, json, logging, sys\n"
         f"s = u.spec_from_file_location('app', 'functions/{function}/app.py')\n"
         "m = u.module_from_spec(s); s.loader.exec_module(m)\n"
+        "imported = sorted(k for k in sys.modules if k.startswith('aws_lambda_powertools'))\n"
+        # The first invocation makes the logger and (opted in) the Tracer; it may fail here for
+        # want of configuration, after both are made.
+        "try:\n    m.handler({}, None)\nexcept Exception:\n    pass\n"
         "print(json.dumps({'xray': sorted(k for k in sys.modules if k.startswith('aws_xray_sdk')),"
+        " 'powertools_at_import': imported,"
         " 'level': logging.getLogger('jobstream').getEffectiveLevel()}))\n"
     )
     result = subprocess.run(  # noqa: S603 - our own interpreter and code
@@ -483,6 +489,12 @@ def _import_in_subprocess(function: str, environment: dict[str, str]) -> dict[st
     )
     parsed: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return parsed
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_importing_a_function_loads_no_powertools(function: str) -> None:
+    # Cold starts: the logger (and the Tracer, when opted in) are made by the first invocation.
+    assert _import_in_subprocess(function, {})["powertools_at_import"] == []
 
 
 @pytest.mark.parametrize("function", ["admission", "worker", "reconcile"])

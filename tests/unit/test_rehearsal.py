@@ -16,6 +16,7 @@ from rehearsal.logs import explain, is_failure
 from rehearsal.plan import (
     Credentials,
     for_architecture,
+    layer_build_environment,
     parameter_overrides,
     python_version,
     registry_secret,
@@ -64,6 +65,15 @@ def test_the_host_build_names_only_the_hosts_architecture(document: dict[str, An
 def test_a_template_already_for_the_host_needs_no_change(document: dict[str, Any]) -> None:
     rewritten, _ = for_architecture(document, "x86_64")
     assert for_architecture(rewritten, "x86_64") == (rewritten, [])
+
+
+def test_the_layer_makefile_is_told_the_architecture_it_builds_for(
+    document: dict[str, Any],
+) -> None:
+    # sam hands a Makefile no architecture: the host build must not ship the template's wheels.
+    assert layer_build_environment(document) == {"LAYER_ARCHITECTURE": "arm64"}
+    rewritten, _ = for_architecture(document, "x86_64")
+    assert layer_build_environment(rewritten) == {"LAYER_ARCHITECTURE": "x86_64"}
 
 
 def test_no_parameter_carries_a_secret(document: dict[str, Any]) -> None:

@@ -35,6 +35,7 @@ ARCHITECTURES = ["arm64"]
 SAM_DEFAULT_TIMEOUT = 3  # seconds, when neither the function nor Globals says
 SQS_DEFAULT_VISIBILITY = 30  # seconds, when the queue does not say
 VISIBILITY_FACTOR = 6  # Lambda's SQS integration: visibility >= 6x the function's timeout
+SQS_UNWINDOWED_BATCH = 10  # the largest SQS BatchSize Lambda takes without a batching window
 FUNCTION = "AWS::Serverless::Function"
 QUEUE = "AWS::SQS::Queue"
 
@@ -267,6 +268,42 @@ def layer_problems(template: Template, name: str, root: Path) -> list[str]:
         problems.append(f"{name}: {content_uri} has no requirements.txt")
     if not (layer / "jobstream" / "__init__.py").is_file():
         problems.append(f"{name}: {content_uri} has no jobstream package")
+    return problems + layer_build_problems(template, name, root)
+
+
+def layer_build_problems(template: Template, name: str, root: Path) -> list[str]:
+    """The layer is built by its own Makefile (sam's `BuildMethod: makefile`), which ships
+    bytecode Lambda can use as it is: level 0 (no -O on Lambda), checked by hash never (the
+    sources' mtimes do not survive the zip), for the template's architecture."""
+    resource = template.document["Resources"][name]
+    metadata = resource.get("Metadata") or {}
+    content_uri = resource["Properties"]["ContentUri"]
+    if metadata.get("BuildMethod") != "makefile":
+        return [f"{name}: BuildMethod is {metadata.get('BuildMethod')!r}, not 'makefile'"]
+    makefile = root / content_uri / "Makefile"
+    if not makefile.is_file():
+        return [f"{name}: BuildMethod makefile needs {content_uri}/Makefile"]
+    text = makefile.read_text(encoding="utf-8")
+    problems = []
+    if not re.search(rf"^build-{name}:", text, re.MULTILINE):
+        problems.append(f"{name}: {content_uri}/Makefile has no build-{name} target")
+    default = re.search(r"^LAYER_ARCHITECTURE \?= (\S+)$", text, re.MULTILINE)
+    architectures = resource["Properties"].get("CompatibleArchitectures")
+    wanted = metadata.get("BuildArchitecture")
+    if default is None or default.group(1) != wanted or architectures != [wanted]:
+        problems.append(
+            f"{name}: the Makefile builds for {default and default.group(1)!r}, the template "
+            f"says BuildArchitecture {wanted!r} and CompatibleArchitectures {architectures!r}"
+        )
+    compile_lines = [line for line in text.splitlines() if "-m compileall" in line]
+    if not compile_lines or any(
+        "--invalidation-mode unchecked-hash" not in line or re.search(r"\s-[oO]\b", line)
+        for line in compile_lines
+    ):
+        problems.append(
+            f"{name}: the Makefile must compileall with --invalidation-mode unchecked-hash at "
+            "optimisation level 0"
+        )
     return problems
 
 
@@ -954,6 +991,32 @@ def test_visibility_check_catches_a_short_queue(tmp_path: Path) -> None:
     assert any("CallbackQueue VisibilityTimeout 179s" in p for p in problems), problems
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("BuildMethod: makefile", "BuildMethod: python3.11", "not 'makefile'"),
+        ("BuildArchitecture: arm64", "BuildArchitecture: x86_64", "the Makefile builds for"),
+    ],
+    ids=["build-method", "architecture"],
+)
+def test_layer_build_check_catches(tmp_path: Path, old: str, new: str, expected: str) -> None:
+    template = edited(tmp_path, old, new)
+    problems = [p for layer in LAYERS for p in layer_build_problems(template, layer, REPOSITORY)]
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_layer_build_check_catches_stale_bytecode_settings(tmp_path: Path) -> None:
+    layer = tmp_path / "layers" / "jobstream"
+    layer.mkdir(parents=True)
+    makefile = (REPOSITORY / "layers" / "jobstream" / "Makefile").read_text(encoding="utf-8")
+    assert "--invalidation-mode unchecked-hash" in makefile
+    (layer / "Makefile").write_text(
+        makefile.replace("--invalidation-mode unchecked-hash", "-o 2"), encoding="utf-8"
+    )
+    problems = [p for name in LAYERS for p in layer_build_problems(TEMPLATE_NOW, name, tmp_path)]
+    assert any("unchecked-hash" in problem for problem in problems), problems
+
+
 def test_handler_check_catches_a_missing_attribute(tmp_path: Path) -> None:
     template = edited(
         tmp_path,
@@ -1192,6 +1255,40 @@ def test_the_http_api_has_access_logs_and_route_throttling() -> None:
     for api in apis:
         problems = http_api_problems(TEMPLATE_NOW, api)
         assert not problems, "\n".join(problems)
+
+
+def callback_latency_problems(template: Template) -> list[str]:
+    """A lone callback is not held: the callback queue's trigger has no batching window (SQS's
+    default is none; a BatchSize over 10 requires one of at least a second)."""
+    problems = []
+    for function, event, props in sqs_sources(template):
+        if getatt(props.get("Queue")) != ("CallbackQueue", "Arn"):
+            continue
+        window = resolve_number(template, props.get("MaximumBatchingWindowInSeconds", 0))
+        if window != 0:
+            problems.append(f"{function}.{event}: a batching window of {window} s holds callbacks")
+        if (resolve_number(template, props.get("BatchSize", 10)) or 0) > SQS_UNWINDOWED_BATCH:
+            problems.append(f"{function}.{event}: a BatchSize over 10 needs a batching window")
+    return problems
+
+
+def test_a_lone_callback_is_not_held_by_a_batching_window() -> None:
+    callback_triggers = [
+        event
+        for _, event, props in sqs_sources(TEMPLATE_NOW)
+        if getatt(props.get("Queue")) == ("CallbackQueue", "Arn")
+    ]
+    assert callback_triggers == ["CallbackMessages"]
+    assert callback_latency_problems(TEMPLATE_NOW) == []
+
+
+def test_the_callback_latency_check_catches_a_window(tmp_path: Path) -> None:
+    template = edited(
+        tmp_path, "MaximumBatchingWindowInSeconds: 0", "MaximumBatchingWindowInSeconds: 1"
+    )
+    assert callback_latency_problems(template) == [
+        "CallbacksFunction.CallbackMessages: a batching window of 1 s holds callbacks"
+    ]
 
 
 def test_the_worker_queue_trigger_has_a_concurrency_cap() -> None:

@@ -6,7 +6,6 @@ import random
 import re
 from collections.abc import Callable
 from datetime import UTC
-from email.utils import parsedate_to_datetime
 from typing import Final
 
 # 2**18 times any sensible base is past any sensible cap; the bound keeps the number small.
@@ -59,6 +58,9 @@ def parse_retry_after(value: str | None, *, now_ms: int) -> int | None:
         if len(digits) > _MAX_DELTA_DIGITS:
             return 10**_MAX_DELTA_DIGITS * 1000
         return int(digits) * 1000
+    # Only a receiver that names a date needs the email package (a cold start need not).
+    from email.utils import parsedate_to_datetime  # noqa: PLC0415
+
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):

@@ -1,0 +1,190 @@
+"""Cold imports of every function, as Lambda imports them from the layer `sam build` ships.
+
+The layer is built by its own Makefile (layers/jobstream/Makefile, the recipe `sam build` runs),
+here for this machine's architecture, into a temporary directory. Each function is imported in a
+fresh interpreter with that layer and its code folder on the path and bytecode writing off (Lambda's
+/opt is read-only), and compared with `import boto3` in a fresh interpreter of its own: the two run
+one after the other, in alternating order, and the ratio of each pair is taken, so that whatever
+else loads the machine meanwhile weighs on both sides of each ratio. The median of the ratios is
+reported. The same layer without its bytecode (what a `python3.11` build method ships) shows what
+the bytecode saves. "Set-up" adds what every first invocation does before it calls AWS: the
+settings, the consumer registry (the one-tenant shorthand here; a secret on AWS, one more call),
+the targets file and the logger.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+LAYER_SOURCE = REPOSITORY / "layers" / "jobstream"
+FUNCTIONS = ("admission", "jobs", "events", "ack", "callbacks", "reconcile", "worker")
+PAIRS = 11
+PAIRS_WITHOUT_BYTECODE = 5
+MACHINE_ARCHITECTURES = {
+    "x86_64": "x86_64",
+    "amd64": "x86_64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+}
+
+_IMPORT = """
+import time
+started = time.perf_counter()
+{statement}
+imported = time.perf_counter()
+{setup}
+print(imported - started, time.perf_counter() - imported)
+"""
+_SETUP = """
+from jobstream import observability
+from jobstream.service import runtime
+rt = runtime.runtime()
+rt.tenants()
+rt.targets()
+observability.logger()
+"""
+# What the set-up reads: a table name and the one-tenant shorthand (no AWS call is made).
+_SETUP_ENVIRONMENT = {"JOBSTREAM_TABLE": "bench", "JOBSTREAM_API_TOKENS": "bench=bench-token"}
+
+
+@dataclass(frozen=True)
+class ColdImport:
+    function: str
+    seconds: float  # the import, median
+    ratio: float  # median of per-pair ratios to `import boto3`
+    setup_ratio: float  # import + set-up, median of per-pair ratios
+    ratio_without_bytecode: float
+    boto3_seconds: float  # `import boto3`, median over this function's pairs
+
+
+def _run(code: str, path: list[Path], extra: dict[str, str] | None = None) -> tuple[float, float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JOBSTREAM_"))}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # Lambda cannot write next to the layer either
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in path)
+    env.update(extra or {})
+    output = subprocess.run(
+        [sys.executable, "-X", "frozen_modules=on", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=tempfile.gettempdir(),  # nothing of the repository on the path but what is named
+    )
+    first, second = output.stdout.split()
+    return float(first), float(second)
+
+
+def _boto3() -> float:
+    return _run(_IMPORT.format(statement="import boto3", setup=""), [])[0]
+
+
+def _function(name: str, layer: Path, *, setup: bool) -> tuple[float, float]:
+    code = _IMPORT.format(statement="import app", setup=_SETUP if setup else "")
+    return _run(code, [REPOSITORY / "functions" / name, layer], _SETUP_ENVIRONMENT)
+
+
+def _pairs(name: str, layer: Path, count: int, *, setup: bool) -> list[tuple[float, float, float]]:
+    """(function import, function import + set-up, boto3 import) per pair, order alternating."""
+    samples = []
+    for index in range(count):
+        if index % 2:
+            imported, set_up = _function(name, layer, setup=setup)
+            boto3 = _boto3()
+        else:
+            boto3 = _boto3()
+            imported, set_up = _function(name, layer, setup=setup)
+        samples.append((imported, imported + set_up, boto3))
+    return samples
+
+
+@contextmanager
+def built_layers() -> Iterator[tuple[Path, Path]]:
+    """The layer as the Makefile builds it for this machine, and the same without bytecode."""
+    architecture = MACHINE_ARCHITECTURES.get(platform.machine().lower())
+    if architecture is None:
+        raise RuntimeError(f"bench: no Lambda architecture runs on {platform.machine()}")
+    with tempfile.TemporaryDirectory(prefix="jobstream-layer-") as work:
+        built = Path(work) / "built"
+        subprocess.run(
+            [  # noqa: S607 - make from PATH, as sam runs it
+                "make",
+                "--no-print-directory",
+                "-C",
+                str(LAYER_SOURCE),
+                "build-JobstreamLayer",
+                f"ARTIFACTS_DIR={built}",
+                f"LAYER_ARCHITECTURE={architecture}",
+                f"PYTHON={sys.executable}",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        plain = Path(work) / "plain"
+        shutil.copytree(built, plain, ignore=shutil.ignore_patterns("__pycache__"))
+        yield built / "python", plain / "python"
+
+
+def cold_imports(functions: tuple[str, ...] = FUNCTIONS) -> list[ColdImport]:
+    rows = []
+    with built_layers() as (layer, without_bytecode):
+        for name in functions:
+            samples = _pairs(name, layer, PAIRS, setup=True)
+            plain = _pairs(name, without_bytecode, PAIRS_WITHOUT_BYTECODE, setup=False)
+            rows.append(
+                ColdImport(
+                    function=name,
+                    seconds=statistics.median(imported for imported, _, _ in samples),
+                    ratio=statistics.median(imported / boto3 for imported, _, boto3 in samples),
+                    setup_ratio=statistics.median(total / boto3 for _, total, boto3 in samples),
+                    ratio_without_bytecode=statistics.median(
+                        imported / boto3 for imported, _, boto3 in plain
+                    ),
+                    boto3_seconds=statistics.median(boto3 for _, _, boto3 in samples),
+                )
+            )
+            print(f"  functions/{name}: {rows[-1].ratio:.2f}x import boto3", flush=True)
+    return rows
+
+
+def report_lines(rows: list[ColdImport]) -> list[str]:
+    lines = [
+        "## Cold import of each function",
+        "",
+        "Each function imported from the layer as `sam build` ships it (layers/jobstream/Makefile,",
+        "built here for this machine: dependencies, our package, bytecode compiled at level 0 with",
+        "`--invalidation-mode unchecked-hash`), in a fresh interpreter that may not write bytecode",
+        "(Lambda's /opt is read-only), paired with `import boto3` in a fresh interpreter run just",
+        f"before or after it: the median of {PAIRS} per-pair ratios, so that the machine's load",
+        "weighs on both sides of each ratio (bench/cold_start.py). Set-up is what every first",
+        "invocation adds before its first AWS call (settings, consumer registry, targets file,",
+        "logger). Without bytecode: the same layer without its .pyc files, as the `python3.11`",
+        f"build method ships it (median of {PAIRS_WITHOUT_BYTECODE} pairs).",
+        "",
+        "| function | import (s) | ratio to `import boto3` | import + set-up | without bytecode |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| functions/{row.function} | {row.seconds:.3f} | {row.ratio:.2f} | "
+        f"{row.setup_ratio:.2f} | {row.ratio_without_bytecode:.2f} |"
+        for row in rows
+    ]
+    boto3 = statistics.median(row.boto3_seconds for row in rows)
+    lines += [
+        "",
+        f"`import boto3` took {boto3:.3f} s (median). Target: every function's import <= 1.0x",
+        "`import boto3`.",
+        "",
+    ]
+    return lines
