@@ -8,7 +8,8 @@ consumers and sources send. Its 400 KiB (`item_size.MAX_ITEM_BYTES`) are split t
   canonical text, callback URL, keys). A Task whose job would be larger is refused at admission
   (400 `invalid_params`, `detail.reason = "task_too_large"`) and nothing is written.
 - `RESULT_BYTES` (128 KiB): the `result` attribute a success adds. A larger result is cut by
-  the job type's rule before it is written (candidate_search keeps its best candidates).
+  the job type's rule before it is written (`JobType.fit_result`: a search keeps its best
+  candidates; a type without a rule fails the job).
 - `GROWTH_BYTES` (16 KiB): every other attribute written after admission: status, lease,
   timestamps, counters, the recorded kinds, and the progress and reason messages, which are
   clipped to `MAX_MESSAGE_CHARS` (at most 4 bytes a character).
