@@ -164,3 +164,13 @@ def test_no_module_outside_a_job_type_package_names_a_job_type() -> None:
             text = re.sub(r'"jobstream\.jobtypes\.\w+\.definition"', "", text)
         offenders += [f"{relative}: {name}" for name in names if re.search(rf"\b{name}\b", text)]
     assert not offenders, offenders
+
+
+def test_the_job_types_doc_lists_exactly_the_registered_types() -> None:
+    text = (REPOSITORY / "docs" / "job-types.md").read_text(encoding="utf-8")
+    table = text.split("## What a job type is")[0]
+    listed = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
+    assert listed == list(registry.names())
+    for job_type in registry.job_types():
+        assert f"`{job_type.params_def}`" in table
+        assert f"`{job_type.result_def}`" in table
