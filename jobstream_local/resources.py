@@ -71,7 +71,7 @@ def create_buckets(
     template: Template, s3: Any, name_for: Callable[[str], str] | None = None
 ) -> dict[str, dict[str, str]]:
     """Create every AWS::S3::Bucket with its lifecycle rules; Ref is the bucket name."""
-    created = {}
+    created: dict[str, dict[str, str]] = {}
     for logical_id, properties in template.resources_of_type("AWS::S3::Bucket").items():
         name = (name_for or template.physical_name)(logical_id)
         s3.create_bucket(Bucket=name)

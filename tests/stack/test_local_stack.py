@@ -224,15 +224,21 @@ def test_callbacks_reach_a_receiver_that_fails_then_succeeds() -> None:
         _stop(process)
 
 
-def test_a_submitted_job_runs_to_succeeded(stack: Client) -> None:
-    status, submitted = stack.call("POST", "/jobs", _task("stack-run"))
-    assert status == 202
-    job_id = submitted["job"]["job_id"]
-    deadline = time.monotonic() + 30
+def _finished(stack: Client, task: dict[str, Any]) -> dict[str, Any]:
+    """Submit `task` and poll its job until it is no longer queued or running (30 s at most)."""
+    status, submitted = stack.call("POST", "/jobs", task)
+    assert status == 202, submitted
     job: dict[str, Any] = submitted["job"]
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline and job["status"] in {"queued", "running"}:
         time.sleep(0.2)
-        job = stack.call("GET", f"/jobs/{job_id}")[1]
+        job = stack.call("GET", f"/jobs/{job['job_id']}")[1]
+    return job
+
+
+def test_a_submitted_job_runs_to_succeeded(stack: Client) -> None:
+    job = _finished(stack, _task("stack-run"))
+    job_id = job["job_id"]
     assert job["status"] == "succeeded", job
     validate(job, "Job")
     validate(job["result"], "Result_CandidateSearch")
@@ -251,14 +257,8 @@ def test_asset_fetch_stores_files_behind_presigned_urls(stack: Client) -> None:
         "idempotency_key": "stack-fetch",
         "params": {"target_id": "demo-illustration", "work_id": "118416466"},
     }
-    status, submitted = stack.call("POST", "/jobs", task)
-    assert status == 202, submitted
-    job_id = submitted["job"]["job_id"]
-    deadline = time.monotonic() + 30
-    job: dict[str, Any] = submitted["job"]
-    while time.monotonic() < deadline and job["status"] in {"queued", "running"}:
-        time.sleep(0.2)
-        job = stack.call("GET", f"/jobs/{job_id}")[1]
+    job = _finished(stack, task)
+    job_id = job["job_id"]
     assert job["status"] == "succeeded", job
     validate(job, "Job")
     validate(job["result"], "Result_AssetFetch")

@@ -10,6 +10,7 @@ from jobstream.jobtypes.base import JobRun, JobType, Outcome
 from jobstream.jobtypes.candidate_search.params import parse_params
 from jobstream.jobtypes.candidate_search.sources.base import Source
 from jobstream.jobtypes.candidate_search.targets import admit_target
+from jobstream.protocol.documents import FEATURES
 from jobstream.protocol.models import ResultCandidateSearch
 
 NAME = "candidate_search"
@@ -65,13 +66,6 @@ JOB_TYPE = JobType(
     params_def="CandidateSearchParams",
     result_def="Result_CandidateSearch",
     schemas=SCHEMAS,
-    features=(
-        "events",
-        "progress",
-        "cancel",
-        "idempotency",
-        "exclude",
-        "tag_expansion",
-        "target_selector",
-    ),
+    # Every feature the protocol names: exclusions, tag expansion and the target selector too.
+    features=FEATURES,
 )
