@@ -221,7 +221,7 @@ def test_unsupported_version_message_quotes_the_value_like_json_stringify(
         ("候选", '"候选"'),
     ],
 )
-def test_job_type_must_be_candidate_search(value: Any, quoted: str) -> None:
+def test_job_type_must_be_a_registered_type(value: Any, quoted: str) -> None:
     expected_value = None if value is MISSING else value
     assert_invalid(
         task(job_type=value),
@@ -229,7 +229,8 @@ def test_job_type_must_be_candidate_search(value: Any, quoted: str) -> None:
         {
             "reason": "unsupported_job_type",
             "job_type": expected_value,
-            "supported": ["candidate_search"],
+            # Every registered type, in the registry's order.
+            "supported": ["candidate_search", "asset_fetch"],
         },
     )
 
