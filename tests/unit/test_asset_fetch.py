@@ -390,7 +390,7 @@ def test_each_asset_is_stored_and_described_with_progress() -> None:
     assert store.objects == {"jobs/job-1/00-p0": IMAGE, "jobs/job-1/01-p1": b"second"}
     assert [stage for stage, _ in context.stages] == ["fetching", "fetching", "stored"]
     assert context.stages[1][1] == "asset 2 of 2: p1"
-    registry.get("asset_fetch").result_model.model_validate(outcome.result)  # type: ignore[union-attr]
+    registry.get("asset_fetch").result_model().model_validate(outcome.result)  # type: ignore[union-attr]
 
 
 def test_a_too_large_asset_fails_the_job_clearly() -> None:

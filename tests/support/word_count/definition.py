@@ -41,7 +41,7 @@ JOB_TYPE = JobType(
     parse_params=parse_params,
     select_target=resolve_target,
     run=run,
-    result_model=ResultWordCount,
+    result_model=lambda: ResultWordCount,
     params_def="WordCountParams",
     result_def="Result_WordCount",
     schemas=json.loads(Path(__file__).with_name("schema.json").read_text(encoding="utf-8")),

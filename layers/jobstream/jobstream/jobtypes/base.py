@@ -59,14 +59,15 @@ class JobType:
     - `fit_result` cuts a result larger than the job item holds, or returns None (the job fails).
     - `schemas` are the JSON Schema `$defs` the type contributes to schemas/ and the OpenAPI
       document (`make openapi` renders them); `params_def`/`result_def` name two of them.
-    - `result_model` checks every result before it is recorded (a mismatch is internal_error).
+    - `result_model()` returns the model every result is checked against before it is recorded
+      (a mismatch is internal_error); a function, so admission never imports the model.
     """
 
     name: str
     parse_params: Callable[[Any], ParsedParams]
     select_target: Callable[[ParsedParams, TargetsFile], Target]
     run: Callable[[JobRun], Outcome]
-    result_model: type[BaseModel]
+    result_model: Callable[[], type[BaseModel]]
     params_def: str
     result_def: str
     schemas: Mapping[str, dict[str, Any]]

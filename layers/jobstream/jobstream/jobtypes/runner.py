@@ -44,7 +44,7 @@ def run_job(targets_file: TargetsFile, record: JobRecord, context: ExecutionCont
     outcome = job_type.run(job)
     if outcome.result is not None:
         try:
-            job_type.result_model.model_validate(outcome.result)
+            job_type.result_model().model_validate(outcome.result)
         except ValidationError:
             logger.exception("the %s executor produced an invalid result", job_type.name)
             return Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")

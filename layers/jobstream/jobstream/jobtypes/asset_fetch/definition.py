@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, StrictStr
+from pydantic import BaseModel
 
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS, parse_params
 from jobstream.jobtypes.base import JobRun, JobType, Outcome
-from jobstream.protocol.models import Asset, NonNegativeInt, ProtocolModel
 from jobstream.protocol.targeting import resolve_target
 
 NAME = "asset_fetch"
@@ -20,16 +19,10 @@ SCHEMAS: dict[str, dict[str, Any]] = json.loads(
 )
 
 
-class FetchedAsset(Asset):
-    mime: StrictStr
-    bytes: NonNegativeInt
-    hash: Annotated[StrictStr, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+def _result_model() -> type[BaseModel]:
+    from jobstream.jobtypes.asset_fetch.result import ResultAssetFetch  # noqa: PLC0415
 
-
-class ResultAssetFetch(ProtocolModel):
-    assets: Annotated[list[FetchedAsset], Field(min_length=1)]
-    expires_at: NonNegativeInt
-    work_id: StrictStr | None = None
+    return ResultAssetFetch
 
 
 def run(job: JobRun) -> Outcome:
@@ -55,7 +48,7 @@ JOB_TYPE = JobType(
     parse_params=parse_params,
     select_target=resolve_target,
     run=run,
-    result_model=ResultAssetFetch,
+    result_model=_result_model,
     params_def="AssetFetchParams",
     result_def="Result_AssetFetch",
     schemas=SCHEMAS,

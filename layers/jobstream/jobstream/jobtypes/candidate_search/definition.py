@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from jobstream.jobtypes.base import JobRun, JobType, Outcome
 from jobstream.jobtypes.candidate_search.params import parse_params
-from jobstream.jobtypes.candidate_search.sources.base import Source
 from jobstream.jobtypes.candidate_search.targets import admit_target
 from jobstream.protocol.documents import FEATURES
-from jobstream.protocol.models import ResultCandidateSearch
+
+if TYPE_CHECKING:
+    from jobstream.jobtypes.candidate_search.sources.base import Source
 
 NAME = "candidate_search"
 SCHEMAS: dict[str, dict[str, Any]] = json.loads(
@@ -49,6 +52,12 @@ def run(job: JobRun) -> Outcome:
     return search(plan, source, job.context)
 
 
+def _result_model() -> type[BaseModel]:
+    from jobstream.protocol.models import ResultCandidateSearch  # noqa: PLC0415
+
+    return ResultCandidateSearch
+
+
 def _fit_result(result: dict[str, Any], fits: Any) -> dict[str, Any] | None:
     from jobstream.jobtypes.candidate_search.executor import fit_result  # noqa: PLC0415
 
@@ -62,7 +71,7 @@ JOB_TYPE = JobType(
     select_target=admit_target,
     run=run,
     fit_result=_fit_result,
-    result_model=ResultCandidateSearch,
+    result_model=_result_model,
     params_def="CandidateSearchParams",
     result_def="Result_CandidateSearch",
     schemas=SCHEMAS,
