@@ -55,7 +55,8 @@ def recorded_server(answers: dict[str, Canned]) -> Iterator[Recorded]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     host, port = server.server_address[:2]
     recorded.base_url = f"http://{host!s}:{port}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for it, once per test.
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield recorded
