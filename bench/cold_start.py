@@ -28,7 +28,7 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 LAYER_SOURCE = REPOSITORY / "layers" / "jobstream"
-FUNCTIONS = ("admission", "jobs", "events", "ack", "callbacks", "reconcile", "worker")
+FUNCTIONS = ("admission", "jobs", "events", "ack", "callbacks", "dispatcher", "reconcile", "worker")
 PAIRS = 11
 PAIRS_WITHOUT_BYTECODE = 5
 MACHINE_ARCHITECTURES = {

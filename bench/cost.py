@@ -1,10 +1,14 @@
-"""What one job costs on AWS: its DynamoDB units by AWS's billing rules, its SQS requests, and
-the price of a million such jobs.
+"""What one job costs on AWS: its DynamoDB units by AWS's billing rules, its SQS requests, its
+Lambda invocations, and the price of a million such jobs.
 
 A job's life as a consumer lives it: admitted with a callback URL, run by the worker, its events
 each delivered by callback, its stream paged once (`unacked=1`) and acknowledged once through
 the last event. The services run for real against moto in-process; `bench.billing` bills every
-DynamoDB request by the items it really wrote and read.
+DynamoDB request by the items it really wrote and read. After every commit the dispatcher runs
+over the table's stream (the template's filter, then the real handler), as Lambda would invoke
+it for a lone commit: its SQS sends and invocations are counted, its stream reads are not (Lambda
+reads a stream it triggers on for free). The bench's own checks read through a client of their
+own, never billed.
 """
 
 from __future__ import annotations
@@ -63,6 +67,11 @@ class JobCost:
         }
 
     @property
+    def aws_calls(self) -> int:
+        """DynamoDB and SQS requests of the whole life (the dispatcher's sends included)."""
+        return sum(self.bill.requests.values())
+
+    @property
     def sqs_sends(self) -> int:
         return sum(
             count
@@ -71,14 +80,24 @@ class JobCost:
         )
 
 
-def job_lifetime_costs(rt: Any, meter: BillingMeter, poster_log: list[str]) -> list[JobCost]:
+@dataclass
+class Life:
+    """What a job's life runs on: the runtime, the meter, the receiver's log, the dispatcher's
+    invocations, and a store for the bench's own reads (not billed)."""
+
+    rt: Any
+    meter: BillingMeter
+    posted: list[str]
+    dispatches: list[int]
+    unmetered: Any
+
+
+def job_lifetime_costs(life: Life) -> list[JobCost]:
     """The 1-candidate and the 20-candidate job, each measured over its whole life."""
     return [
-        _one_job(rt, meter, poster_log, "1-candidate result", {"target_id": "demo-illustration"}),
+        _one_job(life, "1-candidate result", {"target_id": "demo-illustration"}),
         _one_job(
-            rt,
-            meter,
-            poster_log,
+            life,
             "20-candidate result",
             {
                 "target_id": "demo-illustration",
@@ -89,17 +108,17 @@ def job_lifetime_costs(rt: Any, meter: BillingMeter, poster_log: list[str]) -> l
     ]
 
 
-def _one_job(
-    rt: Any, meter: BillingMeter, poster_log: list[str], scenario: str, params: Mapping[str, Any]
-) -> JobCost:
+def _one_job(life: Life, scenario: str, params: Mapping[str, Any]) -> JobCost:
     from jobstream.queue import message_body
     from jobstream.service import admission, stream
     from jobstream.service.callbacks import handle_message
     from jobstream.service.execution import execute
     from jobstream.store.callbacks import IntentRef
 
+    rt, meter, poster_log = life.rt, life.meter, life.posted
     meter.bill.reset()
     poster_log.clear()
+    life.dispatches.clear()
     task = {
         "protocol_version": "1",
         "job_type": "candidate_search",
@@ -114,8 +133,9 @@ def _one_job(
     _expect(status == 202, "admission")
     job_id = body["job"]["job_id"]
     _expect(execute(rt, job_id) == "succeeded", "the job runs to succeeded")
-    record = rt.store.get_job(job_id)
+    record = life.unmetered.get_job(job_id)
     events = record.event_count
+    _expect(len(life.dispatches) == 4, "the dispatcher ran after each of the 4 commits")
     for sequence in range(1, events + 1):
         handle_message(rt, message_body(IntentRef(job_id, sequence)), "receipt")
     _expect(len(poster_log) == events, "every event is delivered by callback")
@@ -125,7 +145,7 @@ def _one_job(
         rt, "bench", job_id, {"ack_through": page["events"][-1]["event_id"]}, None
     )
     _expect(ack["unacked"] == 0, "the ack moves the cursor to the end")
-    job = rt.store.get_job(job_id)
+    job = life.unmetered.get_job(job_id)
     candidates = len((job.result or {}).get("candidates", []))
     return JobCost(
         scenario=scenario,
@@ -135,8 +155,9 @@ def _one_job(
         callbacks=len(poster_log),
         # POST /jobs, GET events, POST ack.
         http_requests=3,
-        # Three HTTP functions, one worker run, one callback invocation per event.
-        lambda_invocations=3 + 1 + events,
+        # Three HTTP functions, one worker run, one callback invocation per event, and one
+        # dispatcher invocation per commit (the most: commits close together share one).
+        lambda_invocations=3 + 1 + events + len(life.dispatches),
     )
 
 
@@ -186,7 +207,7 @@ def measure_costs() -> list[JobCost]:
         dynamodb_client.cache_clear()
         sqs_client.cache_clear()
         template = Template.load()
-        create_tables(template, boto3.client("dynamodb"), name_for=lambda _: TABLE_NAME)
+        tables = create_tables(template, boto3.client("dynamodb"), name_for=lambda _: TABLE_NAME)
         queues = create_queues(template, boto3.client("sqs"), name_for=lambda n: f"cost-{n}")
         settings = Settings(
             table_name=TABLE_NAME,
@@ -196,12 +217,15 @@ def measure_costs() -> list[JobCost]:
             callback_queue_url=queues["CallbackQueue"]["Ref"],
             callback_dead_letter_url=queues["CallbackDeadLetterQueue"]["Ref"],
         )
+        dispatches: list[int] = []
+        store = dispatching_store(TABLE_NAME)
         rt = Runtime(
             settings=settings,
-            store=JobStore(TABLE_NAME),
+            store=store,
             resolver=lambda _host, _port: ["93.184.215.14"],
             poster=receiver,
         )
+        store.dispatcher = dispatcher(rt, tables["JobsTable"]["StreamArn"], dispatches)
         meter = BillingMeter(
             table_from_template(template, TABLE_NAME),
             boto3.client("dynamodb"),
@@ -209,24 +233,81 @@ def measure_costs() -> list[JobCost]:
         )
         meter.attach(dynamodb_client())
         meter.attach(sqs_client(), "sqs")
-        return job_lifetime_costs(rt, meter, posted)
+        plain = boto3.client("dynamodb")
+        life = Life(rt, meter, posted, dispatches, JobStore(TABLE_NAME, lambda: plain))
+        return job_lifetime_costs(life)
+
+
+def dispatching_store(table_name: str) -> Any:
+    """The store, running `store.dispatcher` over the stream after each commit."""
+    from jobstream.store.jobs import JobStore
+
+    class DispatchingStore(JobStore):
+        dispatcher: Any = None
+
+        def create_job(self, *args: Any, **kwargs: Any) -> bool:
+            created = super().create_job(*args, **kwargs)
+            if self.dispatcher is not None:
+                self.dispatcher()
+            return created
+
+        def append_event(self, *args: Any, **kwargs: Any) -> None:
+            super().append_event(*args, **kwargs)
+            if self.dispatcher is not None:
+                self.dispatcher()
+
+    return DispatchingStore(table_name)
+
+
+def dispatcher(rt: Any, stream_arn: str, invocations: list[int]) -> Any:
+    """A drain of the table's stream through the template's event source (its filter) into the
+    dispatcher's service (what its handler calls); `invocations` counts its batches."""
+    import threading
+
+    import boto3
+
+    from jobstream.service.dispatcher import dispatch_records
+    from jobstream_local.streams import StreamPoller
+    from jobstream_local.template import Template
+
+    (source,) = Template.load().stream_sources()
+
+    def handler(event: dict[str, Any], _context: Any) -> dict[str, Any]:
+        invocations.append(len(event["Records"]))
+        failed = dispatch_records(rt, event["Records"])
+        return {"batchItemFailures": [{"itemIdentifier": number} for number in failed]}
+
+    poller = StreamPoller(
+        streams=boto3.client("dynamodbstreams"),
+        stream_arn=stream_arn,
+        function_name=source.function.name,
+        handler=handler,
+        batch_size=source.batch_size,
+        filters=source.filters,
+        stopping=threading.Event(),
+        starting_position=source.starting_position,
+    )
+    return poller.drain
 
 
 def report_lines(costs: list[JobCost]) -> list[str]:
     lines = [
         "## What one job costs",
         "",
-        "One job as a consumer lives it: admitted with a `callback_url`, run, every event",
-        "delivered by callback, its stream paged once (`unacked=1`) and acknowledged once.",
-        "Units by DynamoDB's billing rules applied to the items really written and read",
-        "(`bench/billing.py`: transactions x2, index writes by projection, strongly consistent",
-        "reads 1 unit per 4 KB).",
+        "One job as a consumer lives it: admitted with a `callback_url` (a correlation id and two",
+        "short labels, as TelePost sends), run, every event delivered by callback, its stream",
+        "paged once (`unacked=1`) and acknowledged once. Units by DynamoDB's billing rules applied",
+        "to the items really written and read (`bench/billing.py`: transactions x2, index writes",
+        "by projection, strongly consistent reads 1 unit per 4 KB). Every AWS request is counted,",
+        "the dispatcher's included: it runs after each commit, as Lambda invokes it for a lone",
+        "commit (the most invocations and sends; commits close together share one batch). Lambda",
+        "invocations: 3 HTTP requests, 1 worker run, 1 per callback, 1 dispatcher per commit.",
         "",
         (
-            "| job | events | DynamoDB calls | table write units | index write units | "
-            "write units | read units | SQS sends |"
+            "| job | events | AWS calls (DynamoDB + SQS) | table write units | index write units | "
+            "write units | read units | SQS sends | Lambda invocations |"
         ),
-        "|---|---:|---:|---:|---|---:|---:|---:|",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for cost in costs:
         calls = sum(n for name, n in cost.bill.requests.items() if name.startswith("dynamodb:"))
@@ -234,9 +315,11 @@ def report_lines(costs: list[JobCost]) -> list[str]:
             f"{name} {units:g}" for name, units in sorted(cost.bill.index_write_units.items())
         )
         lines.append(
-            f"| {cost.scenario} | {cost.events} | {calls} | {cost.bill.table_write_units:g} | "
+            f"| {cost.scenario} | {cost.events} | {calls} + {cost.aws_calls - calls} | "
+            f"{cost.bill.table_write_units:g} | "
             f"{sum(cost.bill.index_write_units.values()):g} ({by_index or '-'}) | "
-            f"{cost.bill.write_units:g} | {cost.bill.read_units:g} | {cost.sqs_sends} |"
+            f"{cost.bill.write_units:g} | {cost.bill.read_units:g} | {cost.sqs_sends} | "
+            f"{cost.lambda_invocations} |"
         )
     lines += [
         "",

@@ -10,14 +10,15 @@ from jobstream_local.moto_names import refuse_empty_attribute_names
 from jobstream_local.moto_queries import make_queries_cheap
 from jobstream_local.moto_responses import make_responses_cheap
 from jobstream_local.moto_sqs import make_sqs_cheap
+from jobstream_local.moto_streams import make_streams_bounded
 
 
 def patch_moto() -> None:
     """Atomic DynamoDB requests and transactions, refused empty attribute names, and item sizes
     and numbers checked by DynamoDB's rules (as on AWS); DynamoDB queries and SQS requests whose
     cost does not grow with the whole table or queue, update expressions parsed once and items
-    answered without a walk of their shape; and SQS message move tasks (a redrive of a
-    dead-letter queue), which moto lacks."""
+    answered without a walk of their shape; table streams whose memory does not grow with their
+    age; and SQS message move tasks (a redrive of a dead-letter queue), which moto lacks."""
     make_dynamodb_atomic()
     refuse_empty_attribute_names()
     enforce_item_limits()
@@ -25,4 +26,5 @@ def patch_moto() -> None:
     make_expressions_cheap()
     make_responses_cheap()
     make_sqs_cheap()
+    make_streams_bounded()
     add_message_move_tasks()

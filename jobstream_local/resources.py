@@ -15,16 +15,23 @@ _QUEUE_ATTRIBUTES = ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySecond
 def create_tables(
     template: Template, dynamodb: Any, name_for: Callable[[str], str] | None = None
 ) -> dict[str, dict[str, str]]:
-    """Create every AWS::DynamoDB::Table of the template; their Ref values by logical id."""
+    """Create every AWS::DynamoDB::Table of the template; their Ref values (and the ARN of
+    their stream, `StreamArn`) by logical id."""
     created = {}
     for logical_id, properties in template.resources_of_type("AWS::DynamoDB::Table").items():
         name = (name_for or template.physical_name)(logical_id)
         request = {key: properties[key] for key in _TABLE_KEYS if key in properties}
-        dynamodb.create_table(TableName=name, **request)
+        stream = properties.get("StreamSpecification")
+        if stream:
+            # CloudFormation names the view type only; the API wants the stream enabled too.
+            request["StreamSpecification"] = {"StreamEnabled": True, **stream}
+        description = dynamodb.create_table(TableName=name, **request)["TableDescription"]
         ttl = properties.get("TimeToLiveSpecification")
         if ttl:
             dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
         created[logical_id] = {"Ref": name}
+        if "LatestStreamArn" in description:
+            created[logical_id]["StreamArn"] = description["LatestStreamArn"]
     return created
 
 

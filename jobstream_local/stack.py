@@ -1,5 +1,5 @@
 """Starting and stopping the whole system: moto (in a process of its own), resources, HTTP API,
-queue pollers and schedules, all read from template.yaml."""
+queue pollers, the table stream's poller and schedules, all read from template.yaml."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from jobstream_local.resources import (
     create_tables,
 )
 from jobstream_local.settings import LocalSettings
+from jobstream_local.streams import StreamPoller
 from jobstream_local.template import Template
 from jobstream_local.workers import QueuePoller, Schedule
 
@@ -241,6 +242,22 @@ def _start_services(
             # Like Lambda scaling out: several concurrent invocations per queue.
             for _ in range(settings.concurrency)
         )
+    # The dispatcher on the table's stream (moto's stream has one shard: one reader).
+    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint)
+    stack.workers.extend(
+        StreamPoller(
+            streams=streams,
+            stream_arn=resources[source.table]["StreamArn"],
+            function_name=source.function.name,
+            handler=load_handler(source.function),
+            batch_size=source.batch_size,
+            filters=source.filters,
+            stopping=stack.stopping,
+            starting_position=source.starting_position,
+            max_retries=source.max_retries,
+        )
+        for source in template.stream_sources()
+    )
     stack.workers.extend(
         Schedule(
             function_name=function.name,

@@ -65,6 +65,18 @@ class QueueSource:
 
 
 @dataclass(frozen=True)
+class StreamSource:
+    """A DynamoDB Streams event source: which table's stream feeds which function, how."""
+
+    table: str
+    function: FunctionSpec
+    batch_size: int
+    filters: tuple[dict[str, Any], ...]
+    starting_position: str
+    max_retries: int
+
+
+@dataclass(frozen=True)
 class Template:
     document: dict[str, Any]
 
@@ -106,6 +118,19 @@ class Template:
         return [
             QueueSource(props["Queue"]["Fn::GetAtt"][0], spec, int(props.get("BatchSize", 10)))
             for spec, props in self._function_events("SQS")
+        ]
+
+    def stream_sources(self) -> list[StreamSource]:
+        return [
+            StreamSource(
+                table=props["Stream"]["Fn::GetAtt"][0],
+                function=spec,
+                batch_size=int(props.get("BatchSize", 100)),
+                filters=tuple((props.get("FilterCriteria") or {}).get("Filters") or ()),
+                starting_position=str(props.get("StartingPosition", "LATEST")),
+                max_retries=int(props.get("MaximumRetryAttempts", 3)),
+            )
+            for spec, props in self._function_events("DynamoDB")
         ]
 
     def scheduled_functions(self) -> list[FunctionSpec]:

@@ -150,9 +150,15 @@ class Stack:
         return created
 
     def _event_source_mappings(self) -> list[dict[str, Any]]:
+        """The stack's queue triggers (not the dispatcher's, on the table's stream)."""
         names = set(self.function_names().values())
         mappings = self.client("lambda").list_event_source_mappings()["EventSourceMappings"]
-        return [m for m in mappings if m["FunctionArn"].rsplit(":", 1)[-1] in names]
+        return [
+            m
+            for m in mappings
+            if m["FunctionArn"].rsplit(":", 1)[-1] in names
+            and str(m.get("EventSourceArn", "")).startswith("arn:aws:sqs:")
+        ]
 
     @contextmanager
     def queue_triggers_paused(self) -> Iterator[None]:

@@ -174,3 +174,14 @@ def crt(rt: Runtime, queues: dict[str, dict[str, str]], monkeypatch: pytest.Monk
     )
     monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
     return runtime
+
+
+@pytest.fixture
+def wrt(
+    crt: Runtime, queues: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> Runtime:
+    """The callbacks runtime with a work queue too."""
+    settings = crt.settings.model_copy(update={"work_queue_url": queues["WorkQueue"]["Ref"]})
+    runtime = replace(crt, settings=settings)
+    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
+    return runtime

@@ -27,6 +27,7 @@ from jobstream.service.callback_batch import (
 from jobstream.service.runtime import Runtime
 from jobstream.store.callbacks import CallbackStore, IntentRef
 from tests.integration.test_sample_events import REPOSITORY
+from tests.support.dispatch import dispatch_stream
 from tests.support.harness import canonical_task
 
 HOOK = "https://consumer.example.test/hooks"
@@ -45,6 +46,7 @@ def submit_many(rt: Runtime, count: int) -> list[str]:
 
 def receive(rt: Runtime, count: int) -> list[QueueMessage]:
     """The callback queue's messages, as the event source mapping hands them to the function."""
+    dispatch_stream(rt)
     sqs = boto3.client("sqs")
     found: dict[str, QueueMessage] = {}
     for _ in range(10):

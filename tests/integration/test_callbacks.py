@@ -22,6 +22,7 @@ from jobstream_local.template import Template
 from jobstream_local.workers import QueuePoller
 from tests.conftest import CALLBACK_SECRET as SECRET
 from tests.conftest import CALLBACK_TOKEN as TOKEN
+from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Clock, canonical_task
 from tests.support.receiver import receiver
 from tests.support.state import mark_failed
@@ -71,6 +72,8 @@ def submit(rt: Runtime, url: str, key: str = "cb-key") -> str:
 
 
 def drain(rt: Runtime, queues: dict[str, dict[str, str]], rounds: int = 5) -> None:
+    """What the dispatcher hands off after the commits so far, then every callback message."""
+    dispatch_stream(rt)
     feeder = poller(rt, queues)
     for _ in range(rounds):
         if not feeder.poll_once():
@@ -83,10 +86,17 @@ def intent(rt: Runtime, job_id: str, sequence: int = 1) -> Any:
     return record
 
 
-def test_admission_hands_the_intent_to_the_queue(crt: Runtime) -> None:
+def test_the_dispatcher_hands_a_new_callback_to_the_queue(crt: Runtime) -> None:
+    """Admission sends nothing itself: the table's stream brings the committed callback to the
+    dispatcher, which hands it to the callback queue (and the job to the work queue)."""
     job_id = submit(crt, "https://consumer.example.test/hooks")
+    assert messages(crt) == []
+    assert dispatch_stream(crt) >= 1
     (message,) = messages(crt)
     assert json.loads(message["Body"]) == {"job_id": job_id, "sequence": 1}
+    # Each commit once: the records read are not handed off again.
+    dispatch_stream(crt)
+    assert len(messages(crt)) == 1
 
 
 def test_delivery_posts_the_signed_event_once(crt: Runtime, queues: dict[str, Any]) -> None:
@@ -196,6 +206,7 @@ def test_retry_through_the_queue_redelivers_after_the_visibility_delay(
 
     with receiver(503, 204) as hook:
         job_id = submit(crt, hook.url)
+        dispatch_stream(crt)
         feeder = poller(crt, queues)
         assert feeder.poll_once() == 1
         assert intent(crt, job_id).state == "retry_wait"
@@ -226,16 +237,18 @@ def test_terminal_events_get_their_own_callbacks(
 def test_crash_between_commit_and_send_is_repaired_by_the_sweep(
     crt: Runtime, queues: dict[str, Any], clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Fault injection at the boto3 boundary: SQS refuses every send during admission.
+    # Fault injection at the boto3 boundary: SQS refuses every send of the dispatcher, through
+    # all of Lambda's retries of its stream batch.
     from botocore.exceptions import EndpointConnectionError
 
     def broken_send(*args: Any, **kwargs: Any) -> Any:
         raise EndpointConnectionError(endpoint_url="https://sqs.invalid")
 
     with receiver(204) as hook:
+        job_id = submit(crt, hook.url)
         with monkeypatch.context() as patch:
             patch.setattr(crt.callback_queue.client, "send_message_batch", broken_send)
-            job_id = submit(crt, hook.url)
+            dispatch_stream(crt)
         assert messages(crt) == []
         assert sweep(crt).callbacks_resent == 0  # not due yet: a delivery may still be coming
         clock.advance(keys.HANDOFF_GRACE_MS + 1)
@@ -335,6 +348,7 @@ def test_dead_letters_are_listed_and_redriven(crt: Runtime, queues: dict[str, An
 def test_a_job_without_callback_has_no_messages(crt: Runtime) -> None:
     status, _ = admission.submit(crt, "acme", canonical_task(callback_url=None), None)
     assert status == 202
+    dispatch_stream(crt)
     assert messages(crt) == []
 
 

@@ -135,14 +135,14 @@ def test_a_page_read_across_a_completion_shows_the_terminal_job(
     events_after = rt.store.events_after
     landed: list[str] = []
 
-    def completion_lands_between_the_reads(*args: Any) -> Any:
+    def completion_lands_between_the_reads(*args: Any, **kwargs: Any) -> Any:
         # The page has read the job (queued); the worker claims and completes before the query.
         if not landed:
             claimed = execution.claim(rt, job_id, "worker-1")
             assert claimed is not None
             result = {"candidates": [], "scanned": 3}
             landed.append(execution.complete(rt, claimed, "worker-1", Outcome(result=result)))
-        return events_after(*args)
+        return events_after(*args, **kwargs)
 
     monkeypatch.setattr(rt.store, "events_after", completion_lands_between_the_reads)
     page = stream.events_page(rt, "acme", job_id, {}, None)
@@ -169,10 +169,10 @@ def test_a_page_whose_job_knows_later_events_says_more_follow(
     events_after, get_job = rt.store.events_after, rt.store.get_job
     claimed: list[Any] = []
 
-    def claim_before_the_query(*args: Any) -> Any:
+    def claim_before_the_query(*args: Any, **kwargs: Any) -> Any:
         if not claimed:
             claimed.append(execution.claim(rt, job_id, "worker-1"))
-        return events_after(*args)
+        return events_after(*args, **kwargs)
 
     def complete_before_the_second_read(wanted: str) -> Any:
         if claimed and claimed[0] is not None:

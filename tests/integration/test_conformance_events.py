@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from jobstream.service.runtime import Runtime
+from jobstream.store.callbacks import IntentRef
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import mark_failed, mark_running, mark_succeeded
 from tests.support.validation import validate, validate_error
@@ -221,18 +222,19 @@ def test_43_callback_intents_are_recorded_once_per_event(
     api: Api, rt: Runtime, clock: Clock
 ) -> None:
     job_id = submit(api)
-    (accepted_intent,) = rt.store.callback_intents(job_id)
+    (stored,) = rt.store.callback_intents(job_id)
+    accepted_intent = rt.callbacks.get(IntentRef(job_id, 1))
+    assert accepted_intent is not None
     accepted_id = page(api, job_id)["events"][0]["event_id"]
-    assert accepted_intent["idempotency_key"] == f"job-event:{job_id}:{accepted_id}"
-    assert (
-        accepted_intent["callback_url"] == "https://consumer.example.test/api/bot1/v1/jobs/events"
-    )
-    assert accepted_intent["state"] == "pending"
-    assert accepted_intent["max_attempts"] == 8
-    assert accepted_intent["event_id"] == accepted_id
-    assert accepted_intent["kind"] == "job.requested"
-    # A reference, not a copy: the body is rebuilt from the job when it is sent.
-    assert "event" not in accepted_intent
+    assert accepted_intent.idempotency_key == f"job-event:{job_id}:{accepted_id}"
+    assert accepted_intent.state == "pending"
+    assert accepted_intent.max_attempts == 8
+    assert accepted_intent.event_id == accepted_id
+    assert accepted_intent.kind == "job.requested"
+    # On the event's own item, and no copy: the body (and its target) come from the job when
+    # it is sent.
+    assert stored["sk"] == "EVT#0000000001"
+    assert not {"event", "callback_url", "labels"} & set(stored)
     page(api, job_id)
     mark_failed(rt, job_id, at=clock.advance(1_000), reason="no_candidate")
     page(api, job_id)

@@ -17,6 +17,7 @@ from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from tests.integration.test_concurrency import race
+from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Clock, canonical_task
 from tests.support.state import mark_running
 from tests.support.validation import validate
@@ -75,7 +76,7 @@ def test_no_candidate_fails_the_job(rt: Runtime) -> None:
     # Params no catalog work matches.
     from tests.support.state import set_job_attributes
 
-    set_job_attributes(rt, job_id, params={"query": {"tags": ["no-such-tag-anywhere"]}})
+    set_job_attributes(rt, job_id, params_canonical='{"query":{"tags":["no-such-tag-anywhere"]}}')
     assert execution.execute(rt, job_id) == "failed"
     job = jobs.get_job(rt, "acme", job_id, None)
     assert job["error"]["code"] == "no_candidate"
@@ -254,12 +255,16 @@ def test_lost_dispatch_is_resent_by_the_sweep(
 
     recording = replace(rt, work=Recorder())  # type: ignore[arg-type]
     job_id = submit(recording)
-    assert sent == [[job_id]]
+    assert sent == []  # admission sends nothing itself
+    dispatch_stream(recording)
+    assert sent == [[job_id]]  # the dispatcher's, from the table's stream
     assert sweep(recording).jobs_redispatched == 0
     clock.advance(keys.HANDOFF_GRACE_MS)
     assert sweep(recording).jobs_redispatched == 1
-    assert sent == [[job_id], [job_id]]  # the admission's send, then the sweep's
+    assert sent == [[job_id], [job_id]]  # the dispatcher's send, then the sweep's
     assert sweep(recording).jobs_redispatched == 0  # not again until another grace period
+    # The sweep's mark (dispatched_at) does not wake the dispatcher: no third send.
+    dispatch_stream(recording)
     assert len(sent) == 2
 
 

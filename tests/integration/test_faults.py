@@ -39,6 +39,7 @@ from jobstream.store.jobs import JobStore
 from jobstream_local.gateway import load_handler
 from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
+from tests.support.dispatch import dispatch_stream
 from tests.support.faults import KINDS, Faults, injected
 from tests.support.harness import START_MS, Api, Clock, Response, canonical_task
 from tests.support.state import mark_failed
@@ -378,7 +379,9 @@ def _delete(url: str | None, message: dict[str, Any]) -> None:
 
 
 def drain(w: World, *, work: bool = True) -> None:
-    """Take the work queue's messages as dispatches seen; deliver every callback message."""
+    """Run the dispatcher over the stream; take the work queue's messages as dispatches seen;
+    deliver every callback message."""
+    dispatch_stream(w.rt)
     settings = w.rt.settings
     while work and (batch := _receive(settings.work_queue_url)):
         for message in batch:
@@ -456,6 +459,10 @@ def _admit(w: World, key: str = TASK_KEY) -> str:
     return job_id
 
 
+def _admitted_not_dispatched(w: World) -> None:
+    _admit(w)
+
+
 def _admitted_and_drained(w: World) -> None:
     _admit(w)
     drain(w)
@@ -472,13 +479,14 @@ def _failed_and_paged(w: World) -> None:
 
 def _work_message(w: World) -> None:
     _admit(w)
-    drain(w, work=False)
+    drain(w, work=False)  # the dispatcher sent the job; its callback is delivered
     (w.message,) = _receive(w.rt.settings.work_queue_url)
     w.dispatched.add(w.job_id)
 
 
 def _delivery_message(w: World) -> None:
     _admit(w)
+    dispatch_stream(w.rt)
     (w.message,) = _receive(w.rt.settings.callback_queue_url)
     while batch := _receive(w.rt.settings.work_queue_url):
         for message in batch:
@@ -572,6 +580,12 @@ def _act_delivery(w: World) -> None:
         w.again.append(lambda: callbacks.handle_message(w.rt, body, receipt))
 
 
+def _act_dispatch(w: World) -> None:
+    # Lambda retries a failed batch from its failed record (ReportBatchItemFailures); what
+    # still fails is the sweep's to re-send.
+    dispatch_stream(w.rt)
+
+
 def _act_sweep(w: World) -> None:
     try:
         sweep(w.rt)
@@ -592,6 +606,7 @@ def _empty(w: World) -> None:
 
 OPERATIONS = [
     Operation("admission", _empty, _act_admission),
+    Operation("dispatch", _admitted_not_dispatched, _act_dispatch),
     Operation("get", _admitted_and_drained, _act_get),
     Operation("list", _admitted_and_drained, _act_list),
     Operation("page", _failed_and_paged, _act_page),

@@ -25,7 +25,7 @@ from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import TERMINAL_KINDS, EventKind, event_id, parse_event_id
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.liveness import expire
-from jobstream.service.retention import expiry_of
+from jobstream.service.retention import expiry_of, item_expiry
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
@@ -33,6 +33,7 @@ from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import StaleJobError
 from tests.conftest import REFERENCE_TARGETS
 from tests.integration.test_conformance_jobs import FOUR_TARGETS
+from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import mark_running, set_job_attributes, whole_table
 from tests.support.validation import validate_error
@@ -92,7 +93,9 @@ def test_the_store_refuses_a_lifecycle_kind_already_recorded(rt: Runtime, kind: 
     # A terminal event must carry the job's expiry (service/retention.py).
     expiry = expiry_of(event.at, rt.settings) if kind in TERMINAL_KINDS else None
     with pytest.raises(StaleJobError):
-        rt.store.append_event(current, event, expires_at=expiry)
+        rt.store.append_event(
+            current, event, expires_at=item_expiry(current, rt.settings), job_expires_at=expiry
+        )
     assert kinds(rt, job_id) == before
 
 
@@ -292,9 +295,9 @@ class SentRefs:
 
 
 def test_the_sweep_resends_an_attempt_that_died_in_flight(rt: Runtime, clock: Clock) -> None:
-    """A delivery claimed the intent, then its invocation died and took the message with it:
-    the queue holds nothing. Only the intent's place in the sweep index (kept while in flight)
-    and the reclaim of an expired attempt bring the callback back."""
+    """A delivery claimed the callback, then its invocation died and took the message with it:
+    the queue holds nothing. Only the callback's place in the sweep index (a claim does not
+    move it) and the reclaim of an expired attempt bring the callback back."""
     queue = SentRefs()
 
     def post(target: Any, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
@@ -303,6 +306,7 @@ def test_the_sweep_resends_an_attempt_that_died_in_flight(rt: Runtime, clock: Cl
     runtime = replace(rt, queue=queue, poster=post)  # type: ignore[arg-type]
     job_id = admit(runtime, callback=True)
     ref = IntentRef(job_id, 1)
+    dispatch_stream(runtime)
     assert queue.sent == [ref]
     lease_ms = 30_000
     assert runtime.callbacks.claim(ref, now=clock.now, lease_ms=lease_ms) is not None
@@ -314,6 +318,25 @@ def test_the_sweep_resends_an_attempt_that_died_in_flight(rt: Runtime, clock: Cl
     record = runtime.callbacks.get(ref)
     assert record is not None
     assert (record.state, record.attempts) == ("delivered", 2)
+
+
+def test_the_sweep_leaves_a_live_attempt_alone(rt: Runtime, clock: Clock) -> None:
+    """A claim keeps the callback due in the sweep index at its first due time: a slow attempt
+    still under its lease is not sent again (its duplicate would only be refused), and is once
+    its lease has lapsed."""
+    queue = SentRefs()
+    runtime = replace(rt, queue=queue)  # type: ignore[arg-type]
+    job_id = admit(runtime, callback=True)
+    ref = IntentRef(job_id, 1)
+    clock.advance(keys.HANDOFF_GRACE_MS + 1)  # due now
+    lease_ms = 10 * keys.HANDOFF_GRACE_MS
+    assert runtime.callbacks.claim(ref, now=clock.now, lease_ms=lease_ms) is not None
+    assert list(runtime.callbacks.due(now=clock.now)) == [ref]
+    assert sweep(runtime).callbacks_resent == 0
+    assert queue.sent == []
+    clock.advance(lease_ms + 1)
+    assert sweep(runtime).callbacks_resent == 1
+    assert queue.sent == [ref]
 
 
 # -- I10: a lost dispatch is sent again -------------------------------------------------------
@@ -338,6 +361,7 @@ def test_the_sweep_sends_a_queued_job_again_after_the_grace_period(
     queue = SentJobs()
     runtime = replace(rt, work=queue)  # type: ignore[arg-type]
     job_id = admit(runtime)
+    dispatch_stream(runtime)
     assert queue.sent == [job_id]
     queue.sent.clear()
     clock.advance(keys.HANDOFF_GRACE_MS)
@@ -449,8 +473,9 @@ class _ThrottledBatchReads:
 def test_an_ack_reads_the_job_and_its_event_even_when_throttled(
     rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch, throttled: int, partial: bool
 ) -> None:
-    """The ack's one read of the job and the named event: unprocessed keys are asked for
-    again, and read one by one if the batch keeps refusing them; the ack still moves."""
+    """The ack's one read of the job, its cursor and the named event: unprocessed keys are
+    asked for again, and read one by one if the batch keeps refusing them; the ack still
+    moves."""
     job_id = admit(rt)
     clock.advance(1_000)
     jobs.cancel(rt, "acme", job_id, None)
@@ -463,7 +488,7 @@ def test_an_ack_reads_the_job_and_its_event_even_when_throttled(
     assert at is not None
     assert second == event_id(job_id, at, 2)
     # Past three refusals, what is left is read one item at a time.
-    assert client.get_items == (0 if throttled < 3 else 1 if partial else 2)
+    assert client.get_items == (0 if throttled < 3 else 1 if partial else 3)
     client.left = throttled
     result = stream.acknowledge(rt, "acme", job_id, {"ack_through": second}, None)
     assert (result["acked"], result["unacked"]) == (2, 0)

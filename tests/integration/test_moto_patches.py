@@ -473,12 +473,14 @@ def test_a_refused_admission_leaves_no_job_event_or_callback(crt: Runtime) -> No
     stored = crt.store.get_job(job_id)
     assert status == 202
     assert stored is not None
-    unstorable = replace(stored, job_id=job_id[:-4] + "XXXX", params={"limit": 1e300})
+    unstorable = replace(stored, job_id=job_id[:-4] + "XXXX", deadline_at=int(1e300))
     accepted = StoredEvent(unstorable.job_id, 1, "job.requested", unstorable.created_at)
-    intent = CallbackIntent("https://consumer.example.test/hooks", "evt-1-1")
+    intent = CallbackIntent()
     before = whole_table(crt)
     with pytest.raises(ClientError):
-        crt.store.create_job(unstorable, accepted, intent)
+        crt.store.create_job(
+            unstorable, accepted, intent, expires_at=2_000_000_000, now_s=stored.created_at // 1000
+        )
     assert whole_table(crt) == before
     crt.clock.advance(keys.HANDOFF_GRACE_MS * 2)  # type: ignore[attr-defined]
     assert sweep(crt).callbacks_resent == 1  # the first job's own, nothing for the refused one

@@ -1,7 +1,11 @@
-"""Retention (issue 13 item 9): a finished job and every item of it carry `expires_at` (epoch
-seconds, DynamoDB TTL); an open job carries it nowhere; an open callback intent never does.
+"""Retention (issue 13 item 9, issue 14): a finished job and every item of it carry `expires_at`
+(epoch seconds, DynamoDB TTL), none before its job; an open job's items never expire before it;
+an open callback never expires; an expired key admits a new job that never reads the old one's
+items as its own.
 
-Items are read raw from the table (tests/support/state.py: whole_table), as TTL sees them.
+Every item but the job item takes its expiry when it is written (service/retention.py); the job
+item takes its own with its terminal event. Items are read raw from the table
+(tests/support/state.py: whole_table), as TTL sees them.
 """
 
 from __future__ import annotations
@@ -16,13 +20,18 @@ import pytest
 from jobstream.delivery.http import HttpResult
 from jobstream.protocol.errors import Reason
 from jobstream.service import admission, callbacks, execution, jobs, stream
+from jobstream.service.dead_letters import redrive
 from jobstream.service.liveness import expire
-from jobstream.service.retention import SECONDS_PER_DAY, expiry_of, retire
+from jobstream.service.retention import (
+    SECONDS_PER_DAY,
+    SWEEP_SLACK_MS,
+    callback_span_ms,
+    expiry_of,
+    item_expiry,
+)
 from jobstream.service.runtime import Runtime
-from jobstream.service.sweep import sweep
 from jobstream.store import keys
-from jobstream.store.callbacks import CallbackStore, IntentRef
-from jobstream.store.jobs import JobStore
+from jobstream.store.callbacks import IntentRef
 from tests.support.harness import Clock, canonical_task
 from tests.support.state import mark_failed, whole_table
 
@@ -52,9 +61,9 @@ def hrt(rt: Runtime, receiver: Receiver) -> Runtime:
     return replace(rt, poster=receiver)
 
 
-def submit(rt: Runtime, key: str = "keep-key", **overrides: Any) -> str:
+def submit(rt: Runtime, key: str = "keep-key", tags: str = "botefuku", **overrides: Any) -> str:
     task = canonical_task(idempotency_key=key, callback_url=HOOK, **overrides)
-    task["params"] = {"query": {"tags": ["botefuku"]}}
+    task["params"] = {"query": {"tags": [tags]}}
     status, body = admission.submit(rt, "acme", task, None)
     assert status == 202, body
     job_id: str = body["job"]["job_id"]
@@ -78,29 +87,9 @@ def deliver_all(rt: Runtime, job_id: str) -> None:
         callbacks.deliver(rt, IntentRef(job_id, sequence))
 
 
-def retiring_entries(rt: Runtime) -> list[dict[str, Any]]:
-    return [
-        item
-        for item in whole_table(rt).values()
-        if keys.sweep_kind(item.get("sweep_pk", {}).get("S", "")) == keys.RETIRING_JOBS
-    ]
-
-
-def assert_all_expire_at(rt: Runtime, job_id: str, expires_at: int) -> None:
-    found = items_of(rt, job_id)
-    assert keys.JOB_SK in found
-    assert any(sk.startswith(keys.EVENT_PREFIX) for sk in found)
-    for sk, item in found.items():
-        assert expiry(item) == expires_at, f"{sk} expires at {expiry(item)}"
-
-
-def cancel_for_expiry(rt: Runtime, job_id: str) -> int:
-    """Finish the job (cancel) and return the expiry its terminal event gave it."""
-    jobs.cancel(rt, "acme", job_id, None)
-    record = rt.store.get_job(job_id)
-    assert record is not None
-    assert record.expires_at is not None
-    return record.expires_at
+def ack_all(rt: Runtime, job_id: str) -> None:
+    page = stream.events_page(rt, "acme", job_id, {}, None)
+    stream.acknowledge(rt, "acme", job_id, {"ack_through": page["events"][-1]["event_id"]}, None)
 
 
 def with_a_dead_callback(rt: Runtime, receiver: Receiver) -> str:
@@ -108,6 +97,7 @@ def with_a_dead_callback(rt: Runtime, receiver: Receiver) -> str:
     job_id = submit(rt)
     receiver.status = 410
     assert callbacks.deliver(rt, IntentRef(job_id, 1)).outcome == "dead"
+    receiver.status = 204
     return job_id
 
 
@@ -143,23 +133,28 @@ FINISHES: list[Callable[[Runtime, str, Clock], None]] = [
 
 
 @pytest.mark.parametrize("finish", FINISHES, ids=lambda f: f.__name__)
-def test_a_finished_jobs_items_all_carry_its_expiry(
+def test_a_finished_jobs_items_all_expire_and_none_before_it(
     hrt: Runtime, clock: Clock, finish: Callable[[Runtime, str, Clock], None]
 ) -> None:
     job_id = submit(hrt)
     deliver_all(hrt, job_id)  # the accepted event's callback: closed before the job ends
     finish(hrt, job_id, clock)
     deliver_all(hrt, job_id)  # the terminal event's callback: closes after the job ended
+    ack_all(hrt, job_id)
     record = hrt.store.get_job(job_id)
     assert record is not None
     assert record.is_terminal
     assert record.event_count >= 2
     assert record.expires_at == -(-record.last_event_at // 1000) + 30 * SECONDS_PER_DAY
-    assert_all_expire_at(hrt, job_id, record.expires_at)
-    # Events and intents, one of each per event, all stamped; the job left the RETIRING backlog.
     found = items_of(hrt, job_id)
-    assert sum(sk.startswith(keys.INTENT_PREFIX) for sk in found) == record.event_count
-    assert retiring_entries(hrt) == []
+    assert expiry(found.pop(keys.JOB_SK)) == record.expires_at
+    assert keys.ACK_SK in found
+    assert (keys.RESULT_SK in found) == (record.status == "succeeded")
+    assert sum(sk.startswith(keys.EVENT_PREFIX) for sk in found) == record.event_count
+    # Every other item: the expiry it took when it was written, from the job's deadline.
+    for sk, item in found.items():
+        assert expiry(item) == item_expiry(record, hrt.settings), sk
+        assert item_expiry(record, hrt.settings) >= record.expires_at
 
 
 def test_the_expiry_is_in_seconds_and_follows_the_setting(rt: Runtime) -> None:
@@ -168,7 +163,16 @@ def test_the_expiry_is_in_seconds_and_follows_the_setting(rt: Runtime) -> None:
     assert expiry_of(1_790_481_174_000, settings) == 1_790_481_174 + 7 * 86_400
 
 
-def test_an_open_job_carries_no_expiry_anywhere(hrt: Runtime, clock: Clock) -> None:
+def test_an_open_jobs_items_never_expire_before_it(hrt: Runtime, clock: Clock) -> None:
+    """An open job item carries no expiry; its other items expire only after the latest time
+    its job can finish (the deadline, with the sweep's slack) plus the retention period, however
+    short its callbacks' retries."""
+    hrt = replace(
+        hrt,
+        settings=hrt.settings.model_copy(
+            update={"callback_retry_base_ms": 1_000, "callback_retry_max_ms": 1_000}
+        ),
+    )
     job_id = submit(hrt)
     deliver_all(hrt, job_id)
     record = execution.claim(hrt, job_id, "worker-1")
@@ -177,42 +181,79 @@ def test_an_open_job_carries_no_expiry_anywhere(hrt: Runtime, clock: Clock) -> N
         clock.advance(10_000)
         lease.progress("scanning", "1 of 3")
         deliver_all(hrt, job_id)
+    ack_all(hrt, job_id)
     found = items_of(hrt, job_id)
-    assert len(found) == 1 + 3 + 3  # the job, 3 events, 3 intents (all delivered)
-    assert all(keys.TTL_ATTRIBUTE not in item for item in found.values()), found
-    assert all("retain_until" not in item for item in found.values())
-    assert sweep(hrt).jobs_retired == 0
+    assert sorted(found) == [keys.ACK_SK, keys.JOB_SK, *(keys.event_sk(n) for n in (1, 2, 3))]
+    assert expiry(found.pop(keys.JOB_SK)) is None
+    open_job = hrt.store.get_job(job_id)
+    assert open_job is not None
+    assert open_job.deadline_at is not None
+    latest_finish = open_job.deadline_at + SWEEP_SLACK_MS
+    for sk, item in found.items():
+        expires_at = expiry(item)
+        assert expires_at is not None, sk
+        assert expires_at >= expiry_of(latest_finish, hrt.settings), sk
 
 
-def test_an_open_intent_is_never_expired(hrt: Runtime, clock: Clock, receiver: Receiver) -> None:
-    """Intents still open when their job finishes (one retrying, one never tried) learn the
-    job's expiry and take it only when they are delivered or dead."""
+def test_a_job_finished_late_expires_with_its_items(hrt: Runtime, clock: Clock) -> None:
+    """A job cancelled long past its deadline (the sweep was down for days) is kept no longer
+    than its items: never a job whose events have expired."""
     job_id = submit(hrt)
+    record = hrt.store.get_job(job_id)
+    assert record is not None
+    assert record.deadline_at is not None
+    clock.now = record.deadline_at + 5 * SWEEP_SLACK_MS
+    jobs.cancel(hrt, "acme", job_id, None)
+    cancelled = hrt.store.get_job(job_id)
+    assert cancelled is not None
+    assert cancelled.status == "cancelled"
+    assert cancelled.expires_at == item_expiry(record, hrt.settings)
+    assert cancelled.expires_at < expiry_of(clock.now, hrt.settings)
+    assert all(
+        (expiry(item) or 0) >= cancelled.expires_at for item in items_of(hrt, job_id).values()
+    )
+
+
+def test_an_open_callback_never_expires_before_its_retries_end(
+    hrt: Runtime, clock: Clock, receiver: Receiver
+) -> None:
+    """The latest callback a job can have (its terminal event at the deadline verdict, a day
+    late) failing every attempt at the longest backoff: open until it dies, and its item's
+    expiry still ahead then, even with the shortest retention."""
+    rt = replace(
+        hrt,
+        settings=hrt.settings.model_copy(
+            update={"retention_days": 1, "callback_retry_base_ms": 21_600_000}
+        ),
+    )
+    job_id = submit(rt)
+    record = rt.store.get_job(job_id)
+    assert record is not None
+    assert record.deadline_at is not None
+    clock.now = record.deadline_at + SWEEP_SLACK_MS
+    ended = expire(rt, record, Reason.EXECUTION_TIMEOUT, clock.now)
+    assert ended is not None
+    ref = IntentRef(job_id, ended.event_count)
     receiver.status = 503
-    assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "retry"
-    expires_at = cancel_for_expiry(hrt, job_id)
-    for sequence in (1, 2):
-        intent = hrt.callbacks.get(IntentRef(job_id, sequence))
+    for attempt in range(1, 9):
+        intent = rt.callbacks.get(ref)
         assert intent is not None
-        assert intent.state in {"retry_wait", "pending"}
-        assert (intent.retain_until, intent.expires_at) == (expires_at, None)
-    # Every other item of the finished job carries the expiry.
-    for sk, item in items_of(hrt, job_id).items():
-        if not sk.startswith(keys.INTENT_PREFIX):
-            assert expiry(item) == expires_at, sk
-    # Even a sweep long after leaves the open intents without one.
-    clock.advance(keys.HANDOFF_GRACE_MS * 10)
-    sweep(hrt)
-    assert hrt.callbacks.get(IntentRef(job_id, 2)).expires_at is None  # type: ignore[union-attr]
-    # Delivered: the expiry of its job. Dead (permanent 4xx): the same.
-    receiver.status = 204
-    assert callbacks.deliver(hrt, IntentRef(job_id, 2)).outcome == "delivered"
-    receiver.status = 410
-    assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "dead"
-    assert_all_expire_at(hrt, job_id, expires_at)
+        assert intent.expires_at is not None
+        assert intent.expires_at * 1000 > clock.now + callback_span_ms(rt.settings) // 8
+        clock.now = max(clock.now, intent.next_attempt_at) + rt.settings.callback_timeout_ms
+        outcome = callbacks.deliver(rt, ref).outcome
+        assert outcome == ("dead" if attempt == 8 else "retry")
+    dead = rt.callbacks.get(ref)
+    assert dead is not None
+    assert dead.state == "dead"
+    assert dead.expires_at is not None
+    assert dead.expires_at * 1000 > clock.now
+    # The job item itself may expire first (retention shorter than the retries): never its
+    # callback while it is open.
+    assert item_expiry(record, rt.settings) * 1000 >= clock.now
 
 
-def test_a_redriven_dead_intent_loses_its_expiry_until_it_closes_again(
+def test_a_redriven_dead_callback_loses_its_expiry_until_it_closes_again(
     hrt: Runtime, clock: Clock, receiver: Receiver
 ) -> None:
     job_id = with_a_dead_callback(hrt, receiver)
@@ -221,151 +262,150 @@ def test_a_redriven_dead_intent_loses_its_expiry_until_it_closes_again(
     dead = hrt.callbacks.get(IntentRef(job_id, 1))
     assert dead is not None
     assert dead.expires_at is not None
-    revived = hrt.callbacks.revive(IntentRef(job_id, 1), now=clock.advance(1_000))
+    revived = hrt.callbacks.revive(dead, now=clock.advance(1_000))
     assert revived is not None
-    assert (revived.state, revived.expires_at) == ("pending", None)
+    assert (revived.state, revived.expires_at, revived.retain_until) == (
+        "pending",
+        None,
+        dead.expires_at,
+    )
+    # A revived callback that dies again is revived again with the expiry it kept.
+    receiver.status = 410
+    assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "dead"
+    again = hrt.callbacks.get(IntentRef(job_id, 1))
+    assert again is not None
+    assert again.expires_at == dead.expires_at
+    assert hrt.callbacks.revive(again, now=clock.advance(1_000)) is not None
     receiver.status = 204
     assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "delivered"
-    assert hrt.callbacks.get(IntentRef(job_id, 1)).expires_at == dead.expires_at  # type: ignore[union-attr]
+    delivered = hrt.callbacks.get(IntentRef(job_id, 1))
+    assert delivered is not None
+    assert delivered.expires_at == dead.expires_at
 
 
-def test_an_intent_that_closes_while_it_learns_the_expiry_is_stamped(hrt: Runtime) -> None:
-    """The retention step reads an intent open; it is delivered before the step tells it the
-    job's expiry, so its closer saw no date: the step stamps it itself."""
-    job_id = submit(hrt)
-    expires_at = cancel_for_expiry(hrt, job_id)
-    # Undo what the cancel's retention step did to intent 1, and deliver it.
-    hrt.store.client.update_item(
-        TableName=hrt.store.table_name,
-        Key={"pk": {"S": keys.job_pk(job_id)}, "sk": {"S": keys.intent_sk(1)}},
-        UpdateExpression="REMOVE retain_until, expires_at",
-    )
-    assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "delivered"
-    assert hrt.callbacks.get(IntentRef(job_id, 1)).expires_at is None  # type: ignore[union-attr]
-    hrt.callbacks.retain(IntentRef(job_id, 1), expires_at=expires_at, closed=False)
-    assert hrt.callbacks.get(IntentRef(job_id, 1)).expires_at == expires_at  # type: ignore[union-attr]
-
-
-def test_a_close_whose_stamp_was_lost_is_stamped_when_its_message_returns(
-    hrt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+def test_the_dead_letters_of_an_expired_job_are_not_redriven(
+    hrt: Runtime, clock: Clock, receiver: Receiver
 ) -> None:
-    """An attempt in flight when its job finishes learns the date only after its claim: it
-    stamps the intent in a second write after closing it; a crash in between is repaired when
-    SQS delivers the message again."""
-    job_id = submit(hrt)
-    ref = IntentRef(job_id, 1)
-    claimed = hrt.callbacks.claim(ref, now=clock.now, lease_ms=60_000)
-    assert claimed is not None
-    assert claimed.retain_until is None
-    jobs.cancel(hrt, "acme", job_id, None)  # its retention step tells the in-flight intent
-
-    def crash(*_: Any, **__: Any) -> Any:
-        raise RuntimeError("the function died after recording the delivery")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(CallbackStore, "stamp", crash)
-        with pytest.raises(RuntimeError):
-            hrt.callbacks.mark_delivered(claimed, now=clock.advance(1), status=204)
-    closed = hrt.callbacks.get(ref)
-    assert closed is not None
-    assert (closed.state, closed.expires_at) == ("delivered", None)
-    assert closed.retain_until is not None
-    # SQS delivers the message again: no second POST, and the intent gets its expiry.
-    assert callbacks.deliver(hrt, ref).outcome == "settled"
-    assert hrt.callbacks.get(ref).expires_at == closed.retain_until  # type: ignore[union-attr]
-
-
-def test_the_terminal_intent_takes_its_expiry_in_its_closing_write(hrt: Runtime) -> None:
-    job_id = submit(hrt)
+    job_id = with_a_dead_callback(hrt, receiver)
     jobs.cancel(hrt, "acme", job_id, None)
-    ref = IntentRef(job_id, 2)
-
-    def unexpected(*_: Any, **__: Any) -> Any:
-        raise AssertionError("a second write")
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(CallbackStore, "stamp", unexpected)
-        assert callbacks.deliver(hrt, ref).outcome == "delivered"
     record = hrt.store.get_job(job_id)
     assert record is not None
-    assert hrt.callbacks.get(ref).expires_at == record.expires_at  # type: ignore[union-attr]
-
-
-def test_the_sweep_finishes_a_retention_step_that_failed(
-    hrt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    job_id = submit(hrt)
-    deliver_all(hrt, job_id)
-
-    def unavailable(*_: Any, **__: Any) -> Any:
-        raise RuntimeError("DynamoDB is unavailable")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(JobStore, "stamp_event", unavailable)
-        jobs.cancel(hrt, "acme", job_id, None)  # the cancel itself still succeeds
-    record = hrt.store.get_job(job_id)
-    assert record is not None
-    assert record.status == "cancelled"
-    assert expiry(items_of(hrt, job_id)[keys.event_sk(1)]) is None
-    (entry,) = retiring_entries(hrt)
-    assert entry["sk"]["S"] == keys.event_sk(record.event_count)
-    # Not before the grace period: the step of the process that finished the job may still run.
-    assert sweep(hrt).jobs_retired == 0
-    clock.advance(keys.HANDOFF_GRACE_MS + 1)
-    report = sweep(hrt)
-    assert (report.jobs_retired, report.errors) == (1, 0)
-    deliver_all(hrt, job_id)
     assert record.expires_at is not None
-    assert_all_expire_at(hrt, job_id, record.expires_at)
-    assert retiring_entries(hrt) == []
-    assert sweep(hrt).jobs_retired == 0
+    clock.now = record.expires_at * 1000
+    assert redrive(hrt, job_id=job_id).revived == 0
+    assert hrt.callbacks.get(IntentRef(job_id, 1)).state == "dead"  # type: ignore[union-attr]
+    clock.now -= 1_000
+    assert redrive(hrt, job_id=job_id).revived == 1
 
 
-def test_retire_is_idempotent(hrt: Runtime) -> None:
-    job_id = submit(hrt)
-    deliver_all(hrt, job_id)
-    expires_at = cancel_for_expiry(hrt, job_id)
-    deliver_all(hrt, job_id)
-    before = items_of(hrt, job_id)
-    retire(hrt, job_id, 2, expires_at)
-    assert items_of(hrt, job_id) == before
-
-
-def test_a_key_reused_after_its_job_expired_admits_a_new_job(hrt: Runtime, clock: Clock) -> None:
-    """The retention period is also the idempotency window (docs/protocol.md)."""
-    first = submit(hrt)
-    deliver_all(hrt, first)
-    assert execution.execute(hrt, first) == "succeeded"
-    deliver_all(hrt, first)
-    old = hrt.store.get_job(first)
+def finished_and_acked(rt: Runtime, clock: Clock, receiver: Receiver) -> tuple[str, int]:
+    """A job run to success, its first callback dead, the rest retrying, its stream acked to
+    the end; and the time its key is free again. Its last event id is kept in OLD_IDS."""
+    job_id = submit(rt)
+    receiver.status = 410
+    assert callbacks.deliver(rt, IntentRef(job_id, 1)).outcome == "dead"
+    receiver.status = 503
+    assert execution.execute(rt, job_id) == "succeeded"
+    deliver_all(rt, job_id)
+    receiver.status = 204
+    ack_all(rt, job_id)
+    old = rt.store.get_job(job_id)
     assert old is not None
     assert old.expires_at is not None
-    assert len(items_of(hrt, first)) > 3
+    assert old.event_count >= 3
+    OLD_IDS[job_id] = stream.events_page(rt, "acme", job_id, {}, None)["events"][-1]["event_id"]
+    return job_id, old.expires_at * 1000
+
+
+OLD_IDS: dict[str, str] = {}
+
+
+def reuse_key(rt: Runtime) -> str:
+    task = canonical_task(idempotency_key="keep-key", callback_url=HOOK)
+    task["params"] = {"query": {"tags": ["botefuku"]}}
+    status, body = admission.submit(rt, "acme", task, None)
+    assert status == 202, body
+    job_id: str = body["job"]["job_id"]
+    return job_id
+
+
+def assert_a_fresh_job(rt: Runtime, job_id: str, receiver: Receiver) -> None:
+    """The new job shows nothing of the old one, runs, and calls back its own events only."""
+    fresh = rt.store.get_job(job_id)
+    assert fresh is not None
+    assert (fresh.status, fresh.event_count, fresh.expires_at, fresh.ack_sequence) == (
+        "queued",
+        1,
+        None,
+        0,
+    )
+    assert fresh.result is None
+    page = stream.events_page(rt, "acme", job_id, {"unacked": ["1"]}, None)
+    assert [event["type"] for event in page["events"]] == ["job.accepted"]
+    assert page["unacked"] == 1
+    # The old job's last event id (the same job id) names no event of the new one.
+    ack = stream.acknowledge(rt, "acme", job_id, {"ack_through": OLD_IDS[job_id]}, None)
+    assert (ack["acked"], ack["unacked"]) == (0, 1)
+    ack = stream.acknowledge(
+        rt, "acme", job_id, {"ack_through": page["events"][0]["event_id"]}, None
+    )
+    assert (ack["acked"], ack["unacked"]) == (1, 0)
+    # Callbacks of the old job under the same key are not sent for the new one.
+    receiver.bodies.clear()
+    for sequence in range(2, 6):
+        callbacks.deliver(rt, IntentRef(job_id, sequence))
+    assert receiver.bodies == []
+    assert redrive(rt, job_id=job_id).revived == 0
+    # The new job runs: its events take the old ones' places.
+    assert execution.execute(rt, job_id) == "succeeded"
+    deliver_all(rt, job_id)
+    done = rt.store.get_job(job_id)
+    assert done is not None
+    assert [body["job_id"] for body in receiver.bodies] == [job_id] * done.event_count
+    assert all(body["at"] >= fresh.created_at for body in receiver.bodies)
+    page = stream.events_page(rt, "acme", job_id, {}, None)
+    types = [event["type"] for event in page["events"] if event["type"] != "job.progress"]
+    assert types == ["job.accepted", "job.started", "job.succeeded"]
+    assert page["events"][-1]["payload"]["result"]["candidates"]
+
+
+def test_a_key_reused_after_its_job_expired_admits_a_new_job(
+    hrt: Runtime, clock: Clock, receiver: Receiver
+) -> None:
+    """The retention period is also the idempotency window (docs/protocol.md)."""
+    first, free_at = finished_and_acked(hrt, clock, receiver)
     # Within the window the key names the finished job (other params: a conflict).
     task = canonical_task(idempotency_key="keep-key", callback_url=HOOK)
     task["params"] = {"query": {"tags": ["other"]}}
     with pytest.raises(Exception, match="different params"):
         admission.submit(hrt, "acme", task, None)
-    # Past it, TTL may not have deleted every item yet: the key admits a new job all the same.
-    clock.now = old.expires_at * 1000
-    status, body = admission.submit(hrt, "acme", task, None)
-    assert status == 202
-    assert body["job"]["job_id"] == first  # the id is derived from the key
-    fresh = hrt.store.get_job(first)
-    assert fresh is not None
-    assert (fresh.status, fresh.event_count, fresh.expires_at) == ("queued", 1, None)
-    found = items_of(hrt, first)
-    assert sorted(found) == [keys.JOB_SK, keys.intent_sk(1), keys.event_sk(1)]
-    assert all(keys.TTL_ATTRIBUTE not in item for item in found.values())
-    page = stream.events_page(hrt, "acme", first, {}, None)
-    assert [event["type"] for event in page["events"]] == ["job.accepted"]
+    # Past it, TTL has deleted nothing yet: the key admits a new job all the same.
+    clock.now = free_at
+    assert reuse_key(hrt) == first  # the id is derived from the key
+    assert_a_fresh_job(hrt, first, receiver)
 
 
-def test_an_unexpired_job_is_not_purged(hrt: Runtime, clock: Clock) -> None:
+def test_a_key_whose_job_item_ttl_deleted_admits_a_new_job(
+    hrt: Runtime, clock: Clock, receiver: Receiver
+) -> None:
+    """TTL deletes item by item, in no order: the job item may go first, its events later."""
+    first, free_at = finished_and_acked(hrt, clock, receiver)
+    hrt.store.client.delete_item(
+        TableName=hrt.store.table_name,
+        Key={"pk": {"S": keys.job_pk(first)}, "sk": {"S": keys.JOB_SK}},
+    )
+    clock.now = free_at + 3_600_000
+    assert reuse_key(hrt) == first
+    assert_a_fresh_job(hrt, first, receiver)
+
+
+def test_an_unexpired_job_is_not_replaced(hrt: Runtime, clock: Clock) -> None:
     job_id = submit(hrt)
-    expires_at = cancel_for_expiry(hrt, job_id)
-    assert hrt.store.purge_expired(job_id, now_s=expires_at - 1) == 0
-    clock.now = (expires_at - 1) * 1000
+    jobs.cancel(hrt, "acme", job_id, None)
+    record = hrt.store.get_job(job_id)
+    assert record is not None
+    assert record.expires_at is not None
+    clock.now = (record.expires_at - 1) * 1000
     status, body = admission.submit(
         hrt,
         "acme",
@@ -377,40 +417,9 @@ def test_an_unexpired_job_is_not_purged(hrt: Runtime, clock: Clock) -> None:
     )
     assert status == 200
     assert body["job"]["status"] == "cancelled"
-
-
-def test_the_dead_letters_of_an_expired_job_are_not_redriven(
-    hrt: Runtime, clock: Clock, receiver: Receiver
-) -> None:
-    job_id = with_a_dead_callback(hrt, receiver)
-    expires_at = cancel_for_expiry(hrt, job_id)
-    assert hrt.callbacks.revive(IntentRef(job_id, 1), now=expires_at * 1000) is None
-
-
-def test_a_stale_stamp_never_gives_an_open_intent_an_expiry(
-    hrt: Runtime, clock: Clock, receiver: Receiver
-) -> None:
-    """The conditions of `stamp` and of `retain`'s closed branch alone: both act on what an
-    earlier read said (closed), and the intent has been redriven (open) since."""
-    job_id = with_a_dead_callback(hrt, receiver)
-    jobs.cancel(hrt, "acme", job_id, None)
-    closed = hrt.callbacks.get(IntentRef(job_id, 1))
-    assert closed is not None
-    assert closed.expires_at is not None
-    assert hrt.callbacks.revive(IntentRef(job_id, 1), now=clock.advance(1)) is not None
-    assert hrt.callbacks.stamp(closed) is None
-    hrt.callbacks.retain(IntentRef(job_id, 1), expires_at=closed.expires_at, closed=True)
-    reopened = hrt.callbacks.get(IntentRef(job_id, 1))
-    assert reopened is not None
-    assert (reopened.state, reopened.expires_at) == ("pending", None)
-    assert reopened.retain_until == closed.retain_until
-
-
-def test_stamping_never_makes_an_item(hrt: Runtime) -> None:
-    """An event TTL (or a purge) deleted while the retention step ran is not written back."""
-    job_id = submit(hrt)
-    before = items_of(hrt, job_id)
-    hrt.store.stamp_event(job_id, 7, 2_000_000_000)
-    hrt.store.finish_retiring(job_id, 7)
-    hrt.callbacks.retain(IntentRef(job_id, 7), expires_at=2_000_000_000, closed=False)
-    assert items_of(hrt, job_id) == before
+    # The store refuses it too: only a job past its expiry is replaced.
+    fresh = replace(record, created_at=clock.now, expires_at=None)
+    accepted = stream.next_event(fresh, stream.EventKind.REQUESTED, clock.now)
+    assert not hrt.store.create_job(
+        fresh, accepted, None, expires_at=2_000_000_000, now_s=record.expires_at - 1
+    )

@@ -19,6 +19,7 @@ from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream_local.gateway import load_handler
 from jobstream_local.template import Template
+from tests.support.dispatch import dispatch_stream
 from tests.support.faults import KINDS, Faults, injected
 from tests.support.harness import Api, canonical_task
 from tests.support.validation import validate_error
@@ -32,24 +33,12 @@ def _worker() -> Any:
     return load_handler(source.function)
 
 
-@pytest.fixture
-def wrt(crt: Runtime, queues: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Runtime:
-    """The callbacks runtime with a work queue too."""
-    from dataclasses import replace
-
-    from jobstream.service import runtime as runtime_module
-
-    settings = crt.settings.model_copy(update={"work_queue_url": queues["WorkQueue"]["Ref"]})
-    runtime = replace(crt, settings=settings)
-    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
-    return runtime
-
-
 def _work_event(rt: Runtime) -> tuple[str, dict[str, Any]]:
     """A job admitted and its work message as the worker's SQS event carries it."""
     task = canonical_task(callback_url=None)
     task["params"] = {"query": {"tags": ["botefuku"]}}
     job_id = admission.submit(rt, "acme", task, None)[1]["job"]["job_id"]
+    dispatch_stream(rt)
     (message,) = boto3.client("sqs").receive_message(
         QueueUrl=rt.settings.work_queue_url or "", MaxNumberOfMessages=10
     )["Messages"]
@@ -323,8 +312,9 @@ def test_an_admission_whose_answer_was_lost_is_answered_as_the_replay_it_is(
     wrt: Runtime,
 ) -> None:
     """The admission's transaction was applied and its answer lost; the retry is refused (the
-    job exists): the answer is the job (a replay), and this request, which created it, still
-    hands it to the work queue and its callback to the callback queue (no sweep needed)."""
+    job exists): the answer is the job (a replay). Its commit reached the table's stream: the
+    dispatcher hands it to the work queue and its callback to the callback queue once (no sweep
+    needed), and nothing more for the consumer's later replay."""
     task = canonical_task(callback_url="https://consumer.example.test/hooks")
     faults = Faults(kinds=("internal",), mode="after", at=1, matching="TransactItems")
     with injected(faults):
@@ -333,6 +323,7 @@ def test_an_admission_whose_answer_was_lost_is_answered_as_the_replay_it_is(
     assert status == 200
     job_id = body["job"]["job_id"]
     assert body["job"]["status"] == "queued"
+    dispatch_stream(wrt)
     sqs = boto3.client("sqs")
     work = sqs.receive_message(QueueUrl=wrt.settings.work_queue_url or "")["Messages"]
     assert [json.loads(m["Body"]) for m in work] == [{"job_id": job_id}]
@@ -340,17 +331,20 @@ def test_an_admission_whose_answer_was_lost_is_answered_as_the_replay_it_is(
     assert [json.loads(m["Body"]) for m in hooks] == [{"job_id": job_id, "sequence": 1}]
     # The consumer's own retry, later, is an ordinary replay: nothing is sent again.
     assert admission.submit(wrt, "acme", task, None)[0] == 200
+    dispatch_stream(wrt)
     assert sqs.receive_message(QueueUrl=wrt.settings.work_queue_url or "").get("Messages") is None
 
 
 def test_a_replay_by_another_request_sends_nothing(wrt: Runtime) -> None:
     task = canonical_task(callback_url="https://consumer.example.test/hooks")
     admission.submit(wrt, "acme", task, None)
+    dispatch_stream(wrt)
     sqs = boto3.client("sqs")
     for url in (wrt.settings.work_queue_url, wrt.settings.callback_queue_url):
         sqs.purge_queue(QueueUrl=url or "")
     wrt.clock.advance(1)  # type: ignore[attr-defined]
     assert admission.submit(wrt, "acme", task, None)[0] == 200
+    dispatch_stream(wrt)
     for url in (wrt.settings.work_queue_url, wrt.settings.callback_queue_url):
         assert sqs.receive_message(QueueUrl=url or "").get("Messages") is None
 

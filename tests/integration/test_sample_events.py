@@ -23,6 +23,8 @@ EVENTS = REPOSITORY / "events"
 # In the order a consumer would send them; each with the status and document it must produce.
 SEQUENCE = [
     ("admission-submit.json", 202, "JobReceipt"),
+    # The table's stream hands the new job and its callback to their queues.
+    ("dispatcher-stream.json", None, None),
     # The worker runs the job before anything else reads it (the SQS integration would).
     ("worker-sqs-batch.json", None, None),
     ("jobs-capabilities.json", 200, "Capabilities"),
@@ -99,6 +101,8 @@ def test_sample_events_drive_the_handlers(rt: Runtime, monkeypatch: pytest.Monke
 def test_non_http_samples_answer_as_their_triggers_expect(rt: Runtime) -> None:
     batch = json.loads((EVENTS / "callbacks-sqs-batch.json").read_text(encoding="utf-8"))
     assert handler_for("callbacks-sqs-batch.json")(batch, None) == {"batchItemFailures": []}
+    stream = json.loads((EVENTS / "dispatcher-stream.json").read_text(encoding="utf-8"))
+    assert handler_for("dispatcher-stream.json")(stream, None) == {"batchItemFailures": []}
     schedule = json.loads((EVENTS / "reconcile-schedule.json").read_text(encoding="utf-8"))
     counts = handler_for("reconcile-schedule.json")(schedule, None)
     assert counts["budget_exhausted"] is False

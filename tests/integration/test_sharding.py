@@ -107,18 +107,18 @@ def test_the_sweep_reads_every_shard_oldest_first(rt: Runtime, clock: Clock) -> 
     # A budget for ten jobs visits the ten oldest, whichever shards they are on.
     ticks = itertools.count()
     visited: list[str] = []
-    checked = rt.store.get_job
+    checked = rt.store.get_job_item
 
     def spy(job_id: str) -> Any:
         visited.append(job_id)
         return checked(job_id)
 
-    rt.store.get_job = spy  # type: ignore[method-assign]
+    rt.store.get_job_item = spy  # type: ignore[method-assign]
     try:
         # 30 callbacks re-sent first (each one tick), then jobs until the budget ends.
         report = sweep(rt, budget_ms=(30 + 10 + 1) * 1000, monotonic=lambda: next(ticks))
     finally:
-        del rt.store.get_job
+        del rt.store.get_job_item
     assert report.budget_exhausted
     assert report.callbacks_resent == 30
     assert list(dict.fromkeys(visited)) == created[: report.jobs_checked]
@@ -164,13 +164,13 @@ def test_a_sweep_read_stops_with_its_caller(rt: Runtime, monkeypatch: pytest.Mon
 def test_an_intent_under_an_unsharded_key_is_postponed_after_a_resend(
     rt: Runtime, clock: Clock
 ) -> None:
-    """An intent written before sharding keeps `CALLBACK#HANDOFF`: a re-send still postpones it
-    (else every sweep would send it again)."""
+    """A callback written before sharding keeps `CALLBACK#HANDOFF`: a re-send still postpones
+    it (else every sweep would send it again)."""
     job_id = submit(rt, "legacy-callback", callback_url="https://consumer.example.test/h")
     assert keys.shard_of(job_id, keys.SWEEP_SHARDS) != 0
     rt.store.client.update_item(
         TableName=rt.store.table_name,
-        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.intent_sk(1)}),
+        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(1)}),
         UpdateExpression="SET sweep_pk = :legacy",
         ExpressionAttributeValues=to_item({":legacy": keys.CALLBACK_HANDOFF}),
     )

@@ -52,7 +52,7 @@ from jobstream.protocol.events import (
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.identity import derive_job_id
 from jobstream.service.liveness import verdict
-from jobstream.service.retention import expiry_of
+from jobstream.service.retention import callback_span_ms, item_expiry, job_expiry
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
@@ -60,6 +60,7 @@ from jobstream.store.callbacks import IntentRef
 from jobstream.store.client import dynamodb_client
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.jobs import MAX_CALLBACK_ATTEMPTS, JobStore, item_to_record
+from jobstream.store.records import with_parts
 from jobstream_local.resources import create_tables
 from jobstream_local.template import Template
 from tests.support.harness import Clock, canonical_task
@@ -128,13 +129,15 @@ class JobModel:
 
 @dataclass
 class JobView:
-    """One job as the table holds it: the job item, its events and its intents."""
+    """One job as the table holds it: the job item, its events, the callbacks they carry, and
+    its ack cursor and result items (`parts`)."""
 
     item: Item
     record: JobRecord
     events: list[StoredEvent] = field(default_factory=list)
     intents: list[dict[str, Any]] = field(default_factory=list)
     event_items: list[dict[str, Any]] = field(default_factory=list)
+    parts: list[Item] = field(default_factory=list)
 
 
 def conflicting(task: dict[str, Any]) -> dict[str, Any]:
@@ -204,14 +207,31 @@ class World:
         for (pk, sk), item in sorted(snapshot.items()):
             job_id = pk.removeprefix("JOB#")
             assert job_id in views, f"an item {sk} of no job {job_id}"
-            if sk.startswith(keys.EVENT_PREFIX):
+            if sk == keys.JOB_SK:
+                continue
+            if sk in (keys.ACK_SK, keys.RESULT_SK):
+                views[job_id].parts.append(item)
+            elif sk.startswith(keys.EVENT_PREFIX):
                 values = from_item(item)
+                sequence = keys.sequence_of(sk)
                 views[job_id].events.append(
-                    StoredEvent(job_id, keys.sequence_of(sk), values["kind"], values["at"])
+                    StoredEvent(job_id, sequence, values["kind"], values["at"])
                 )
                 views[job_id].event_items.append(values)
-            elif sk.startswith(keys.INTENT_PREFIX):
-                views[job_id].intents.append(from_item(item))
+                if "state" in values:
+                    # The callback the event carries, with what is derived from the event.
+                    views[job_id].intents.append(
+                        {
+                            **values,
+                            "sequence": sequence,
+                            "event_id": event_id(job_id, values["at"], sequence),
+                            "max_attempts": MAX_CALLBACK_ATTEMPTS,
+                        }
+                    )
+            else:
+                raise AssertionError(f"an item {sk} of job {job_id} of no known kind")
+        for view in views.values():
+            view.record = with_parts(view.record, view.parts)
         self._views = (snapshot, views)
         return views
 
@@ -277,26 +297,25 @@ class World:
         self.check_retention(view)
 
     def check_retention(self, view: JobView) -> None:
-        """Retention: an open job carries no expiry anywhere; a finished one carries its own
-        (from its terminal event's time) on the job, on every event and on every closed intent;
-        an open intent never carries one, it keeps its job's date for when it closes."""
-        record, ttl = view.record, keys.TTL_ATTRIBUTE
+        """Retention: every item but the job item carries the expiry it took when written (from
+        the job's deadline), never before the job's, and an open callback's lasts beyond its
+        retries; an open job item carries none, a finished one its own (from its terminal
+        event's time)."""
+        record, ttl, settings = view.record, keys.TTL_ATTRIBUTE, self.rt.settings
+        items_expire = item_expiry(record, settings)
+        for values in view.event_items:
+            assert values.get(ttl) == items_expire, values
+        for part in view.parts:
+            assert from_item(part).get(ttl) == items_expire, part
+        span = callback_span_ms(settings)
+        for intent in view.intents:
+            if intent["state"] not in FINAL_INTENT_STATES:
+                assert items_expire * 1000 >= intent["at"] + span, f"open {intent} may expire"
         if not record.is_terminal:
             assert ttl not in view.item
-            assert all(ttl not in item for item in view.event_items)
-            assert all(ttl not in i and "retain_until" not in i for i in view.intents)
             return
-        expires_at = expiry_of(view.events[-1].at, self.rt.settings)
-        assert record.expires_at == expires_at
-        # The retention step runs right after the terminal commit (nothing fails here).
-        assert all(item.get(ttl) == expires_at for item in view.event_items)
-        assert "sweep_pk" not in view.event_items[-1], "the job is still RETIRING"
-        for intent in view.intents:
-            assert intent["retain_until"] == expires_at
-            if intent["state"] in FINAL_INTENT_STATES:
-                assert intent.get(ttl) == expires_at, intent
-            else:
-                assert ttl not in intent, f"open intent {intent['sequence']} may expire"
+        assert record.expires_at == job_expiry(record, view.events[-1].at, settings)
+        assert record.expires_at <= items_expire
 
     def check_intents(self, model: JobModel, view: JobView) -> None:
         """I5: one intent per event of a job with a callback URL, in a known state."""
@@ -450,8 +469,9 @@ class ServiceMachine(RuleBasedStateMachine):
             assert claimed.event_count == after.event_count
             self.world.leases[(model.job_id, worker)] = execution.Lease(self.rt, claimed, worker)
         elif before.status == "running" and before.lease_owner == worker:
-            # The same owner again (a redelivered message): it resumes the job it holds.
-            assert claimed == before
+            # The same owner again (a redelivered message): it resumes the job it holds, as its
+            # item holds it (a claim reads the job item alone, not the ack cursor or result).
+            assert claimed == self.rt.store.get_job_item(model.job_id)
             assert after == before
         else:
             # I6: one execution; a second claim is a no-op.
@@ -557,9 +577,12 @@ class ServiceMachine(RuleBasedStateMachine):
                 TERMINAL_KIND_BY_STATUS[status].value
             )
         else:
-            # A cancelled, expired, finished or foreign-leased job gets no later outcome.
+            # A cancelled, expired, finished or foreign-leased job gets no later outcome. A
+            # worker that still believed it held the job wrote its result first: never shown.
             assert result == "lost"
-            assert self.world.snapshot() == snapshot
+            key = (keys.job_pk(job_id), keys.RESULT_SK)
+            assert without(self.world.snapshot(), key) == without(snapshot, key)
+            assert after == before
 
     # -- consumer routes --------------------------------------------------------------------
 
@@ -655,7 +678,7 @@ class ServiceMachine(RuleBasedStateMachine):
         after = self.record(model.job_id)
         # I4: ack moves the cursor and nothing else.
         assert after == replace(before, ack_sequence=expected)
-        key = job_key(model.job_id)
+        key = (keys.job_pk(model.job_id), keys.ACK_SK)
         assert without(self.world.snapshot(), key) == without(snapshot, key)
 
     @precondition(lambda self: any(m.callback for m in self.world.jobs.values()))
@@ -666,7 +689,7 @@ class ServiceMachine(RuleBasedStateMachine):
         view = self.world.view(model.job_id)
         intent = view.intents[which % len(view.intents)]
         ref = IntentRef(model.job_id, intent["sequence"])
-        item_key = (keys.job_pk(model.job_id), keys.intent_sk(ref.sequence))
+        item_key = (keys.job_pk(model.job_id), keys.event_sk(ref.sequence))
         now = self.world.clock.now
         claimable = (
             intent["state"] in {CALLBACK_PENDING, CALLBACK_RETRY_WAIT}
@@ -676,7 +699,8 @@ class ServiceMachine(RuleBasedStateMachine):
         posts = len(self.world.posts)
         self.world.poster_status = status
         callbacks.deliver(self.rt, ref)
-        # I7: the outcome touches the intent only, never the job or its events.
+        # I7: the outcome touches the callback's item only, never the job or other events (the
+        # event itself: `seen` in check_job).
         assert without(self.world.snapshot(), item_key) == without(snapshot, item_key)
         after = self.rt.callbacks.get(ref)
         assert after is not None
@@ -841,7 +865,7 @@ def test_the_checker_catches_a_moved_ack_cursor(rt: Runtime) -> None:
     world.check()
     world.rt.store.client.update_item(
         TableName=world.rt.settings.table_name,
-        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK}),
+        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.ACK_SK}),
         UpdateExpression="SET ack_sequence = :zero",
         ExpressionAttributeValues=to_item({":zero": 0}),
     )
@@ -849,10 +873,10 @@ def test_the_checker_catches_a_moved_ack_cursor(rt: Runtime) -> None:
         world.check()
 
 
-@pytest.mark.parametrize("corrupt", ["open intent", "earlier event", "open job"])
+@pytest.mark.parametrize("corrupt", ["open callback", "earlier event", "open job"])
 def test_the_checker_catches_a_wrong_expiry(rt: Runtime, corrupt: str) -> None:
-    """Retention: an expiry on an open intent or an open job, or a finished job's event without
-    one, fails the check."""
+    """Retention: an open callback that expires before its retries end, an event without an
+    expiry, or an expiry on an open job fails the check."""
     world = World(rt)
     task = canonical_task(idempotency_key="key-3")
     _, body = admission.submit(world.rt, "acme", task, None)
@@ -861,18 +885,18 @@ def test_the_checker_catches_a_wrong_expiry(rt: Runtime, corrupt: str) -> None:
     if corrupt != "open job":
         jobs.cancel(world.rt, "acme", job_id, None)
     world.check()
-    key, update = {
-        "open intent": (keys.intent_sk(2), "SET expires_at = :when"),
-        "earlier event": (keys.event_sk(1), "REMOVE expires_at"),
-        "open job": (keys.JOB_SK, "SET expires_at = :when"),
+    key, update, when = {
+        "open callback": (keys.event_sk(2), "SET expires_at = :when", world.clock.now // 1000),
+        "earlier event": (keys.event_sk(1), "REMOVE expires_at", None),
+        "open job": (keys.JOB_SK, "SET expires_at = :when", 2_000_000_000),
     }[corrupt]
     request: dict[str, Any] = {
         "TableName": world.rt.settings.table_name,
         "Key": to_item({keys.PK: keys.job_pk(job_id), keys.SK: key}),
         "UpdateExpression": update,
     }
-    if ":when" in update:
-        request["ExpressionAttributeValues"] = to_item({":when": 2_000_000_000})
+    if when is not None:
+        request["ExpressionAttributeValues"] = to_item({":when": when})
     world.rt.store.client.update_item(**request)
     with pytest.raises(AssertionError):
         world.check()

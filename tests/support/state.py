@@ -43,12 +43,12 @@ def mark_running(rt: Runtime, job_id: str, *, at: int, lease_until: int) -> None
 def mark_succeeded(
     rt: Runtime, job_id: str, *, at: int, result: dict[str, Any] | None = None
 ) -> None:
-    set_job_attributes(
-        rt,
-        job_id,
-        status="succeeded",
-        updated_at=at,
-        result=result
+    """The result in its own item first (as a completion writes it), then the status."""
+    record = rt.store.get_job_item(job_id)
+    assert record is not None
+    rt.store.put_result(
+        record,
+        result
         or {
             "candidates": [
                 {
@@ -60,7 +60,9 @@ def mark_succeeded(
             ],
             "scanned": 5,
         },
+        expires_at=2_000_000_000,
     )
+    set_job_attributes(rt, job_id, status="succeeded", updated_at=at)
 
 
 def mark_failed(rt: Runtime, job_id: str, *, at: int, reason: str, status: str = "failed") -> None:

@@ -86,9 +86,9 @@ def test_the_meter_bills_real_writes_and_reads(aws: None) -> None:
         "blob": {"S": "x" * 1500},
     }
     client.put_item(TableName=name, Item=job)
-    # 2 KB in the table, and the same 2 KB in the tenant index that projects everything.
+    # 2 KB in the table; the tenant index projects the keys and `status` only: 1 unit.
     assert meter.bill.table_write_units == 2
-    assert meter.bill.index_write_units == {"by_tenant": 2}
+    assert meter.bill.index_write_units == {"by_tenant": 1}
     meter.bill.reset()
     client.transact_write_items(
         TransactItems=[
@@ -103,15 +103,24 @@ def test_the_meter_bills_real_writes_and_reads(aws: None) -> None:
         ]
     )
     assert meter.bill.table_write_units == 4  # a transaction doubles the 2 KB write
-    assert meter.bill.index_write_units == {"by_tenant": 2}
+    assert meter.bill.index_write_units == {}  # nothing the index holds changed
+    client.update_item(
+        TableName=name,
+        Key={"pk": job["pk"], "sk": job["sk"]},
+        UpdateExpression="SET #s = :s",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": {"S": "running"}},
+    )
+    assert meter.bill.index_write_units == {"by_tenant": 1}  # the status is projected
     meter.bill.reset()
     client.get_item(TableName=name, Key={"pk": job["pk"], "sk": job["sk"]}, ConsistentRead=True)
     client.query(
         TableName=name,
         IndexName="by_tenant",
         KeyConditionExpression="gsi1pk = :p",
-        FilterExpression="small = :none",
-        ExpressionAttributeValues={":p": {"S": "T#t"}, ":none": {"N": "7"}},
+        FilterExpression="#s = :none",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":p": {"S": "T#t"}, ":none": {"S": "queued"}},
     )
     # The filter drops the item, but it was read: 1 (consistent get) + 0.5 (index query).
     assert meter.bill.read_units == 1.5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -31,17 +32,30 @@ def test_the_budgets_split_one_item() -> None:
 
 @pytest.mark.parametrize("filler", ["x", "é", '"', "\x01", "\U0001f600"])
 def test_the_fattest_job_the_budgets_allow_fits_in_one_item(filler: str) -> None:
-    """Admitted at its budget, then every later attribute at its largest, a result at its
-    budget, and the attributes other streams add (sweep keys, retention): still one item."""
+    """Admitted at its budget, then every later attribute at its largest, and the attributes
+    other streams add (sweep keys, retention): within its budgets; and its result at its
+    budget, in an item of its own, fits too."""
     admitted = admitted_at_budget(filler)
     assert admitted_job_size(admitted) == ADMITTED_JOB_BYTES
-    item = record_to_item(fattest(admitted, result=result_of(RESULT_BYTES, filler)))
+    fat = fattest(admitted, result=result_of(RESULT_BYTES, filler))
+    item = record_to_item(fat)
+    assert "result" not in item  # the result has an item of its own
     item.setdefault("sweep_pk", to_attribute(keys.ACTIVE_JOBS))
     item.setdefault("sweep_sk", to_attribute(keys.sweep_sk(10**13 - 1, "j" * 40)))
     item[keys.TTL_ATTRIBUTE] = to_attribute(10**10)
-    grown = item_size(item) - ADMITTED_JOB_BYTES - result_size(result_of())
+    grown = item_size(item) - ADMITTED_JOB_BYTES
     assert 0 < grown <= GROWTH_BYTES, grown
-    assert item_size(item) <= MAX_ITEM_BYTES
+    assert item_size(item) + RESULT_BYTES <= MAX_ITEM_BYTES  # room for a kept outcome
+    assert fat.result is not None
+    result_item = {
+        keys.PK: to_attribute(keys.job_pk(fat.job_id)),
+        keys.SK: to_attribute(keys.RESULT_SK),
+        "job_created_at": to_attribute(10**13),
+        "result": to_attribute(fat.result),
+        keys.TTL_ATTRIBUTE: to_attribute(10**10),
+    }
+    assert item_size(result_item) - result_size(fat.result) < 200
+    assert item_size(result_item) <= MAX_ITEM_BYTES
 
 
 def test_a_result_fits_up_to_its_budget() -> None:
@@ -63,7 +77,10 @@ def test_messages_are_clipped() -> None:
 def test_a_number_dynamodb_cannot_store_is_found_anywhere_in_the_job() -> None:
     job = admitted_at_budget(bytes_=ADMITTED_JOB_BYTES - 1_000)
     assert unstorable_number(job) is None
-    huge = replace(job, params={"constraints": {"limit": int(1e300)}})
+    huge = replace(job, deadline_at=int(1e300))
     assert unstorable_number(huge) == "more than 38 significant digits"
-    assert unstorable_number(replace(job, params={"x": [{"y": 10**130}]})) is not None
-    assert unstorable_number(replace(job, params={"x": 10**125})) is None
+    assert unstorable_number(replace(job, attempt=10**130)) is not None
+    assert unstorable_number(replace(job, attempt=10**125)) is None
+    # The params are kept as their canonical text: a number in them is stored as written.
+    text = json.dumps({"constraints": {"limit": int(1e300)}, "x": [{"y": 10**130}]})
+    assert unstorable_number(replace(job, params_canonical=text)) is None

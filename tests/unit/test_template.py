@@ -926,12 +926,43 @@ def test_table_policy_grants_exactly_the_actions_the_store_uses() -> None:
     assert granted == needed, f"grant {sorted(needed - granted)}, drop {sorted(granted - needed)}"
 
 
+# The dispatcher reads the table's stream (its event source grants that), never the table.
+STREAM_ONLY = {"DispatcherFunction"}
+# Who may send to the work and callback queues: the dispatcher (after every commit) and the
+# sweep (its re-sends). No request path and no worker waits for SQS.
+QUEUE_SENDERS = {"DispatcherFunction", "ReconcileFunction"}
+
+
+def referenced_policies(function: str) -> set[str]:
+    policies = TEMPLATE_NOW.resources_of_type(FUNCTION)[function].get("Policies") or []
+    return {p["Ref"] for p in as_list(policies) if isinstance(p, dict) and "Ref" in p}
+
+
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_function_policies_include_table_policy(function: str) -> None:
-    policies = TEMPLATE_NOW.resources_of_type(FUNCTION)[function].get("Policies") or []
-    referenced = {p["Ref"] for p in as_list(policies) if isinstance(p, dict) and "Ref" in p}
     expected = table_policies(TEMPLATE_NOW)
-    assert referenced & expected, f"{function}: Policies lacks !Ref to one of {sorted(expected)}"
+    if function in STREAM_ONLY:
+        assert not referenced_policies(function) & expected, f"{function} needs no table access"
+        return
+    assert referenced_policies(function) & expected, (
+        f"{function}: Policies lacks !Ref to one of {sorted(expected)}"
+    )
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_only_the_dispatcher_and_the_sweep_send_to_the_queues(function: str) -> None:
+    assert ("QueueSendPolicy" in referenced_policies(function)) == (function in QUEUE_SENDERS)
+
+
+def test_the_dispatcher_reads_the_tables_stream() -> None:
+    table = TEMPLATE_NOW.resources_of_type("AWS::DynamoDB::Table")["JobsTable"]
+    assert table["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
+    events = TEMPLATE_NOW.resources_of_type(FUNCTION)["DispatcherFunction"]["Events"]
+    (source,) = [event["Properties"] for event in events.values() if event["Type"] == "DynamoDB"]
+    assert source["Stream"] == {"Fn::GetAtt": ["JobsTable", "StreamArn"]}
+    assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert source["MaximumBatchingWindowInSeconds"] == 0
+    assert len(source["FilterCriteria"]["Filters"]) == 2
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,7 @@ class JobRecord:
     progress_message: str | None = None
     progress_events: int = 0
     dispatched_at: int | None = None
+    # A succeeded job's result: its own item (`#RESULT`), read with the job where needed.
     result: dict[str, Any] | None = None
     # A finished run's outcome (JSON) kept while its completion could not be written.
     pending_outcome: str | None = None
@@ -44,6 +45,7 @@ class JobRecord:
     event_count: int = 0
     last_event_at: int = 0
     recorded_kinds: frozenset[str] = field(default_factory=frozenset)
+    # The consumer's ack cursor: its own item (`#ACK`), read with the job where needed.
     ack_sequence: int = 0
     # Epoch SECONDS (DynamoDB TTL): set with the terminal event; absent while the job is open.
     expires_at: int | None = None
@@ -78,27 +80,28 @@ CALLBACK_CLOSED_STATES: Final = frozenset({CALLBACK_DELIVERED, CALLBACK_DEAD})
 
 @dataclass(frozen=True, slots=True)
 class CallbackRecord:
-    """A callback intent: one event to POST to the job's callback URL, and how that went."""
+    """The callback of one event: the event to POST to its job's callback URL, and how that
+    went. It lives on the event's own item; the job (read at send time) gives the tenant, the
+    URL and the body."""
 
     job_id: str
     sequence: int
-    tenant: str
     event_id: str
-    callback_url: str
     idempotency_key: str
     kind: str
     state: str
     attempts: int
-    max_attempts: int
     created_at: int  # the event's `at`
     next_attempt_at: int
+    max_attempts: int = 8
     base_url: str | None = None
     lease_until: int | None = None
     last_status: int | None = None
     last_error: str | None = None
     delivered_at: int | None = None
     dead_at: int | None = None
-    # Retention (epoch seconds): the expiry of the intent's job once the job has finished, and
-    # the intent's own TTL, set only while it is closed (an open intent never expires).
-    retain_until: int | None = None
+    # Retention (epoch seconds): the item's TTL, set when the event is written, beyond any
+    # retry of its callback; a redrive removes it (an open callback never expires) and keeps it
+    # in `retain_until`, which the close that follows sets again.
     expires_at: int | None = None
+    retain_until: int | None = None

@@ -72,6 +72,8 @@ METRICS: Final[dict[str, tuple[str, str | None]]] = {
     "aws_retries": (COUNT, "code"),
     "aws_retries_exhausted": (COUNT, "code"),
     "completions_deferred": (COUNT, None),
+    "handed_off": (COUNT, None),
+    "handoffs_failed": (COUNT, None),
 }
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])

@@ -14,14 +14,11 @@ from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
 from jobstream.protocol.events import EventKind
 from jobstream.protocol.task import AdmissionRequest
-from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.identity import derive_job_id
-from jobstream.service.retention import has_expired
+from jobstream.service.retention import has_expired, item_expiry
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import after_append, callback_intent, next_event, reconcile
 from jobstream.store import budgets
-from jobstream.store.callbacks import IntentRef
-from jobstream.store.jobs import record_to_item
 
 NEW = 202
 REPLAYED = 200
@@ -37,9 +34,8 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
     observability.bind(job_id=job_id, correlation_id=request.correlation_id)
     existing = rt.store.get_job(job_id)
     if existing is not None and has_expired(existing, rt.clock()):
-        # Past its retention the job is gone, and its key free (docs/protocol.md): clear what
-        # TTL has not deleted yet, so that the new job's items do not meet the old ones.
-        rt.store.purge_expired(job_id, now_s=rt.clock() // 1000)
+        # Past its retention the job is gone, and its key free (docs/protocol.md): the new job
+        # replaces it, and never reads what TTL has not deleted yet as its own.
         existing = None
     if existing is None:
         record = _new_record(rt, tenant, job_id, request, target)
@@ -47,31 +43,27 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
         intent = callback_intent(record, accepted, base_url)
         admitted = after_append(record, accepted)
         _check_storable(admitted)
-        if rt.store.create_job(admitted, accepted, intent):
+        if rt.store.create_job(
+            admitted,
+            accepted,
+            intent,
+            expires_at=item_expiry(admitted, rt.settings),
+            now_s=record.created_at // 1000,
+        ):
+            # The job and its callback go to their queues from the table's stream
+            # (service/dispatcher.py): admission waits for no send.
             observability.count("events_recorded", dimension=accepted.kind)
             observability.count("admitted")
-            _start(rt, job_id, accepted.sequence if intent is not None else None)
             return NEW, documents.submission(admitted, rt.clock(), base_url)
         # Another request admitted the same key first, or this one did and the answer to its
         # transaction was lost (the retry then found the job): either way it is a replay.
         existing = rt.store.get_job(job_id)
-        if existing is None:
+        if existing is None or has_expired(existing, rt.clock()):
             raise RuntimeError(f"job {job_id} vanished during admission")
-        if record_to_item(existing) == record_to_item(admitted):
-            # Our own commit (the same item, to the millisecond), untouched since: nobody else
-            # will hand it to its queues, so this request does.
-            _start(rt, job_id, accepted.sequence if intent is not None else None)
     _check_replay(existing, request, target)
     record = reconcile(rt, existing, base_url)
     observability.count("replayed")
     return REPLAYED, documents.submission(record, rt.clock(), base_url)
-
-
-def _start(rt: Runtime, job_id: str, intent_sequence: int | None) -> None:
-    """After the admission's commit: the job.accepted callback and the job to their queues."""
-    if intent_sequence is not None:
-        hand_off(rt, [IntentRef(job_id, intent_sequence)])
-    dispatch(rt, [job_id])
 
 
 def _check_callback_url(rt: Runtime, tenant: str, url: str) -> None:

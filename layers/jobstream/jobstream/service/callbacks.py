@@ -12,12 +12,8 @@ from jobstream.delivery.backoff import parse_retry_after, retry_delay_ms
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.origins import check_at_delivery
 from jobstream.delivery.signing import webhook_headers
-from jobstream.domain import (
-    CALLBACK_CLOSED_STATES,
-    CALLBACK_IN_FLIGHT,
-    CALLBACK_RETRY_WAIT,
-    CallbackRecord,
-)
+from jobstream.domain import CALLBACK_IN_FLIGHT, CALLBACK_RETRY_WAIT, CallbackRecord, JobRecord
+from jobstream.protocol.events import TERMINAL_KINDS
 from jobstream.queue import parse_message_body
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import callback_body
@@ -53,12 +49,16 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     if intent is None:
         return _not_claimed(rt, ref, now)
     observability.bind(event_id=intent.event_id)
-    job = rt.store.get_job(ref.job_id)
+    # Only a terminal event shows the job's result: other bodies need the job item alone.
+    read = rt.store.get_job if intent.kind in TERMINAL_KINDS else rt.store.get_job_item
+    job = read(ref.job_id)
+    if job is not None and intent.created_at < job.created_at:
+        job = None  # an event of an earlier job under the same key: that job is gone
     body = callback_body(job, intent, now) if job is not None else None
-    if body is None:
+    if job is None or body is None:
         # Nothing left to send: the job is gone (past its retention).
         return _dead(rt, intent, now=now, status=None, error="the job no longer exists")
-    verdict, retry_after_ms = _attempt(rt, intent, body)
+    verdict, retry_after_ms = _attempt(rt, intent, job, body)
     finished_at = rt.clock()
     if verdict.outcome is Outcome.DELIVERED:
         rt.callbacks.mark_delivered(intent, now=finished_at, status=verdict.status)
@@ -118,19 +118,13 @@ def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
     if current is not None and current.state == CALLBACK_IN_FLIGHT:
         # Another attempt holds it; if that one dies, the sweep re-sends after its lease.
         return AttemptResult(Disposition.DONE, outcome="held")
-    if (
-        current is not None
-        and current.state in CALLBACK_CLOSED_STATES
-        and current.retain_until is not None
-        and current.expires_at is None
-    ):
-        # Closed after its job finished, by an attempt that died before stamping it.
-        rt.callbacks.stamp(current)
     # Delivered, dead, or unknown: acknowledged without a second POST.
     return AttemptResult(Disposition.DONE, outcome="settled")
 
 
-def _attempt(rt: Runtime, intent: CallbackRecord, body: str) -> tuple[Verdict, int | None]:
+def _attempt(
+    rt: Runtime, intent: CallbackRecord, job: JobRecord, body: str
+) -> tuple[Verdict, int | None]:
     """The verdict of one POST of `body`, and the wait the receiver asked for (Retry-After).
 
     The job's tenant's credentials and origins are read now, not at admission: a rotation in
@@ -138,7 +132,7 @@ def _attempt(rt: Runtime, intent: CallbackRecord, body: str) -> tuple[Verdict, i
     """
     settings = rt.settings
     try:
-        tenant = rt.tenant(intent.tenant)
+        tenant = rt.tenant(job.tenant)
     except ConfigurationError as error:
         # The registry cannot be read right now: worth another attempt, like a network error.
         return Verdict(Outcome.RETRY, None, f"tenants_unavailable: {error}"), None
@@ -146,7 +140,7 @@ def _attempt(rt: Runtime, intent: CallbackRecord, body: str) -> tuple[Verdict, i
         return Verdict(
             Outcome.DEAD,
             None,
-            f"tenant_removed: tenant {intent.tenant!r} is no longer in the consumer registry, "
+            f"tenant_removed: tenant {job.tenant!r} is no longer in the consumer registry, "
             "so its callbacks have no credentials",
         ), None
     now = rt.clock()
@@ -166,7 +160,7 @@ def _attempt(rt: Runtime, intent: CallbackRecord, body: str) -> tuple[Verdict, i
     try:
         # Checked again at delivery, under the tenant's origins as they are now, and resolved
         # here (never at admission): the connection is pinned to the addresses checked.
-        target = check_at_delivery(intent.callback_url, tenant.origins, resolver=rt.resolver)
+        target = check_at_delivery(job.callback_url or "", tenant.origins, resolver=rt.resolver)
         response = rt.poster(
             target, body.encode("utf-8"), headers, settings.callback_timeout_ms / 1000
         )

@@ -24,6 +24,7 @@ from jobstream.protocol.documents import terminal_status_for
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import EventKind
 from jobstream.retries import transient
+from jobstream.service.retention import item_expiry
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import record_transition
 from jobstream.store import budgets
@@ -145,11 +146,16 @@ def _keep(rt: Runtime, job_id: str, owner: str, outcome: Outcome) -> None:
 
 
 def _record(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str:
+    if outcome.result is not None and record.status == "running" and record.lease_owner == owner:
+        # The result first, in its own item: the completion below then only moves the job, and
+        # whoever reads it `succeeded` finds its result (store/jobs.py: put_result). Not for a
+        # job this worker does not hold, as far as it knows: its completion cannot land.
+        rt.store.put_result(record, outcome.result, expires_at=item_expiry(record, rt.settings))
     for _ in range(MAX_COMPLETE_ATTEMPTS):
         now = max(rt.clock(), record.updated_at)
         if outcome.result is not None:
             status = "succeeded"
-            values: dict[str, object] = {"status": status, "result": outcome.result}
+            values: dict[str, object] = {"status": status}
             finished = replace(record, status=status, result=outcome.result)
             kind = EventKind.OUTCOME_SUCCEEDED
         else:
@@ -176,7 +182,7 @@ def _record(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str
         try:
             record_transition(rt, record, kind=kind, updated=finished, change=change)
         except StaleJobError as stale:
-            fresh = rt.store.get_job(record.job_id)
+            fresh = rt.store.get_job_item(record.job_id)
             if stale.after_lost_answer and _is_own_completion(fresh, status, kind, now):
                 # Written by the try whose answer was lost; its retry found it done.
                 return _counted(status)

@@ -77,7 +77,7 @@ def _come_back_soon(rt: Runtime, receipt_handle: str) -> None:
 def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
     """queued -> running with a fresh lease and `job.started`, in one transaction; or the job
     this owner already holds (its earlier attempt crashed after claiming)."""
-    record = rt.store.get_job(job_id)
+    record = rt.store.get_job_item(job_id)
     if record is not None and record.status == "running" and record.lease_owner == owner:
         return record
     if record is None or record.status != "queued":
@@ -114,7 +114,7 @@ def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
             rt, record, kind=EventKind.EXECUTION_STARTED, updated=running, change=change
         )
     except StaleJobError as stale:
-        fresh = rt.store.get_job(job_id) if stale.after_lost_answer else None
+        fresh = rt.store.get_job_item(job_id) if stale.after_lost_answer else None
         if fresh is not None and fresh.status == "running" and fresh.lease_owner == owner:
             return fresh  # our claim was written; only its answer was lost
         return None
@@ -227,7 +227,7 @@ class Lease:
 
     def _refresh(self) -> None:
         try:
-            fresh = self.rt.store.get_job(self.record.job_id)
+            fresh = self.rt.store.get_job_item(self.record.job_id)
         except Exception:
             logger.warning("could not re-read the job after a progress write", exc_info=True)
             return

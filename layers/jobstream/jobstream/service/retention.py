@@ -1,70 +1,66 @@
-"""Retention: a finished job and every item of it expire together (DynamoDB TTL, `expires_at`).
+"""Retention: a finished job and every item of it expire (DynamoDB TTL, `expires_at`, epoch
+seconds), none before its job, and nothing open expires.
 
-The terminal event's transaction stamps the job, the terminal event and (as `retain_until`) its
-callback intent, and puts the terminal event in the RETIRING backlog. The earlier items are
-stamped right after, by `retire`, outside that transaction: a job may hold ~50 progress events
-and as many intents, more than one transaction should carry (100 items, 4 MB, twice the write
-units). `retire` is idempotent; when it does not finish (a crash, an error), the sweep runs it
-again from the RETIRING backlog. A callback intent still open keeps no expiry: it learns its
-job's (`retain_until`) and takes it when it is delivered or dead, so it never vanishes before.
+Every item but the job item takes its expiry when it is written, from its job's deadline:
+`deadline_at + ITEM_MARGIN + retention`. A job cannot stay open past its deadline (the sweep
+expires it then, within a minute; `SWEEP_SLACK_MS` allows for a sweep that falls a day behind),
+so no item expires before its job. A callback on an event is open for at most its retries
+(`callback_span_ms`: 8 attempts, each waiting at most the retry cap, plus its lease and the
+sweep's grace); the margin holds that too, so an open callback never expires. A redrive opens a
+dead callback again: it loses its expiry until it closes (store/callbacks.py: revive).
 
-An expired job is gone for admission: its key admits a new job (what TTL has not deleted yet is
-deleted first), so the retention period is also the idempotency window.
+The job item takes its own expiry with its terminal event: `finish + retention`, or its items'
+if that comes first (a job that finished late). After it, reads no longer find the job and its
+key admits a new job (service/admission.py); the items left of the old job are never read as
+the new job's, and are overwritten or expire on their own.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Final
 
 from jobstream.config.settings import Settings
-from jobstream.domain import CALLBACK_CLOSED_STATES, JobRecord
-from jobstream.service.runtime import Runtime
-
-logger = logging.getLogger("jobstream.retention")
+from jobstream.domain import JobRecord
+from jobstream.store import keys
+from jobstream.store.jobs import MAX_CALLBACK_ATTEMPTS
 
 SECONDS_PER_DAY: Final = 86_400
+# How far behind the deadline verdicts the sweep may fall without an item expiring early.
+SWEEP_SLACK_MS: Final = SECONDS_PER_DAY * 1000
+# One attempt's lease beyond its request timeout (service/callbacks.py: LEASE_MARGIN_MS) and
+# the sweep's look after it (keys.HANDOFF_GRACE_MS, plus a sweep period).
+_ATTEMPT_OVERHEAD_MS: Final = 30_000 + 2 * keys.HANDOFF_GRACE_MS
+
+
+def _seconds(ms: int) -> int:
+    return -(-ms // 1000)
+
+
+def callback_span_ms(settings: Settings) -> int:
+    """The longest a callback stays open: every attempt's wait, request and lease."""
+    return MAX_CALLBACK_ATTEMPTS * (
+        settings.callback_retry_max_ms + settings.callback_timeout_ms + _ATTEMPT_OVERHEAD_MS
+    )
+
+
+def item_expiry(record: JobRecord, settings: Settings) -> int:
+    """`expires_at` of every item of the job but the job item, set when the item is written."""
+    deadline = record.deadline_at
+    if deadline is None:
+        deadline = record.created_at + settings.default_deadline_ms
+    margin = SWEEP_SLACK_MS + callback_span_ms(settings)
+    return _seconds(deadline + margin) + settings.retention_days * SECONDS_PER_DAY
 
 
 def expiry_of(finished_at_ms: int, settings: Settings) -> int:
-    """`expires_at` (epoch seconds, as DynamoDB TTL needs) of a job that finished then."""
-    return -(-finished_at_ms // 1000) + settings.retention_days * SECONDS_PER_DAY
+    """`expires_at` of a job that finished then: its retention period from its finish."""
+    return _seconds(finished_at_ms) + settings.retention_days * SECONDS_PER_DAY
+
+
+def job_expiry(record: JobRecord, finished_at_ms: int, settings: Settings) -> int:
+    """`expires_at` of the job item, set with its terminal event: never after its items'."""
+    return min(expiry_of(finished_at_ms, settings), item_expiry(record, settings))
 
 
 def has_expired(record: JobRecord, now_ms: int) -> bool:
     return record.expires_at is not None and record.expires_at <= now_ms // 1000
-
-
-def retire(rt: Runtime, job_id: str, terminal_sequence: int, expires_at: int) -> None:
-    """Stamp the finished job's earlier events and intents with its expiry, then take it off
-    the RETIRING backlog. Every step is idempotent; safe to run again at any point."""
-    for sequence in rt.store.unstamped_events(job_id, terminal_sequence):
-        rt.store.stamp_event(job_id, sequence, expires_at)
-    for ref, state in rt.callbacks.unstamped(job_id, terminal_sequence):
-        rt.callbacks.retain(ref, expires_at=expires_at, closed=state in CALLBACK_CLOSED_STATES)
-    rt.store.finish_retiring(job_id, terminal_sequence)
-
-
-def retire_after_commit(rt: Runtime, job_id: str, terminal_sequence: int, expires_at: int) -> None:
-    """`retire` right after the terminal event's commit; a failure loses nothing (the job stays
-    in the RETIRING backlog and the sweep finishes it), so it is logged, never raised."""
-    try:
-        retire(rt, job_id, terminal_sequence, expires_at)
-    except Exception:
-        logger.warning("retention step failed; the sweep will finish it", exc_info=True)
-
-
-def retire_from_backlog(rt: Runtime, job_id: str, terminal_sequence: int) -> bool:
-    """The sweep's repair: finish `retire` for a job of the RETIRING backlog. False when the
-    entry was stale (its job expired or was admitted anew): it is only removed."""
-    record = rt.store.get_job(job_id)
-    if (
-        record is None
-        or record.expires_at is None
-        or record.event_count != terminal_sequence
-        or not record.is_terminal
-    ):
-        rt.store.finish_retiring(job_id, terminal_sequence)
-        return False
-    retire(rt, job_id, terminal_sequence, record.expires_at)
-    return True

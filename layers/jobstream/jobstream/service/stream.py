@@ -13,16 +13,13 @@ from jobstream.protocol.events import (
     TERMINAL_KIND_BY_STATUS,
     TERMINAL_KINDS,
     EventKind,
-    event_id,
     parse_event_position,
     protocol_type,
 )
 from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
-from jobstream.service.handoff import hand_off
 from jobstream.service.ownership import load_owned_job, load_owned_job_and_event_at
-from jobstream.service.retention import expiry_of, retire_after_commit
+from jobstream.service.retention import item_expiry, job_expiry
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import CallbackIntent, StaleJobError, StateChange
 
 # Each loss of a race re-reads the job; a job has at most a handful of lifecycle events.
@@ -56,11 +53,7 @@ def callback_intent(
     """The callback to send for `event`, when the job declared a callback URL."""
     if not record.callback_url or protocol_type(event.kind) is None:
         return None
-    return CallbackIntent(
-        url=record.callback_url,
-        event_id=event_id(record.job_id, event.at, event.sequence),
-        base_url=base_url,
-    )
+    return CallbackIntent(base_url=base_url)
 
 
 def callback_body(record: JobRecord, intent: CallbackRecord, now: int) -> str | None:
@@ -117,7 +110,9 @@ def events_page(
     record = reconcile(rt, load_owned_job(rt, tenant, job_id), base_url)
     if unacked_only or after is None:
         start = record.ack_sequence if unacked_only else 0
-        events, has_more = rt.store.events_after(record.job_id, start, documents.PAGE_SIZE)
+        events, has_more = rt.store.events_after(
+            record.job_id, start, documents.PAGE_SIZE, since=record.created_at
+        )
     else:
         events, has_more = _events_after_id(rt, record, after)
     if events and events[-1].sequence > record.event_count:
@@ -140,11 +135,11 @@ def _events_after_id(rt: Runtime, record: JobRecord, after: str) -> tuple[list[S
         at, sequence = position
         # Read the named event too, in the same query: the id must name its `at` exactly.
         events, has_more = rt.store.events_after(
-            record.job_id, sequence - 1, documents.PAGE_SIZE + 1
+            record.job_id, sequence - 1, documents.PAGE_SIZE + 1, since=record.created_at
         )
         if events and (events[0].sequence, events[0].at) == (sequence, at):
             return events[1:], has_more
-    return rt.store.events_after(record.job_id, 0, documents.PAGE_SIZE)
+    return rt.store.events_after(record.job_id, 0, documents.PAGE_SIZE, since=record.created_at)
 
 
 def acknowledge(
@@ -159,7 +154,7 @@ def acknowledge(
     # The id must name this job's event exactly (`at` too): another job's id, or an id of no
     # event, is a no-op.
     if position is not None and event_at == position[0] and record.ack_sequence < position[1]:
-        if rt.store.advance_ack(record.job_id, position[1]):
+        if rt.store.advance_ack(record, position[1], expires_at=item_expiry(record, rt.settings)):
             record = replace(record, ack_sequence=position[1])
         else:
             # A concurrent ack went further first: report the durable state.
@@ -193,14 +188,20 @@ def _commit(
     change: StateChange | None = None,
     base_url: str | None,
 ) -> None:
-    """Append `event` (with its callback intent, if any) atomically, then hand the intent off.
-    The intent names the event; its body is built from the job when it is sent."""
+    """Append `event` (with its callback, if any) atomically. The callback names the event; its
+    body is built from the job when it is sent. The dispatcher hands it to the callback queue
+    from the table's stream (service/dispatcher.py): no write path waits for SQS."""
     intent = callback_intent(record, event, base_url)
-    # The terminal event starts the job's retention period (service/retention.py).
-    expires_at = expiry_of(event.at, rt.settings) if event.kind in TERMINAL_KINDS else None
-    rt.store.append_event(record, event, change=change, intent=intent, expires_at=expires_at)
+    # Every item of the job expires from its deadline on; the terminal event starts the job
+    # item's own retention period (service/retention.py).
+    rt.store.append_event(
+        record,
+        event,
+        change=change,
+        intent=intent,
+        expires_at=item_expiry(record, rt.settings),
+        job_expires_at=(
+            job_expiry(record, event.at, rt.settings) if event.kind in TERMINAL_KINDS else None
+        ),
+    )
     observability.count("events_recorded", dimension=event.kind)
-    if intent is not None:
-        hand_off(rt, [IntentRef(record.job_id, event.sequence)])
-    if expires_at is not None:
-        retire_after_commit(rt, record.job_id, event.sequence, expires_at)

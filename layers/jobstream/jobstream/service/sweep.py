@@ -1,8 +1,7 @@
 """The scheduled sweep: repairs whatever a crash left half-done, oldest first, within a budget.
 
-Its cost follows the backlog (open callbacks, jobs without a terminal event, finished jobs
-whose items are not all stamped with their expiry), never the table: each is read from the
-sparse sweep index, over all its shards, oldest first.
+Its cost follows the backlog (open callbacks due, jobs without a terminal event), never the
+table: each is read from the sparse sweep index, over all its shards, oldest first.
 """
 
 from __future__ import annotations
@@ -13,11 +12,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from jobstream import observability
-from jobstream.domain import CALLBACK_OPEN_STATES, JobRecord
+from jobstream.domain import CALLBACK_IN_FLIGHT, CALLBACK_OPEN_STATES, JobRecord
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
-from jobstream.service.retention import retire_from_backlog
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import reconcile
 from jobstream.store import keys
@@ -36,7 +34,6 @@ class SweepReport:
     stalled_no_heartbeat: int = 0
     execution_timeout: int = 0
     events_repaired: int = 0
-    jobs_retired: int = 0
     errors: int = 0
     budget_exhausted: bool = False
 
@@ -64,7 +61,6 @@ def sweep(
     report.budget_exhausted = not (
         _resend_due_callbacks(rt, report, lambda: monotonic() < deadline)
         and _reconcile_open_jobs(rt, report, lambda: monotonic() < deadline)
-        and _retire_finished_jobs(rt, report, lambda: monotonic() < deadline)
     )
     observability.duration_ms("sweep_duration_ms", (monotonic() - started) * 1000)
     # An idle sweep runs every minute (every few seconds locally): it says nothing at INFO.
@@ -95,9 +91,12 @@ def _resend(rt: Runtime, ref: IntentRef, now: int) -> int:
     intent = rt.callbacks.get(ref)
     if intent is None or intent.state not in CALLBACK_OPEN_STATES:
         return 0
+    if intent.state == CALLBACK_IN_FLIGHT and (intent.lease_until or 0) >= now:
+        # An attempt is under way (a claim does not move the due time): look again next time.
+        return 0
     hand_off(rt, [ref])
     # Look again only after a delivery had a fair chance to take it.
-    rt.callbacks.postpone(ref, due=now + keys.HANDOFF_GRACE_MS)
+    rt.callbacks.postpone(ref, now=now, due=now + keys.HANDOFF_GRACE_MS)
     return 1
 
 
@@ -114,22 +113,8 @@ def _reconcile_open_jobs(rt: Runtime, report: SweepReport, in_time: Callable[[],
     return True
 
 
-def _retire_finished_jobs(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
-    """Finish the retention step of jobs whose own did not finish (service/retention.py)."""
-    for job_id, sequence in rt.store.retiring(now=rt.clock()):
-        if not in_time():
-            return False
-        try:
-            if retire_from_backlog(rt, job_id, sequence):
-                report.jobs_retired += 1
-        except Exception:
-            logger.exception("sweep could not retire a job", extra={"job_id": job_id})
-            report.errors += 1
-    return True
-
-
 def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
-    record = rt.store.get_job(job_id)
+    record = rt.store.get_job_item(job_id)
     if record is None:
         return
     report.jobs_checked += 1
@@ -140,12 +125,12 @@ def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
         # record it: the job ends with that outcome, never with a verdict instead of it.
         if land_kept_outcome(rt, record) not in {None, "lost"}:
             report.outcomes_landed += 1
-        record = rt.store.get_job(job_id) or record
+        record = rt.store.get_job_item(job_id) or record
     elif reason is not None:
         expired = expire(rt, record, reason, now)
         if expired is not None:
             setattr(report, reason.value, getattr(report, reason.value) + 1)
-        record = rt.store.get_job(job_id) or record
+        record = rt.store.get_job_item(job_id) or record
     elif _dispatch_overdue(record, now) and rt.store.mark_dispatched(job_id, now=now):
         # Still waiting for a worker a while after its dispatch: send it again (a duplicate
         # is harmless, the claim is conditional).

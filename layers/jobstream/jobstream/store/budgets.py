@@ -1,20 +1,23 @@
 """Size budgets: why no item this system writes can exceed DynamoDB's 400 KB item limit.
 
-Event items and callback intents hold fixed fields and references only (a callback's body is
-rebuilt from the job when it is sent), so the job item is the one item that grows with what
-consumers and sources send. Its 400 KiB (`item_size.MAX_ITEM_BYTES`) are split three ways:
+Event items (with their callbacks) and the ack cursor hold fixed fields and references only (a
+callback's body is rebuilt from the job when it is sent), so the items that grow with what
+consumers and sources send are the job item and the result item. 400 KiB
+(`item_size.MAX_ITEM_BYTES`) are split three ways:
 
-- `ADMITTED_JOB_BYTES` (256 KiB): the job as admission writes it (ids, labels, params and their
+- `ADMITTED_JOB_BYTES` (256 KiB): the job as admission writes it (ids, labels, params as their
   canonical text, callback URL, keys). A Task whose job would be larger is refused at admission
   (400 `invalid_params`, `detail.reason = "task_too_large"`) and nothing is written.
-- `RESULT_BYTES` (128 KiB): the `result` attribute a success adds. A larger result is cut by
-  the job type's rule before it is written (`JobType.fit_result`: a search keeps its best
-  candidates; a type without a rule fails the job).
-- `GROWTH_BYTES` (16 KiB): every other attribute written after admission: status, lease,
-  timestamps, counters, the recorded kinds, and the progress and reason messages, which are
-  clipped to `MAX_MESSAGE_CHARS` (at most 4 bytes a character).
+- `RESULT_BYTES` (128 KiB): the `result` a success writes in its own item (`#RESULT`). A larger
+  result is cut by the job type's rule before it is written (`JobType.fit_result`: a search
+  keeps its best candidates; a type without a rule fails the job). The job item keeps this room
+  for a run's outcome kept while its completion cannot be written (`pending_outcome`).
+- `GROWTH_BYTES` (16 KiB): every other attribute of the job item written after admission:
+  status, lease, timestamps, counters, the recorded kinds, and the progress and reason messages,
+  which are clipped to `MAX_MESSAGE_CHARS` (at most 4 bytes a character).
 
-`tests/unit/test_budgets.py` builds the fattest job the rules allow and checks it fits.
+`tests/unit/test_budgets.py` builds the fattest job and result the rules allow and checks they
+fit.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def unstorable_number(record: JobRecord) -> str | None:
 
 
 def result_size(result: Mapping[str, Any]) -> int:
-    """The bytes the `result` attribute adds to its job item."""
+    """The bytes the `result` attribute takes in its item."""
     return attribute_size("result", to_attribute(result))
 
 

@@ -1,15 +1,21 @@
-"""Callback intents: claiming one for an attempt, recording how it went, and the sweep's queries."""
+"""Callbacks: claiming one for an attempt, recording how it went, and the sweep's queries.
+
+A callback lives on its event's item (`EVT#<sequence>`): recorded in the event's own put, its
+delivery state (`state`, `attempts`, `next_attempt_at`, the attempt's `lease_until`, the last
+answer) is updated in place. While it is open the item sits in the sweep index's
+CALLBACK#HANDOFF shards with the time the sweep should send it if no delivery closed it; an
+attempt does not move it there (its claim writes no index key), only a retry's new due time does.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
 from jobstream.domain import (
-    CALLBACK_CLOSED_STATES,
     CALLBACK_DEAD,
     CALLBACK_DELIVERED,
     CALLBACK_IN_FLIGHT,
@@ -17,18 +23,28 @@ from jobstream.domain import (
     CALLBACK_RETRY_WAIT,
     CallbackRecord,
 )
+from jobstream.protocol.events import event_id
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.sweep_index import sweep_entries
 
-_RECORD_FIELDS: Final = tuple(field.name for field in fields(CallbackRecord))
 MAX_ERROR_CHARS: Final = 1000
+_OPTIONAL: Final = (
+    "base_url",
+    "lease_until",
+    "last_status",
+    "last_error",
+    "delivered_at",
+    "dead_at",
+    "expires_at",
+    "retain_until",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class IntentRef:
-    """Names one callback intent: the job and the sequence of the event it carries."""
+    """Names one callback: the job and the sequence of the event it carries."""
 
     job_id: str
     sequence: int
@@ -38,9 +54,27 @@ class IntentRef:
         return keys.intent_item_id(self.job_id, self.sequence)
 
 
-def _record(item: Mapping[str, Any]) -> CallbackRecord:
+def _record(item: Mapping[str, Any]) -> CallbackRecord | None:
+    """The callback an event item carries; None when it carries none."""
     values = from_item(item)
-    return CallbackRecord(**{name: values[name] for name in _RECORD_FIELDS if name in values})
+    if "state" not in values:
+        return None
+    job_id = keys.job_id_of(values[keys.PK])
+    sequence = keys.sequence_of(values[keys.SK])
+    at = int(values["at"])
+    identifier = event_id(job_id, at, sequence)
+    return CallbackRecord(
+        job_id=job_id,
+        sequence=sequence,
+        event_id=identifier,
+        idempotency_key=f"job-event:{job_id}:{identifier}",
+        kind=values["kind"],
+        state=values["state"],
+        attempts=int(values["attempts"]),
+        created_at=at,
+        next_attempt_at=int(values["next_attempt_at"]),
+        **{name: values[name] for name in _OPTIONAL if name in values},
+    )
 
 
 def _ref_from_sweep_key(sort_key: str) -> IntentRef:
@@ -61,11 +95,14 @@ class CallbackStore:
         return self._client_factory()
 
     def _key(self, ref: IntentRef) -> dict[str, Any]:
-        return to_item({keys.PK: keys.job_pk(ref.job_id), keys.SK: keys.intent_sk(ref.sequence)})
+        return to_item({keys.PK: keys.job_pk(ref.job_id), keys.SK: keys.event_sk(ref.sequence)})
 
     def get(self, ref: IntentRef) -> CallbackRecord | None:
         response = self.client.get_item(
-            TableName=self.table_name, Key=self._key(ref), ConsistentRead=True
+            TableName=self.table_name,
+            Key=self._key(ref),
+            ConsistentRead=True,
+            ReturnConsumedCapacity="TOTAL",
         )
         item = response.get("Item")
         return _record(item) if item else None
@@ -86,6 +123,7 @@ class CallbackStore:
             "ConditionExpression": condition,
             "ExpressionAttributeValues": to_item(values),
             "ReturnValues": "ALL_NEW",
+            "ReturnConsumedCapacity": "TOTAL",
         }
         if names:
             request["ExpressionAttributeNames"] = dict(names)
@@ -98,13 +136,12 @@ class CallbackStore:
         return _record(response["Attributes"])
 
     def claim(self, ref: IntentRef, *, now: int, lease_ms: int) -> CallbackRecord | None:
-        """Take the intent for one attempt; None when it is not due, done, or held by another."""
-        lease_until = now + lease_ms
+        """Take the callback for one attempt; None when it is not due, done, or held by another.
+        No index key moves: the sweep tells a live attempt from a dead one by its lease."""
         return self._update(
             ref,
-            "SET #state = :in_flight, attempts = attempts + :one, lease_until = :lease, "
-            "sweep_sk = :due",
-            # One attempt at a time: only a due, open intent or an abandoned attempt is taken.
+            "SET #state = :in_flight, attempts = attempts + :one, lease_until = :lease",
+            # One attempt at a time: only a due, open callback or an abandoned attempt is taken.
             "(#state IN (:pending, :retry_wait) AND next_attempt_at <= :now) "
             "OR (#state = :in_flight AND lease_until < :now)",
             {
@@ -113,8 +150,7 @@ class CallbackStore:
                 ":retry_wait": CALLBACK_RETRY_WAIT,
                 ":one": 1,
                 ":now": now,
-                ":lease": lease_until,
-                ":due": keys.sweep_sk(lease_until + keys.HANDOFF_GRACE_MS, ref.item_id),
+                ":lease": now + lease_ms,
             },
             {"#state": "state"},
         )
@@ -129,7 +165,7 @@ class CallbackStore:
         return self._update(
             IntentRef(intent.job_id, intent.sequence),
             update,
-            # Only the attempt that claimed the intent records its outcome.
+            # Only the attempt that claimed the callback records its outcome.
             "#state = :in_flight AND attempts = :attempts",
             {**values, ":in_flight": CALLBACK_IN_FLIGHT, ":attempts": intent.attempts},
             {**(names or {}), "#state": "state"},
@@ -138,19 +174,15 @@ class CallbackStore:
     def _close(
         self, intent: CallbackRecord, assignments: str, removals: str, values: Mapping[str, Any]
     ) -> CallbackRecord | None:
-        """Record a final outcome. An intent whose job had finished when it was claimed takes
-        its job's expiry in the same write; one that learnt it since, in a second."""
+        """Record a final outcome. A redriven callback (its expiry kept in `retain_until` while
+        it was open again) takes its expiry back in the same write."""
         if intent.retain_until is None:
-            return self._closed(
-                self._finish(intent, f"SET {assignments} REMOVE {removals}", values)
-            )
-        return self._closed(
-            self._finish(
-                intent,
-                f"SET {assignments}, #expires = :retain REMOVE {removals}",
-                {**values, ":retain": intent.retain_until},
-                {"#expires": keys.TTL_ATTRIBUTE},
-            )
+            return self._finish(intent, f"SET {assignments} REMOVE {removals}", values)
+        return self._finish(
+            intent,
+            f"SET {assignments}, #expires = :retain REMOVE {removals}",
+            {**values, ":retain": intent.retain_until},
+            {"#expires": keys.TTL_ATTRIBUTE},
         )
 
     def mark_delivered(
@@ -158,9 +190,9 @@ class CallbackStore:
     ) -> CallbackRecord | None:
         return self._close(
             intent,
-            "#state = :delivered, delivered_at = :now, last_status = :status, last_error = :empty",
-            "lease_until, sweep_pk, sweep_sk",
-            {":delivered": CALLBACK_DELIVERED, ":now": now, ":status": status, ":empty": ""},
+            "#state = :delivered, delivered_at = :now, last_status = :status",
+            "lease_until, last_error, sweep_pk, sweep_sk",
+            {":delivered": CALLBACK_DELIVERED, ":now": now, ":status": status},
         )
 
     def mark_retry(
@@ -204,129 +236,48 @@ class CallbackStore:
             },
         )
 
-    def _closed(self, closed: CallbackRecord | None) -> CallbackRecord | None:
-        """An intent that just closed takes its job's expiry, if its job has finished."""
-        if (
-            closed is not None
-            and closed.state in CALLBACK_CLOSED_STATES
-            and closed.retain_until is not None
-            and closed.expires_at is None
-        ):
-            return self.stamp(closed) or closed
-        return closed
-
-    def postpone(self, ref: IntentRef, *, due: int) -> bool:
-        """Move the sweep's next look at an open intent to `due` (after a re-send)."""
+    def postpone(self, ref: IntentRef, *, now: int, due: int) -> bool:
+        """Move the sweep's next look at an open callback to `due`, after its re-send at `now`
+        (`resent_at` also keeps the dispatcher from sending it once more: service/dispatcher)."""
         return (
             self._update(
                 ref,
-                "SET sweep_sk = :due",
-                # A finished intent has left the hand-off shards; do not put it back.
+                "SET sweep_sk = :due, resent_at = :now",
+                # A finished callback has left the hand-off shards; do not put it back.
                 "begins_with(sweep_pk, :handoff)",
-                {":due": keys.sweep_sk(due, ref.item_id), ":handoff": keys.CALLBACK_HANDOFF},
+                {
+                    ":due": keys.sweep_sk(due, ref.item_id),
+                    ":now": now,
+                    ":handoff": keys.CALLBACK_HANDOFF,
+                },
             )
             is not None
         )
 
-    def revive(self, ref: IntentRef, *, now: int) -> CallbackRecord | None:
-        """A dead intent gets a fresh budget and is open again; None if it was not dead (or
-        its job has expired)."""
+    def revive(self, dead: CallbackRecord, *, now: int) -> CallbackRecord | None:
+        """A dead callback gets a fresh budget and is open again; None if it was not dead.
+
+        An open callback never expires: its expiry is removed, kept in `retain_until` for the
+        close that follows."""
+        ref = IntentRef(dead.job_id, dead.sequence)
+        retain = dead.expires_at if dead.expires_at is not None else dead.retain_until
         return self._update(
             ref,
-            "SET #state = :pending, attempts = :zero, next_attempt_at = :now, "
-            "sweep_pk = :handoff, sweep_sk = :due REMOVE dead_at, #expires",
-            # Only dead letters are redriven; a live intent keeps its budget. An open intent
-            # never expires, so one whose job has expired stays dead (it goes with its job).
-            "#state = :dead AND (attribute_not_exists(retain_until) OR retain_until > :now_s)",
+            # `resent_at`: the redrive sends it itself (service/dispatcher.py sends it no more).
+            "SET #state = :pending, attempts = :zero, next_attempt_at = :now, resent_at = :now, "
+            "sweep_pk = :handoff, sweep_sk = :due"
+            + (", retain_until = :retain" if retain is not None else "")
+            + " REMOVE dead_at, #expires",
+            # Only dead letters are redriven; a live callback keeps its budget.
+            "#state = :dead",
             {
-                ":now_s": now // 1000,
                 ":pending": CALLBACK_PENDING,
                 ":zero": 0,
                 ":now": now,
                 ":handoff": keys.job_sweep_pk(keys.CALLBACK_HANDOFF, ref.job_id),
                 ":due": keys.sweep_sk(now + keys.HANDOFF_GRACE_MS, ref.item_id),
                 ":dead": CALLBACK_DEAD,
-            },
-            {"#state": "state", "#expires": keys.TTL_ATTRIBUTE},
-        )
-
-    # -- retention ---------------------------------------------------------------------------
-
-    def unstamped(self, job_id: str, below: int) -> list[tuple[IntentRef, str]]:
-        """The job's intents before sequence `below` that carry no expiry yet, with their state."""
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :low AND :high",
-            "ProjectionExpression": "#sk, #state, #expires",
-            "ExpressionAttributeNames": {
-                "#pk": keys.PK,
-                "#sk": keys.SK,
-                "#state": "state",
-                "#expires": keys.TTL_ATTRIBUTE,
-            },
-            "ExpressionAttributeValues": to_item(
-                {
-                    ":pk": keys.job_pk(job_id),
-                    ":low": keys.intent_sk(1),
-                    ":high": keys.intent_sk(below - 1),
-                }
-            ),
-            "ConsistentRead": True,
-            "ReturnConsumedCapacity": "TOTAL",
-        }
-        found: list[tuple[IntentRef, str]] = []
-        while True:
-            response = self.client.query(**request)
-            found += [
-                (IntentRef(job_id, keys.sequence_of(item[keys.SK]["S"])), item["state"]["S"])
-                for item in response.get("Items", [])
-                if keys.TTL_ATTRIBUTE not in item
-            ]
-            if "LastEvaluatedKey" not in response:
-                return found
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-
-    def retain(self, ref: IntentRef, *, expires_at: int, closed: bool) -> None:
-        """Tell an intent of a finished job the job's expiry: a closed intent takes it now (one
-        write), an open one when it closes. Safe against a close or a revive at any moment."""
-        if closed and (
-            self._update(
-                ref,
-                "SET retain_until = :expires, #expires = :expires",
-                # Closed now: nothing can deliver it any more, it may go with its job.
-                "#state IN (:delivered, :dead)",
-                {":expires": expires_at, ":delivered": CALLBACK_DELIVERED, ":dead": CALLBACK_DEAD},
-                {"#state": "state", "#expires": keys.TTL_ATTRIBUTE},
-            )
-            is not None
-        ):
-            return
-        # Open (or revived meanwhile): whoever closes it next stamps it (mark_*: _closed).
-        told = self._update(
-            ref,
-            "SET retain_until = :expires",
-            # An intent that exists; never make an item of a retention date alone.
-            "attribute_exists(#pk)",
-            {":expires": expires_at},
-            {"#pk": keys.PK},
-        )
-        if told is not None and told.expires_at is None:
-            # It may have closed just before: then its closer did not see the date.
-            self._closed(told)
-
-    def stamp(self, intent: CallbackRecord) -> CallbackRecord | None:
-        """Give a closed intent the expiry its job told it; None when it is open again."""
-        if intent.retain_until is None:
-            raise ValueError("only an intent whose job has finished has an expiry")
-        return self._update(
-            IntentRef(intent.job_id, intent.sequence),
-            "SET #expires = :expires",
-            # Never an open intent: it must stay until it is delivered or dead.
-            "#state IN (:delivered, :dead)",
-            {
-                ":expires": intent.retain_until,
-                ":delivered": CALLBACK_DELIVERED,
-                ":dead": CALLBACK_DEAD,
+                **({":retain": retain} if retain is not None else {}),
             },
             {"#state": "state", "#expires": keys.TTL_ATTRIBUTE},
         )
@@ -334,14 +285,14 @@ class CallbackStore:
     # -- the sweep index ---------------------------------------------------------------------
 
     def due(self, *, now: int) -> Iterator[IntentRef]:
-        """Open intents the sweep should (re)send now, oldest due first (read lazily)."""
+        """Open callbacks the sweep should (re)send now, oldest due first (read lazily)."""
         for sort_key in sweep_entries(
             self.client, self.table_name, keys.CALLBACK_HANDOFF, before=keys.sweep_due_bound(now)
         ):
             yield _ref_from_sweep_key(sort_key)
 
     def dead(self) -> Iterator[CallbackRecord]:
-        """Dead-lettered intents, oldest first, with their last error (read lazily)."""
+        """Dead-lettered callbacks, oldest first, with their last error (read lazily)."""
         for sort_key in sweep_entries(self.client, self.table_name, keys.CALLBACK_DEAD):
             record = self.get(_ref_from_sweep_key(sort_key))
             if record is not None:

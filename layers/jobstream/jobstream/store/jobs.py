@@ -1,37 +1,65 @@
-"""Jobs, their event streams and callback intents in the one table."""
+"""Jobs and their event streams in the one table (item layout: store/keys.py, store/records.py).
+
+Every item of a job but the job item itself carries an expiry from the moment it is written
+(`expires_at`, epoch seconds, computed by service/retention.py): beyond the latest time its job
+can finish, and beyond any retry of a callback it carries. The job item takes its own when it
+finishes. A job admitted again under an expired key overwrites what it meets of its
+predecessor: the job item once expired, an event item whose `at` is older than the new job.
+"""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
 from jobstream.domain import CALLBACK_PENDING, JobRecord, StoredEvent
 from jobstream.protocol.events import ONCE_PER_JOB_KINDS, TERMINAL_KINDS
-from jobstream.retries import after_lost_answer, default_policy
+from jobstream.retries import after_lost_answer
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
-from jobstream.store.codec import from_attribute, from_item, to_attribute, to_item
-from jobstream.store.shards import MergedQuery
+from jobstream.store.codec import from_attribute, from_item, to_item
+from jobstream.store.listing import (
+    InvalidCursorError,
+    JobQuery,
+    ListedJob,
+    batch_get,
+    decode_cursor,
+    encode_cursor,
+    iter_jobs,
+)
+from jobstream.store.records import (
+    GENERATION,
+    item_to_record,
+    job_key,
+    part_key,
+    record_to_item,
+    with_parts,
+)
 from jobstream.store.sweep_index import sweep_entries
 
+__all__ = [
+    "MAX_CALLBACK_ATTEMPTS",
+    "CallbackIntent",
+    "InvalidCursorError",
+    "JobQuery",
+    "JobStore",
+    "ListedJob",
+    "StaleJobError",
+    "StateChange",
+    "decode_cursor",
+    "encode_cursor",
+    "item_to_record",
+    "record_to_item",
+]
+
 MAX_CALLBACK_ATTEMPTS: Final = 8
-_RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
 _LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
-
-
-# BatchGetItem may leave keys unprocessed under throttling: ask again this many times.
-_BATCH_READ_ATTEMPTS: Final = 3
-
-
-class InvalidCursorError(ValueError):
-    """A listing cursor that this listing did not issue."""
+# The condition of every event slot: free, or taken by an event of an earlier job under the same
+# key (its `at` is older than this job; a job's own events never are).
+_SLOT_FREE: Final = "attribute_not_exists(#pk) OR #at < :created"
 
 
 class StaleJobError(Exception):
@@ -48,12 +76,10 @@ class StaleJobError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class CallbackIntent:
-    """A callback to send for one event; recorded in the event's own transaction. It names the
-    event and holds no copy of it: the body is rebuilt from the job when it is sent, so an
-    intent stays small whatever the job's labels and result weigh (`store/budgets.py`)."""
+    """An event's callback, recorded on the event's own item in the event's transaction. It
+    holds no copy of the event: the body is rebuilt from the job when it is sent, so the item
+    stays small whatever the job's labels and result weigh (`store/budgets.py`)."""
 
-    url: str
-    event_id: str
     # The origin of the request that recorded the event: the body's `events_url` is built on it.
     base_url: str | None = None
 
@@ -70,63 +96,6 @@ class StateChange:
     require_lease_expired_at: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ListedJob:
-    """A job of a listing, and the start key that resumes the listing just after it."""
-
-    record: JobRecord
-    resume_key: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class JobQuery:
-    tenant: str
-    correlation_id: str | None = None
-    status: str | None = None
-    limit: int = 100
-    start_key: dict[str, Any] | None = None
-
-
-def record_to_item(record: JobRecord) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        keys.PK: keys.job_pk(record.job_id),
-        keys.SK: keys.JOB_SK,
-        "gsi1pk": keys.job_tenant_pk(record.tenant, record.job_id),
-        "gsi1sk": keys.created_sk(record.created_at, record.job_id),
-    }
-    if record.correlation_id:
-        values["gsi2pk"] = keys.correlation_pk(record.tenant, record.correlation_id)
-        values["gsi2sk"] = values["gsi1sk"]
-    if not record.recorded_kinds & TERMINAL_KINDS:
-        # The sweep visits the job until its terminal event is recorded.
-        values["sweep_pk"] = keys.job_sweep_pk(keys.ACTIVE_JOBS, record.job_id)
-        values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
-    for name in _RECORD_FIELDS:
-        value = getattr(record, name)
-        # Absent attributes read back as the record's defaults; empty sets cannot be stored.
-        if value is None or (
-            isinstance(value, frozenset | dict) and not value and name != "params"
-        ):
-            continue
-        values[name] = value
-    if record.labels:
-        values["labels"] = _labels_text(record.labels)
-    return to_item(values)
-
-
-def item_to_record(item: Mapping[str, Any]) -> JobRecord:
-    values = from_item(item)
-    if isinstance(values.get("labels"), str):
-        values["labels"] = json.loads(values["labels"])
-    return JobRecord(**{name: values[name] for name in _RECORD_FIELDS if name in values})
-
-
-def _labels_text(labels: Mapping[str, str]) -> str:
-    # Labels are the consumer's own object: any key, "" included. DynamoDB refuses an empty map
-    # key, so they are kept as one JSON string, which holds every object exactly.
-    return json.dumps(labels, ensure_ascii=False, separators=(",", ":"))
-
-
 class JobStore:
     def __init__(
         self, table_name: str, client_factory: Callable[[], Any] = dynamodb_client
@@ -141,19 +110,27 @@ class JobStore:
     # -- reads -------------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> JobRecord | None:
-        response = self.client.get_item(
+        """The job with its ack cursor and result: one query of `#ACK`..`#RESULT`."""
+        items = self._job_range(job_id, keys.ACK_SK, keys.RESULT_SK)
+        job = next((item for item in items if item[keys.SK]["S"] == keys.JOB_SK), None)
+        return with_parts(item_to_record(job), items) if job is not None else None
+
+    def get_job_item(self, job_id: str) -> JobRecord | None:
+        """The job item alone (ack cursor 0, no result): for writers, which need neither."""
+        item = self.client.get_item(
             TableName=self.table_name,
-            Key=_job_key(job_id),
+            Key=job_key(job_id),
             ConsistentRead=True,
             ReturnConsumedCapacity="TOTAL",
-        )
-        item = response.get("Item")
+        ).get("Item")
         return item_to_record(item) if item else None
 
     def events_after(
-        self, job_id: str, after_sequence: int, limit: int
+        self, job_id: str, after_sequence: int, limit: int, *, since: int = 0
     ) -> tuple[list[StoredEvent], bool]:
-        """Up to `limit` events strictly after a position, and whether more follow.
+        """Up to `limit` events strictly after a position, and whether more follow; events of
+        an earlier job under the same key (older than `since`, the job's creation) are not read
+        as the job's.
 
         A key-range query: its cost depends on the page, never on how many events precede it.
         """
@@ -161,83 +138,70 @@ class JobStore:
             job_id, keys.event_sk(after_sequence + 1), keys.event_sk(_LAST_SEQUENCE), limit + 1
         )
         events = [_item_to_event(job_id, item) for item in items]
+        events = [event for event in events if event.at >= since]
         return events[:limit], len(events) > limit
 
-    def iter_jobs(self, query: JobQuery) -> Iterator[ListedJob]:
-        """A tenant's jobs, newest first, each with the start key that resumes the listing just
-        after it. Read lazily: a caller that stops early, as a page bounded by bytes does, has
-        read little more than it used.
+    def get_job_and_event_at(
+        self, job_id: str, sequence: int | None
+    ) -> tuple[JobRecord | None, int | None]:
+        """The job with its ack cursor, and the `at` of its event `sequence` (None if there is
+        no such event), read together in one call. An event is never rewritten, so its `at`
+        read here stays true."""
+        wanted = [job_key(job_id), part_key(job_id, keys.ACK_SK)]
+        if sequence is not None:
+            wanted.append(part_key(job_id, keys.event_sk(sequence)))
+        found = batch_get(self.client, self.table_name, wanted, consistent=True)
+        job = next((item for item in found if item[keys.SK]["S"] == keys.JOB_SK), None)
+        if job is None:
+            return None, None
+        record = with_parts(item_to_record(job), found)
+        event = next((item for item in found if item[keys.SK]["S"].startswith("EVT#")), None)
+        at = int(from_attribute(event["at"])) if event is not None else None
+        # An event of an earlier job under the same key is no event of this one.
+        return record, at if at is not None and at >= record.created_at else None
 
-        A tenant's jobs are spread over TENANT_SHARDS partitions: one query per shard, merged
-        newest first. The resume key holds the sort key of the job, which orders jobs across
-        every shard, so the next page starts below it in each (docs/capacity.md).
-        """
-        if query.correlation_id:
-            index, pk_name, sort_name = keys.CORRELATION_INDEX, "gsi2pk", "gsi2sk"
-            partitions = [keys.correlation_pk(query.tenant, query.correlation_id)]
-        else:
-            index, pk_name, sort_name = keys.TENANT_INDEX, "gsi1pk", "gsi1sk"
-            partitions = keys.tenant_partitions(query.tenant)
-        condition = "#p = :p"
-        names = {"#p": pk_name}
-        values: dict[str, Any] = {}
-        if query.start_key:
-            if set(query.start_key) != {keys.PK, keys.SK, sort_name}:
-                raise InvalidCursorError("cursor does not belong to this listing")
-            condition += " AND #s < :after"
-            names["#s"] = sort_name
-            values[":after"] = to_attribute(query.start_key[sort_name])
-        base: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": index,
-            "KeyConditionExpression": condition,
-            "ScanIndexForward": False,
-            # Each shard holds about 1/n of the page: read that much (and one more) at a time.
-            "Limit": min(query.limit + 1, -(-query.limit // len(partitions)) + 1),
-            "ReturnConsumedCapacity": "TOTAL",
-        }
-        if query.status:
-            base["FilterExpression"] = "#status = :status"
-            names["#status"] = "status"
-            values[":status"] = to_attribute(query.status)
-        merged = MergedQuery(
-            self.client,
-            [
-                {
-                    **base,
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": {**values, ":p": to_attribute(partition)},
-                }
-                for partition in partitions
-            ],
-            sort_key=sort_name,
-            descending=True,
-        )
-        return _listed(iter(merged), (keys.PK, keys.SK, sort_name))
+    def iter_jobs(self, query: JobQuery) -> Iterator[ListedJob]:
+        """A tenant's jobs, newest first (store/listing.py)."""
+        return iter_jobs(self.client, self.table_name, query)
+
+    def active_jobs(self) -> Iterator[str]:
+        """Jobs whose stream has no terminal event yet, oldest first (read lazily)."""
+        for sort_key in sweep_entries(self.client, self.table_name, keys.ACTIVE_JOBS):
+            yield sort_key.split("#", 1)[1]
+
+    def callback_intents(self, job_id: str) -> list[dict[str, Any]]:
+        """Every event of the job that carries a callback, in event order, as stored."""
+        items = self._job_range(job_id, keys.event_sk(1), keys.event_sk(_LAST_SEQUENCE))
+        return [from_item(item) for item in items if "state" in item]
 
     # -- writes ------------------------------------------------------------------------------
 
     def create_job(
-        self, record: JobRecord, accepted: StoredEvent, intent: CallbackIntent | None
+        self,
+        record: JobRecord,
+        accepted: StoredEvent,
+        intent: CallbackIntent | None,
+        *,
+        expires_at: int,
+        now_s: int,
     ) -> bool:
-        """Admission: the job, its first event and its callback intent in one transaction.
-
-        False when a job with this id already exists (nothing was written).
-        """
+        """Admission: the job and its first event (with its callback) in one transaction; the
+        event expires at `expires_at`. False when a job with this id exists (nothing was
+        written). An expired job under the same key is replaced."""
         items: list[dict[str, Any]] = [
             {
                 "Put": {
                     "TableName": self.table_name,
                     "Item": record_to_item(record),
-                    # One idempotency key, one job: never overwrite an admitted job.
-                    "ConditionExpression": "attribute_not_exists(#pk)",
-                    "ExpressionAttributeNames": {"#pk": keys.PK},
+                    # One idempotency key, one job: never overwrite an admitted job, unless it
+                    # has passed its retention (its key is free again).
+                    "ConditionExpression": "attribute_not_exists(#pk) OR #expires <= :now",
+                    "ExpressionAttributeNames": {"#pk": keys.PK, "#expires": keys.TTL_ATTRIBUTE},
+                    "ExpressionAttributeValues": to_item({":now": now_s}),
                 }
             },
-            self._put_event(accepted),
+            self._put_event(record, accepted, expires_at=expires_at, intent=intent),
         ]
-        if intent is not None:
-            items.append(self._put_intent(record, accepted, intent))
         try:
             self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
@@ -251,23 +215,21 @@ class JobStore:
         record: JobRecord,
         event: StoredEvent,
         *,
+        expires_at: int,
         change: StateChange | None = None,
         intent: CallbackIntent | None = None,
-        expires_at: int | None = None,
+        job_expires_at: int | None = None,
     ) -> None:
-        """Record `event` as the job's next event, with an optional state change, atomically.
-
-        A terminal event needs `expires_at` (epoch seconds): the job and the event carry it from
-        this write on, its callback intent keeps it as `retain_until` (it expires once it is
-        closed), and the event waits in the RETIRING backlog until the job's earlier items are
-        stamped too (service/retention.py).
+        """Record `event` as the job's next event, with an optional state change and callback,
+        atomically. The event expires at `expires_at`; a terminal event gives the job its own
+        expiry, `job_expires_at`, and takes it off the sweep's active set.
 
         Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
         if event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
         terminal = event.kind in TERMINAL_KINDS
-        if terminal != (expires_at is not None):
+        if terminal != (job_expires_at is not None):
             raise ValueError("a terminal event, and only one, sets the job's expiry")
         names: dict[str, str] = {"#count": "event_count", "#last": "last_event_at"}
         values: dict[str, Any] = {
@@ -287,12 +249,12 @@ class JobStore:
             conditions.append("NOT contains(#kinds, :kind)")
             add_clause = " ADD #kinds :kinds"
         removed: list[str] = []
-        if expires_at is not None:
+        if job_expires_at is not None:
             # The stream is complete: the job leaves the sweep's active set in the same write,
             # and is kept for the retention period from now on.
             removed += ["sweep_pk", "sweep_sk"]
             names["#expires"] = keys.TTL_ATTRIBUTE
-            values[":expires"] = expires_at
+            values[":expires"] = job_expires_at
             assignments.append("#expires = :expires")
         if change is not None:
             removed += _apply_change(change, names, values, assignments, conditions)
@@ -304,16 +266,14 @@ class JobStore:
         update = {
             "Update": {
                 "TableName": self.table_name,
-                "Key": _job_key(record.job_id),
+                "Key": job_key(record.job_id),
                 "UpdateExpression": "SET " + ", ".join(assignments) + remove_clause + add_clause,
                 "ConditionExpression": " AND ".join(conditions),
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": to_item(values),
             }
         }
-        items = [update, self._put_event(event, expires_at=expires_at)]
-        if intent is not None:
-            items.append(self._put_intent(record, event, intent, retain_until=expires_at))
+        items = [update, self._put_event(record, event, expires_at=expires_at, intent=intent)]
         try:
             self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
@@ -322,6 +282,25 @@ class JobStore:
                     record.job_id, after_lost_answer=after_lost_answer(error)
                 ) from None
             raise
+
+    def put_result(self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int) -> None:
+        """Keep a finished run's result in its own item, before the completion that makes the
+        job `succeeded`: written once, outside the transaction (billed once, not twice), and
+        never rewritten with the job. Unconditional: it shows only once its job has succeeded,
+        which only this run's completion can do; a retry writes the same result again."""
+        self.client.put_item(
+            TableName=self.table_name,
+            Item=to_item(
+                {
+                    keys.PK: keys.job_pk(record.job_id),
+                    keys.SK: keys.RESULT_SK,
+                    GENERATION: record.created_at,
+                    "result": dict(result),
+                    keys.TTL_ATTRIBUTE: expires_at,
+                }
+            ),
+            ReturnConsumedCapacity="TOTAL",
+        )
 
     def renew_lease(self, job_id: str, owner: str, *, now: int, lease_ms: int) -> bool:
         """Heartbeat: extend the lease; False when the job is no longer ours to run."""
@@ -345,7 +324,7 @@ class JobStore:
         try:
             self.client.update_item(
                 TableName=self.table_name,
-                Key=_job_key(job_id),
+                Key=job_key(job_id),
                 UpdateExpression=update,
                 # Cancelled, expired or taken over: the worker must stop.
                 ConditionExpression="#status = :running AND lease_owner = :owner",
@@ -365,7 +344,7 @@ class JobStore:
         try:
             self.client.update_item(
                 TableName=self.table_name,
-                Key=_job_key(job_id),
+                Key=job_key(job_id),
                 UpdateExpression="SET dispatched_at = :now",
                 # Only a job still waiting for a worker is worth sending again.
                 ConditionExpression="#status = :queued",
@@ -378,61 +357,24 @@ class JobStore:
             raise
         return True
 
-    def get_job_and_event_at(
-        self, job_id: str, sequence: int | None
-    ) -> tuple[JobRecord | None, int | None]:
-        """The job and the `at` of its event `sequence` (None if there is no such event), read
-        together in one call. An event is never rewritten, so its `at` read here stays true."""
-        if sequence is None:
-            return self.get_job(job_id), None
-        event_key = to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)})
-        wanted = [_job_key(job_id), event_key]
-        found: list[Mapping[str, Any]] = []
-        for attempt in range(_BATCH_READ_ATTEMPTS):
-            if attempt:
-                policy = default_policy()  # jittered, as AWS advises
-                policy.sleep(policy.delay_ms(attempt) / 1000)
-            response = self.client.batch_get_item(
-                RequestItems={self.table_name: {"Keys": wanted, "ConsistentRead": True}},
-                ReturnConsumedCapacity="TOTAL",
-            )
-            found += response.get("Responses", {}).get(self.table_name, [])
-            wanted = response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
-            if not wanted:
-                break
-        else:
-            # Throttled throughout: read what is left one item at a time.
-            for key in wanted:
-                item = self.client.get_item(
-                    TableName=self.table_name,
-                    Key=key,
-                    ConsistentRead=True,
-                    ReturnConsumedCapacity="TOTAL",
-                )
-                if "Item" in item:
-                    found.append(item["Item"])
-        job_sk = to_attribute(keys.JOB_SK)
-        job = next((item for item in found if item[keys.SK] == job_sk), None)
-        event = next((item for item in found if item[keys.SK] != job_sk), None)
-        record = item_to_record(job) if job else None
-        return record, (int(from_attribute(event["at"])) if event and "at" in event else None)
-
-    def advance_ack(self, job_id: str, sequence: int) -> bool:
-        """Move the ack cursor forward to `sequence`; False when that would not move it forward
-        (nothing written). The caller has checked that the event exists."""
+    def advance_ack(self, record: JobRecord, sequence: int, *, expires_at: int) -> bool:
+        """Move the job's ack cursor forward to `sequence`; False when that would not move it
+        forward (nothing written). The caller has checked that the event exists. The cursor is
+        an item of its own: an ack rewrites neither the job nor its listing entries."""
         try:
             self.client.update_item(
                 TableName=self.table_name,
-                Key=_job_key(job_id),
-                UpdateExpression="SET ack_sequence = :seq",
-                # Monotonic: an older or equal position is a no-op, whoever got there first;
-                # and never a job item made of a cursor alone.
+                Key=part_key(record.job_id, keys.ACK_SK),
+                UpdateExpression="SET ack_sequence = :seq, #gen = :created, #expires = :expires",
+                # Monotonic: an older or equal position is a no-op, whoever got there first. A
+                # cursor left by an earlier job under the same key is this job's 0.
                 ConditionExpression=(
-                    "attribute_exists(#pk) AND "
-                    "(attribute_not_exists(ack_sequence) OR ack_sequence < :seq)"
+                    "attribute_not_exists(ack_sequence) OR ack_sequence < :seq OR #gen <> :created"
                 ),
-                ExpressionAttributeNames={"#pk": keys.PK},
-                ExpressionAttributeValues=to_item({":seq": sequence}),
+                ExpressionAttributeNames={"#gen": GENERATION, "#expires": keys.TTL_ATTRIBUTE},
+                ExpressionAttributeValues=to_item(
+                    {":seq": sequence, ":created": record.created_at, ":expires": expires_at}
+                ),
                 ReturnConsumedCapacity="TOTAL",
             )
         except ClientError as error:
@@ -443,195 +385,46 @@ class JobStore:
 
     # -- items -------------------------------------------------------------------------------
 
-    def _put_event(self, event: StoredEvent, *, expires_at: int | None = None) -> dict[str, Any]:
+    def _put_event(
+        self,
+        record: JobRecord,
+        event: StoredEvent,
+        *,
+        expires_at: int,
+        intent: CallbackIntent | None,
+    ) -> dict[str, Any]:
         values: dict[str, Any] = {
             keys.PK: keys.job_pk(event.job_id),
             keys.SK: keys.event_sk(event.sequence),
             "kind": event.kind,
             "at": event.at,
+            keys.TTL_ATTRIBUTE: expires_at,
         }
-        if expires_at is not None:
-            # The terminal event: the job's expiry, and the RETIRING backlog entry that the
-            # retention step removes once the job's earlier items carry the expiry too.
-            values[keys.TTL_ATTRIBUTE] = expires_at
-            values["sweep_pk"] = keys.job_sweep_pk(keys.RETIRING_JOBS, event.job_id)
-            values["sweep_sk"] = keys.sweep_sk(
-                event.at + keys.HANDOFF_GRACE_MS,
-                keys.intent_item_id(event.job_id, event.sequence),
+        if intent is not None:
+            item_id = keys.intent_item_id(event.job_id, event.sequence)
+            values.update(
+                {
+                    "state": CALLBACK_PENDING,
+                    "attempts": 0,
+                    "next_attempt_at": event.at,
+                    # Sparse index entry while open: if no delivery closes the callback within
+                    # the grace period (its hand-off was lost), the sweep sends it.
+                    "sweep_pk": keys.job_sweep_pk(keys.CALLBACK_HANDOFF, event.job_id),
+                    "sweep_sk": keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id),
+                }
             )
+            if intent.base_url:
+                values["base_url"] = intent.base_url
         return {
             "Put": {
                 "TableName": self.table_name,
                 "Item": to_item(values),
-                # An event position is written once; ids stay stable.
-                "ConditionExpression": "attribute_not_exists(#pk)",
-                "ExpressionAttributeNames": {"#pk": keys.PK},
+                # An event position is written once; ids stay stable (I2, I3).
+                "ConditionExpression": _SLOT_FREE,
+                "ExpressionAttributeNames": {"#pk": keys.PK, "#at": "at"},
+                "ExpressionAttributeValues": to_item({":created": record.created_at}),
             }
         }
-
-    def _put_intent(
-        self,
-        record: JobRecord,
-        event: StoredEvent,
-        intent: CallbackIntent,
-        *,
-        retain_until: int | None = None,
-    ) -> dict[str, Any]:
-        item_id = keys.intent_item_id(record.job_id, event.sequence)
-        # The terminal event's intent is open when its job finishes: it learns the job's expiry
-        # now and takes it as its own when it closes (store/callbacks.py: stamp).
-        retention = {} if retain_until is None else {"retain_until": retain_until}
-        return {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": to_item(
-                    {
-                        **retention,
-                        keys.PK: keys.job_pk(record.job_id),
-                        keys.SK: keys.intent_sk(event.sequence),
-                        "job_id": record.job_id,
-                        "tenant": record.tenant,
-                        "sequence": event.sequence,
-                        "event_id": intent.event_id,
-                        "callback_url": intent.url,
-                        "idempotency_key": f"job-event:{record.job_id}:{intent.event_id}",
-                        "kind": event.kind,
-                        "state": CALLBACK_PENDING,
-                        "attempts": 0,
-                        "max_attempts": MAX_CALLBACK_ATTEMPTS,
-                        # The event's own `at`: with `kind` and `sequence`, the event itself.
-                        "created_at": event.at,
-                        "next_attempt_at": event.at,
-                        # Sparse index entry while open: if no delivery picks the intent up
-                        # within the grace period (the hand-off was lost), the sweep sends it.
-                        "sweep_pk": keys.job_sweep_pk(keys.CALLBACK_HANDOFF, record.job_id),
-                        "sweep_sk": keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id),
-                        **({"base_url": intent.base_url} if intent.base_url else {}),
-                    }
-                ),
-                # One intent per event, ever.
-                "ConditionExpression": "attribute_not_exists(#pk)",
-                "ExpressionAttributeNames": {"#pk": keys.PK},
-            }
-        }
-
-    def active_jobs(self) -> Iterator[str]:
-        """Jobs whose stream has no terminal event yet, oldest first (read lazily)."""
-        for sort_key in sweep_entries(self.client, self.table_name, keys.ACTIVE_JOBS):
-            yield sort_key.split("#", 1)[1]
-
-    # -- retention ---------------------------------------------------------------------------
-
-    def unstamped_events(self, job_id: str, below: int) -> list[int]:
-        """Sequences of the job's events before `below` that do not carry the expiry yet."""
-        items = self._job_range(
-            job_id,
-            keys.event_sk(1),
-            keys.event_sk(below - 1),
-            projection=(keys.SK, keys.TTL_ATTRIBUTE),
-        )
-        return [
-            keys.sequence_of(item[keys.SK]["S"]) for item in items if keys.TTL_ATTRIBUTE not in item
-        ]
-
-    def stamp_event(self, job_id: str, sequence: int, expires_at: int) -> None:
-        """Give one event its job's expiry (epoch seconds)."""
-        self._update_event(
-            job_id,
-            sequence,
-            "SET #expires = :expires",
-            # Stamp an event that exists; never make an item of an expiry alone.
-            "attribute_exists(#pk)",
-            names={"#pk": keys.PK, "#expires": keys.TTL_ATTRIBUTE},
-            values={":expires": expires_at},
-        )
-
-    def retiring(self, *, now: int) -> Iterator[tuple[str, int]]:
-        """(job id, terminal sequence) of finished jobs whose items may still lack their expiry,
-        due by `now`, oldest first (read lazily)."""
-        for sort_key in sweep_entries(
-            self.client, self.table_name, keys.RETIRING_JOBS, before=keys.sweep_due_bound(now)
-        ):
-            _, job_id, sequence = sort_key.split("#")
-            yield job_id, int(sequence)
-
-    def finish_retiring(self, job_id: str, sequence: int) -> None:
-        """Take a finished job off the RETIRING backlog (every item of it carries its expiry)."""
-        self._update_event(
-            job_id,
-            sequence,
-            "REMOVE sweep_pk, sweep_sk",
-            # Only the terminal event's own entry; never create an item.
-            "begins_with(sweep_pk, :retiring)",
-            values={":retiring": keys.RETIRING_JOBS},
-        )
-
-    def _update_event(
-        self,
-        job_id: str,
-        sequence: int,
-        update: str,
-        condition: str,
-        *,
-        names: Mapping[str, str] | None = None,
-        values: Mapping[str, Any],
-    ) -> None:
-        """One conditional update of an event item; a failed condition is a no-op."""
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Key": to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(sequence)}),
-            "UpdateExpression": update,
-            "ConditionExpression": condition,
-            "ExpressionAttributeValues": to_item(values),
-            "ReturnConsumedCapacity": "TOTAL",
-        }
-        if names:
-            request["ExpressionAttributeNames"] = dict(names)
-        try:
-            self.client.update_item(**request)
-        except ClientError as error:
-            if not _condition_failed(error):
-                raise
-
-    def purge_expired(self, job_id: str, *, now_s: int) -> int:
-        """Delete what is left of an expired job (TTL deletes in the background, item by item,
-        within days), so that its key can admit a new job; returns how many items went."""
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "#pk = :pk",
-            "ProjectionExpression": "#pk, #sk",
-            "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
-            "ExpressionAttributeValues": to_item({":pk": keys.job_pk(job_id)}),
-            "ConsistentRead": True,
-            "ReturnConsumedCapacity": "TOTAL",
-        }
-        deleted = 0
-        while True:
-            response = self.client.query(**request)
-            for key in response.get("Items", []):
-                try:
-                    self.client.delete_item(
-                        TableName=self.table_name,
-                        Key=key,
-                        # Only what belongs to the expired job: its stamped items, and intents
-                        # that learnt its (past) expiry; a live job's items carry neither.
-                        ConditionExpression="#expires <= :now OR retain_until <= :now",
-                        ExpressionAttributeNames={"#expires": keys.TTL_ATTRIBUTE},
-                        ExpressionAttributeValues=to_item({":now": now_s}),
-                        ReturnConsumedCapacity="TOTAL",
-                    )
-                    deleted += 1
-                except ClientError as error:
-                    if not _condition_failed(error):
-                        raise
-            if "LastEvaluatedKey" not in response:
-                return deleted
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-
-    def callback_intents(self, job_id: str) -> list[dict[str, Any]]:
-        """Every callback intent recorded for a job, in event order."""
-        items = self._job_range(job_id, keys.intent_sk(1), keys.intent_sk(_LAST_SEQUENCE))
-        return [from_item(item) for item in items]
 
     def _job_range(
         self,
@@ -639,26 +432,19 @@ class JobStore:
         low: str,
         high: str,
         limit: int | None = None,
-        projection: tuple[str, ...] = (),
     ) -> list[dict[str, Any]]:
         """Items of one job whose sort keys lie in [low, high], in key order (all of them when
-        there is no `limit`; only the `projection` attributes, when given)."""
-        names = {"#pk": keys.PK, "#sk": keys.SK}
+        there is no `limit`)."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :low AND :high",
-            "ExpressionAttributeNames": names,
+            "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
             "ExpressionAttributeValues": to_item(
                 {":pk": keys.job_pk(job_id), ":low": low, ":high": high}
             ),
             "ConsistentRead": True,
             "ReturnConsumedCapacity": "TOTAL",
         }
-        if projection:
-            names.update({f"#a{index}": name for index, name in enumerate(projection)})
-            request["ProjectionExpression"] = ", ".join(
-                f"#a{index}" for index in range(len(projection))
-            )
         if limit is not None:
             request["Limit"] = limit
             items: list[dict[str, Any]] = self.client.query(**request).get("Items", [])
@@ -705,23 +491,12 @@ def _apply_change(
     return change.remove
 
 
-def _listed(items: Iterator[dict[str, Any]], key_names: tuple[str, ...]) -> Iterator[ListedJob]:
-    for item in items:
-        resume_key = {name: from_attribute(item[name]) for name in key_names}
-        yield ListedJob(item_to_record(item), resume_key)
-
-
-def _job_key(job_id: str) -> dict[str, Any]:
-    return to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK})
-
-
 def _item_to_event(job_id: str, item: Mapping[str, Any]) -> StoredEvent:
-    values = from_item(item)
     return StoredEvent(
         job_id=job_id,
-        sequence=keys.sequence_of(values[keys.SK]),
-        kind=values["kind"],
-        at=values["at"],
+        sequence=keys.sequence_of(item[keys.SK]["S"]),
+        kind=item["kind"]["S"],
+        at=int(item["at"]["N"]),
     )
 
 
@@ -733,40 +508,3 @@ def _condition_failed(error: ClientError) -> bool:
         return False
     reasons: Sequence[Mapping[str, Any]] = error.response.get("CancellationReasons", [])
     return any(reason.get("Code") == "ConditionalCheckFailed" for reason in reasons)
-
-
-def encode_cursor(start_key: Mapping[str, Any]) -> str:
-    raw = json.dumps(start_key, separators=(",", ":"), sort_keys=True).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-_JOB_ID: Final = r"job_[A-Za-z0-9_-]{32}"
-# Exactly the keys of a job row we could have returned as LastEvaluatedKey. A cursor is the
-# client's text: anything else (another shape, a key too long for DynamoDB, text that is not
-# UTF-8) must be a 400, never a request DynamoDB refuses.
-_CREATED_SK: Final = re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#({_JOB_ID})")
-_CURSOR_VALUES: Final = {
-    keys.PK: re.compile(rf"JOB#({_JOB_ID})"),
-    keys.SK: re.compile(re.escape(keys.JOB_SK)),
-    "gsi1sk": _CREATED_SK,
-    "gsi2sk": _CREATED_SK,
-}
-
-
-def decode_cursor(cursor: str) -> dict[str, Any] | None:
-    """The start key a cursor carries, or None when it is not one we issued."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        value = json.loads(raw)
-    except (ValueError, binascii.Error):
-        return None
-    if not isinstance(value, dict) or not value or not set(value) <= set(_CURSOR_VALUES):
-        return None
-    job_ids: set[str] = set()
-    for name, item in value.items():
-        match = _CURSOR_VALUES[name].fullmatch(item) if isinstance(item, str) else None
-        if match is None:
-            return None
-        job_ids.update(match.groups())
-    # Every key names the same job.
-    return value if len(job_ids) <= 1 else None

@@ -1,11 +1,16 @@
 """Key layout of the one table.
 
+    ack cursor     PK=JOB#<job_id>  SK=#ACK     (the consumer's cursor: written by acks only)
     job            PK=JOB#<job_id>  SK=#JOB
-    event          PK=JOB#<job_id>  SK=EVT#<sequence:010>
-    callback intent PK=JOB#<job_id> SK=CB#<sequence:010>   (the event it carries)
+    result         PK=JOB#<job_id>  SK=#RESULT  (a succeeded job's result: written once)
+    event          PK=JOB#<job_id>  SK=EVT#<sequence:010>  (with its callback's delivery state)
+
+`#ACK` < `#JOB` < `#RESULT` < `EVT#...`: one query of `#ACK`..`#RESULT` reads the cursor, the job
+and its result together.
 
 GSIs: `by_tenant` (tenant's jobs, newest first), `by_correlation` (sparse: jobs with a
-correlation id), `sweep` (sparse: work a sweep must find, oldest first).
+correlation id), both projecting `status` only (a listing reads the jobs from the table), and
+`sweep` (sparse: work a sweep must find, oldest first).
 
 Write sharding (docs/capacity.md): a tenant's jobs are spread over TENANT_SHARDS partitions of
 `by_tenant`, and each kind of sweep backlog over SWEEP_SHARDS partitions of `sweep`, by a hash of
@@ -24,9 +29,10 @@ from jobstream.tenant_names import check_tenant_name
 
 PK: Final = "pk"
 SK: Final = "sk"
+ACK_SK: Final = "#ACK"
 JOB_SK: Final = "#JOB"
+RESULT_SK: Final = "#RESULT"
 EVENT_PREFIX: Final = "EVT#"
-INTENT_PREFIX: Final = "CB#"
 SEQUENCE_WIDTH: Final = 10
 TIME_WIDTH: Final = 13
 
@@ -35,16 +41,13 @@ CORRELATION_INDEX: Final = "by_correlation"
 SWEEP_INDEX: Final = "sweep"
 TTL_ATTRIBUTE: Final = "expires_at"
 
-# Sweep index partitions. An open callback intent sits under CALLBACK_HANDOFF with the time the
-# sweep should next look at it; a dead one under CALLBACK_DEAD; a job whose stream may still
-# lack events (no terminal event yet) under ACTIVE_JOBS, oldest first.
+# Sweep index partitions. An event whose callback is open sits under CALLBACK_HANDOFF with the
+# time the sweep should look at it if no delivery closed it; a dead one under CALLBACK_DEAD; a job
+# whose stream may still lack events (no terminal event yet) under ACTIVE_JOBS, oldest first.
 CALLBACK_HANDOFF: Final = "CALLBACK#HANDOFF"
 CALLBACK_DEAD: Final = "CALLBACK#DEAD"
 ACTIVE_JOBS: Final = "JOB#ACTIVE"
-# A finished job whose earlier items may still lack their expiry: its terminal event sits here
-# until the retention step has stamped every item of the job (service/retention.py).
-RETIRING_JOBS: Final = "JOB#RETIRING"
-SWEEP_PARTITIONS: Final = (CALLBACK_HANDOFF, CALLBACK_DEAD, ACTIVE_JOBS, RETIRING_JOBS)
+SWEEP_PARTITIONS: Final = (CALLBACK_HANDOFF, CALLBACK_DEAD, ACTIVE_JOBS)
 
 TENANT_SHARDS: Final = 16
 SWEEP_SHARDS: Final = 32
@@ -56,12 +59,12 @@ def job_pk(job_id: str) -> str:
     return f"JOB#{job_id}"
 
 
+def job_id_of(pk: str) -> str:
+    return pk.split("#", 1)[1]
+
+
 def event_sk(sequence: int) -> str:
     return f"{EVENT_PREFIX}{sequence:0{SEQUENCE_WIDTH}d}"
-
-
-def intent_sk(sequence: int) -> str:
-    return f"{INTENT_PREFIX}{sequence:0{SEQUENCE_WIDTH}d}"
 
 
 def sequence_of(sort_key: str) -> int:

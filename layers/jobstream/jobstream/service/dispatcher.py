@@ -1,0 +1,120 @@
+"""The hand-off after every commit, off the request path: the table's stream (DynamoDB Streams)
+feeds the dispatcher, which sends each new job to the work queue and each new callback to the
+callback queue. No write path waits for SQS.
+
+The template's filter (DispatcherFunction, `FilterCriteria`) wakes the dispatcher only for what
+it hands off; the same test is made here, so any other record is skipped:
+
+- a job item as admission writes it: `event_count` 1 and never re-dispatched (`dispatched_at`
+  absent; the sweep sends those itself). INSERT, or MODIFY when it replaces an expired job;
+- an event item carrying a callback nobody has tried or re-sent yet: `state` pending, `attempts`
+  0, no `resent_at` (the sweep's and a redrive's own sends set it). INSERT, or MODIFY when it
+  takes the slot of an earlier job's event under the same key.
+
+A duplicate message is harmless (claims are conditional); a lost one is re-sent by the sweep.
+A send that fails is reported as a batch item failure, so Lambda retries the batch from that
+record (and gives up after its retries: the sweep covers it within a minute or two).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from jobstream import observability
+from jobstream.domain import CALLBACK_PENDING
+from jobstream.service.runtime import Runtime
+from jobstream.store import keys
+from jobstream.store.callbacks import IntentRef
+
+logger = logging.getLogger("jobstream.dispatcher")
+
+_CHANGES: Final = frozenset({"INSERT", "MODIFY"})
+
+
+@dataclass
+class Handoffs:
+    """What a batch of stream records names, each with its record's sequence number."""
+
+    jobs: list[tuple[str, str]] = field(default_factory=list)
+    callbacks: list[tuple[str, IntentRef]] = field(default_factory=list)
+
+
+def handoffs(records: Iterable[Mapping[str, Any]]) -> Handoffs:
+    found = Handoffs()
+    for record in records:
+        if record.get("eventName") not in _CHANGES:
+            continue
+        change = record.get("dynamodb") or {}
+        image = change.get("NewImage") or {}
+        sequence_number = str(change.get("SequenceNumber", ""))
+        pk = image.get(keys.PK, {}).get("S", "")
+        sk = image.get(keys.SK, {}).get("S", "")
+        if not pk.startswith("JOB#"):
+            continue
+        job_id = keys.job_id_of(pk)
+        if (
+            sk == keys.JOB_SK
+            and _number(image, "event_count") == 1
+            and "dispatched_at" not in image
+        ):
+            found.jobs.append((sequence_number, job_id))
+        elif (
+            sk.startswith(keys.EVENT_PREFIX)
+            and image.get("state", {}).get("S") == CALLBACK_PENDING
+            and _number(image, "attempts") == 0
+            and "resent_at" not in image
+        ):
+            found.callbacks.append((sequence_number, IntentRef(job_id, keys.sequence_of(sk))))
+    return found
+
+
+def _number(image: Mapping[str, Any], name: str) -> int | None:
+    text = image.get(name, {}).get("N")
+    return int(text) if text is not None and text.lstrip("-").isdigit() else None
+
+
+def dispatch_records(rt: Runtime, records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Send what `records` name to their queues; the sequence numbers of the records whose
+    send failed (Lambda retries the batch from the first of them)."""
+    found = handoffs(records)
+    failed: list[str] = []
+    work, callback = rt.work_queue, rt.callback_queue
+    # A queue without a URL (a deployment or test without it) takes nothing: nothing to retry.
+    if found.jobs and getattr(work, "url", True):
+        failed += _sent(
+            found.jobs, work.send, "job dispatch failed; Lambda retries it, then the sweep"
+        )
+    if found.callbacks and getattr(callback, "url", True):
+        failed += _sent(
+            found.callbacks,
+            callback.send,
+            "callback hand-off failed; Lambda retries it, then the sweep",
+        )
+    observability.count("handed_off", len(found.jobs) + len(found.callbacks) - len(failed))
+    if failed:
+        observability.count("handoffs_failed", len(failed))
+    return sorted(failed, key=_order)[:1]
+
+
+def _sent(
+    named: list[tuple[str, Any]], send: Callable[[list[Any]], int], warning: str
+) -> list[str]:
+    """[] when every message was accepted, else the sequence numbers of them all (which of a
+    batch SQS refused is not worth telling apart: a duplicate is harmless)."""
+    try:
+        accepted = send([item for _, item in named])
+    except Exception:
+        logger.warning(warning, exc_info=True)
+        return [number for number, _ in named]
+    if accepted < len(named):
+        logger.warning(warning)
+        return [number for number, _ in named]
+    return []
+
+
+def _order(sequence_number: str) -> tuple[int, str]:
+    # Stream sequence numbers are decimal strings of growing value.
+    return (len(sequence_number), sequence_number)

@@ -1,0 +1,98 @@
+"""The items of one job and how a JobRecord maps onto them.
+
+The job item (`#JOB`) holds the job's state. What only some reads need lives in items of its own,
+so that the job item, rewritten (twice, inside transactions) on every state change, stays small:
+the ack cursor (`#ACK`, written by acks alone) and a succeeded job's result (`#RESULT`, written
+once). Both carry `job_created_at`, the creation time of the job they belong to: a job admitted
+again under an expired key never reads an item of its predecessor as its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import fields, replace
+from typing import Any, Final
+
+from jobstream.domain import JobRecord
+from jobstream.protocol.events import TERMINAL_KINDS
+from jobstream.store import keys
+from jobstream.store.codec import from_attribute, from_item, to_item
+
+_RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
+# Fields a JobRecord carries that the job item does not: `params` is `params_canonical` parsed,
+# the cursor and the result have items of their own.
+_NOT_ON_THE_JOB_ITEM: Final = frozenset({"params", "ack_sequence", "result"})
+GENERATION: Final = "job_created_at"
+
+
+def record_to_item(record: JobRecord) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        keys.PK: keys.job_pk(record.job_id),
+        keys.SK: keys.JOB_SK,
+        "gsi1pk": keys.job_tenant_pk(record.tenant, record.job_id),
+        "gsi1sk": keys.created_sk(record.created_at, record.job_id),
+    }
+    if record.correlation_id:
+        values["gsi2pk"] = keys.correlation_pk(record.tenant, record.correlation_id)
+        values["gsi2sk"] = values["gsi1sk"]
+    if not record.recorded_kinds & TERMINAL_KINDS:
+        # The sweep visits the job until its terminal event is recorded.
+        values["sweep_pk"] = keys.job_sweep_pk(keys.ACTIVE_JOBS, record.job_id)
+        values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
+    for name in _RECORD_FIELDS:
+        if name in _NOT_ON_THE_JOB_ITEM:
+            continue
+        value = getattr(record, name)
+        # Absent attributes read back as the record's defaults; empty sets cannot be stored.
+        if value is None or (isinstance(value, frozenset | dict) and not value):
+            continue
+        values[name] = value
+    if record.labels:
+        values["labels"] = _labels_text(record.labels)
+    return to_item(values)
+
+
+def item_to_record(item: Mapping[str, Any]) -> JobRecord:
+    values = from_item(item)
+    if isinstance(values.get("labels"), str):
+        values["labels"] = json.loads(values["labels"])
+    # The params are kept once, as their canonical text (the replay comparison's form), which
+    # is their JSON: the same values.
+    values["params"] = json.loads(values["params_canonical"])
+    return JobRecord(
+        **{
+            name: values[name]
+            for name in _RECORD_FIELDS
+            if name in values and name not in {"ack_sequence", "result"}
+        }
+    )
+
+
+def with_parts(record: JobRecord, items: Iterable[Mapping[str, Any]]) -> JobRecord:
+    """The job with its ack cursor and result, from the `#ACK` and `#RESULT` items read with it
+    (an item of an earlier job under the same key is not this job's; a result is the job's
+    only once it has succeeded: a run whose completion lost left it for nothing)."""
+    for item in items:
+        sort_key = item[keys.SK]["S"]
+        if GENERATION not in item or from_attribute(item[GENERATION]) != record.created_at:
+            continue
+        if sort_key == keys.ACK_SK:
+            record = replace(record, ack_sequence=int(from_attribute(item["ack_sequence"])))
+        elif sort_key == keys.RESULT_SK and record.status == "succeeded":
+            record = replace(record, result=from_attribute(item["result"]))
+    return record
+
+
+def job_key(job_id: str) -> dict[str, Any]:
+    return to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK})
+
+
+def part_key(job_id: str, sort_key: str) -> dict[str, Any]:
+    return to_item({keys.PK: keys.job_pk(job_id), keys.SK: sort_key})
+
+
+def _labels_text(labels: Mapping[str, str]) -> str:
+    # Labels are the consumer's own object: any key, "" included. DynamoDB refuses an empty map
+    # key, so they are kept as one JSON string, which holds every object exactly.
+    return json.dumps(labels, ensure_ascii=False, separators=(",", ":"))
