@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from jobstream.config.targets import TargetsFile
@@ -17,9 +18,10 @@ from jobstream.protocol.errors import (
 )
 from jobstream.protocol.events import TERMINAL_KINDS, EventType, event_id, protocol_type
 from jobstream.protocol.pages import fill_page
-from jobstream.protocol.task import JOB_TYPE_CANDIDATE_SEARCH, PROTOCOL_VERSION
+from jobstream.protocol.task import PROTOCOL_VERSION
 
 PAGE_SIZE: Final = 200
+# The protocol's closed vocabulary of job-type features; a job type declares a subset.
 FEATURES: Final = (
     "events",
     "progress",
@@ -198,8 +200,20 @@ def default_deadline_ms(targets: TargetsFile, fallback_ms: int) -> int:
     return max(ceilings, default=fallback_ms)
 
 
+@dataclass(frozen=True, slots=True)
+class JobTypeEntry:
+    """What capabilities says about one job type (from the job-type registry)."""
+
+    name: str
+    params_schema: str
+    result_schema: str
+    features: tuple[str, ...]
+    limits: Mapping[str, int]
+
+
 def capabilities(
     *,
+    job_types: Sequence[JobTypeEntry],
     targets: TargetsFile,
     queued_timeout_ms: int,
     stall_timeout_ms: int,
@@ -208,19 +222,28 @@ def capabilities(
     now: int,
 ) -> dict[str, Any]:
     """The capabilities document, built from live configuration on every call."""
-    return {
+    budgets = {
+        "queued_timeout_ms": queued_timeout_ms,
+        "stall_timeout_ms": stall_timeout_ms,
+        "heartbeat_interval_ms": heartbeat_interval_ms,
+        "default_deadline_ms": default_deadline_ms(targets, default_deadline_fallback_ms),
+    }
+    document: dict[str, Any] = {
         "protocol_versions": [PROTOCOL_VERSION],
         "job_types": [
             {
-                "name": JOB_TYPE_CANDIDATE_SEARCH,
-                "params_schema": "#/$defs/CandidateSearchParams",
-                "result_schema": "#/$defs/Result_CandidateSearch",
-                "features": list(FEATURES),
-                "queued_timeout_ms": queued_timeout_ms,
-                "stall_timeout_ms": stall_timeout_ms,
-                "heartbeat_interval_ms": heartbeat_interval_ms,
-                "default_deadline_ms": default_deadline_ms(targets, default_deadline_fallback_ms),
+                "name": entry.name,
+                "params_schema": entry.params_schema,
+                "result_schema": entry.result_schema,
+                "features": list(entry.features),
+                **budgets,
             }
+            for entry in job_types
         ],
-        "server_time": now,
     }
+    limits = {entry.name: dict(entry.limits) for entry in job_types if entry.limits}
+    if limits:
+        # Per job type, so a consumer can size a Task before it is refused (e.g. asset counts).
+        document["limits"] = {"job_types": limits}
+    document["server_time"] = now
+    return document

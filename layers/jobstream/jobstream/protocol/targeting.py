@@ -1,27 +1,15 @@
-"""Admission rules for targets, accounts and work types (reference §2.3). Pure."""
+"""Choosing the configured target a job runs on (reference §2.3). Pure; a job type adds its
+own rules around it."""
 
 from __future__ import annotations
 
 from jobstream.config.targets import Target, TargetsFile
 from jobstream.protocol.errors import invalid_params
-from jobstream.protocol.js import js_trim
-from jobstream.protocol.task import CandidateSearchRequest
+from jobstream.protocol.task import ParsedParams
 
 
-def check_account(search: CandidateSearchRequest, targets: TargetsFile) -> None:
-    requested = search.account
-    if requested is None:
-        return
-    wanted = js_trim(requested) or "default"
-    configured = js_trim(targets.account) or "default"
-    if wanted != configured:
-        raise invalid_params(
-            f"account '{wanted}' is not available in this deployment",
-            detail={"reason": "account_unavailable", "requested": wanted, "configured": configured},
-        )
-
-
-def resolve_target(search: CandidateSearchRequest, targets: TargetsFile) -> Target:
+def resolve_target(search: ParsedParams, targets: TargetsFile) -> Target:
+    """The enabled target `target_id` names, else the only enabled one (404/409/400 otherwise)."""
     enabled = targets.enabled
     if search.target_id is not None:
         matches = [target for target in enabled if target.id == search.target_id]
@@ -49,25 +37,3 @@ def resolve_target(search: CandidateSearchRequest, targets: TargetsFile) -> Targ
             detail={"reason": "ambiguous_target", "targets": [target.id for target in enabled]},
         )
     return enabled[0]
-
-
-def check_work_type(search: CandidateSearchRequest, target: Target) -> None:
-    work_types = search.work_types
-    if work_types and target.work_type not in work_types:
-        raise invalid_params(
-            f"work_types {_js_array(work_types)} does not include the configured target work type",
-            detail={"reason": "work_type_not_available", "target_type": target.work_type},
-        )
-
-
-def _js_array(values: list[str]) -> str:
-    # String(array) in JavaScript: elements joined by commas inside the template's brackets.
-    return "[" + ",".join(values) + "]"
-
-
-def admit_target(search: CandidateSearchRequest, targets: TargetsFile) -> Target:
-    """Apply the admission checks in the reference order and return the resolved target."""
-    check_account(search, targets)
-    target = resolve_target(search, targets)
-    check_work_type(search, target)
-    return target

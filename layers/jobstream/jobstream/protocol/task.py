@@ -1,12 +1,15 @@
-"""Task and candidate_search params validation, in the reference order with the reference messages.
+"""Task validation, in the reference order with the reference messages.
 
-Pure: takes the decoded JSON body, returns an AdmissionRequest or raises ProtocolError (HTTP 400).
+Pure: takes the decoded JSON body and the registered job types' params parsers, returns an
+AdmissionRequest or raises ProtocolError (HTTP 400). A job type's own params are validated by
+its parser (`jobstream.jobtypes`); this module knows no job type by name.
 "Absent" means missing or JSON null throughout.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -15,48 +18,31 @@ from jobstream.protocol.js import is_blank, is_js_integer, js_json, js_length, j
 
 PROTOCOL_VERSION: Final = "1"
 SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION,)
-JOB_TYPE_CANDIDATE_SEARCH: Final = "candidate_search"
-SUPPORTED_JOB_TYPES: Final = (JOB_TYPE_CANDIDATE_SEARCH,)
 
 MAX_IDEMPOTENCY_KEY: Final = 200
 MAX_CORRELATION_ID: Final = 200
 MAX_CALLBACK_URL: Final = 2000
 MIN_DEADLINE_MS: Final = 1000
-MAX_TAGS: Final = 20
-MAX_TAG_LENGTH: Final = 100
-MAX_ACCOUNT_LENGTH: Final = 100
-MAX_EXCLUDES: Final = 100
-MAX_EXCLUDE_ID_LENGTH: Final = 100
-MAX_SCAN_LIMIT: Final = 100
 MAX_TARGET_ID: Final = 200
 # Number.MAX_SAFE_INTEGER: the largest integer every JSON consumer holds exactly.
 MAX_SAFE_INTEGER: Final = 2**53 - 1
-EXCLUDE_KINDS: Final = ("work", "candidate", "tag")
 
 
 @dataclass(frozen=True, slots=True)
-class CandidateSearchRequest:
-    """Normalized params (the stored, compared view) plus the target selector lifted out of them."""
+class ParsedParams:
+    """A Task's params as its job type validated them: the normalized params (stored, and
+    compared on replay) and the target selector lifted out of them."""
 
     params: dict[str, Any]
-    target_id: str | None
+    target_id: str | None = None
 
     @property
     def canonical(self) -> str:
-        """The idempotency comparison form: key order fixed by normalization, tag order kept."""
+        """The idempotency comparison form: key order fixed by normalization, list order kept."""
         return json.dumps(self.params, ensure_ascii=False, separators=(",", ":"))
 
-    @property
-    def account(self) -> str | None:
-        source = self.params.get("source")
-        return source.get("account") if isinstance(source, dict) else None
 
-    @property
-    def work_types(self) -> list[str]:
-        constraints = self.params.get("constraints")
-        if isinstance(constraints, dict):
-            return list(constraints.get("work_types") or [])
-        return []
+ParamsParser = Callable[[Any], ParsedParams]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +55,16 @@ class AdmissionRequest:
     labels: dict[str, str] | None
     callback_url: str | None
     deadline_ms: int | None
-    search: CandidateSearchRequest
+    parsed: ParsedParams
 
 
 def _absent(body: dict[str, Any], key: str) -> bool:
     return body.get(key) is None
 
 
-def parse_task(body: Any) -> AdmissionRequest:
-    """Validate a Task body in the reference order; the first failure wins."""
+def parse_task(body: Any, job_types: Mapping[str, ParamsParser]) -> AdmissionRequest:
+    """Validate a Task body in the reference order; the first failure wins. `job_types` are
+    the registered types' params parsers, by name."""
     if not isinstance(body, dict):
         raise invalid_params("body must be a JSON object")
     if _absent(body, "protocol_version"):
@@ -90,13 +77,13 @@ def parse_task(body: Any) -> AdmissionRequest:
             detail={"received": version, "supported": list(SUPPORTED_VERSIONS)},
         )
     job_type = body.get("job_type")
-    if job_type not in SUPPORTED_JOB_TYPES or not isinstance(job_type, str):
+    if not isinstance(job_type, str) or job_type not in job_types:
         raise invalid_params(
             f"unsupported job_type {js_json(job_type)}",
             detail={
                 "reason": "unsupported_job_type",
                 "job_type": job_type,
-                "supported": list(SUPPORTED_JOB_TYPES),
+                "supported": list(job_types),
             },
         )
     key = body.get("idempotency_key")
@@ -123,7 +110,7 @@ def parse_task(body: Any) -> AdmissionRequest:
     ):
         raise invalid_params(f"deadline_ms must be an integer of at least {MIN_DEADLINE_MS} ms")
     labels = _parse_labels(body.get("labels"))
-    search = parse_candidate_search_params(body.get("params"))
+    parsed = job_types[job_type](body.get("params"))
     return AdmissionRequest(
         job_type=job_type,
         idempotency_key=key,
@@ -133,7 +120,7 @@ def parse_task(body: Any) -> AdmissionRequest:
         # An empty callback URL is accepted and means "no callback".
         callback_url=callback_url or None,
         deadline_ms=int(deadline_ms) if deadline_ms is not None else None,
-        search=search,
+        parsed=parsed,
     )
 
 
@@ -148,127 +135,11 @@ def _parse_labels(labels: Any) -> dict[str, str] | None:
     return dict(labels)
 
 
-def _non_blank_string(value: Any, max_length: int) -> bool:
+def non_blank_string(value: Any, max_length: int) -> bool:
     return isinstance(value, str) and not is_blank(value) and js_length(value) <= max_length
 
 
-def parse_candidate_search_params(params: Any) -> CandidateSearchRequest:
-    """Validate and normalize `params` (reference §7.1); `target_id` is checked last."""
-    if not isinstance(params, dict):
-        raise invalid_params("params must be a JSON object")
-    normalized: dict[str, Any] = {}
-    source = _parse_source(params.get("source"))
-    if source is not None:
-        normalized["source"] = source
-    query = _parse_query(params.get("query"))
-    if query is not None:
-        normalized["query"] = query
-    constraints = _parse_constraints(params.get("constraints"))
-    if constraints is not None:
-        normalized["constraints"] = constraints
-    return CandidateSearchRequest(
-        params=normalized, target_id=_parse_target_id(params.get("target_id"))
-    )
-
-
-def _parse_source(source: Any) -> dict[str, Any] | None:
-    if source is None:
-        return None
-    if not isinstance(source, dict):
-        raise invalid_params("params.source must be a JSON object")
-    normalized: dict[str, Any] = {}
-    platform = source.get("platform")
-    if platform is not None:
-        if platform != "pixiv":
-            raise invalid_params(
-                "params.source.platform must be 'pixiv'", detail={"received": platform}
-            )
-        normalized["platform"] = "pixiv"
-    account = source.get("account")
-    if account is not None:
-        if not _non_blank_string(account, MAX_ACCOUNT_LENGTH):
-            raise invalid_params("params.source.account must be a non-empty string")
-        normalized["account"] = account
-    return normalized or None
-
-
-def _parse_query(query: Any) -> dict[str, Any] | None:
-    if query is None:
-        return None
-    if not isinstance(query, dict):
-        raise invalid_params("params.query must be a JSON object")
-    tags = query.get("tags")
-    tags_message = "params.query.tags must be a non-empty array of strings"
-    if not isinstance(tags, list) or not tags:
-        raise invalid_params(tags_message)
-    if len(tags) > MAX_TAGS:
-        raise invalid_params(f"params.query.tags must contain at most {MAX_TAGS} tags")
-    if not all(_non_blank_string(tag, MAX_TAG_LENGTH) for tag in tags):
-        raise invalid_params(tags_message)
-    normalized: dict[str, Any] = {"tags": [js_trim(tag) for tag in tags]}
-    expand = query.get("expand")
-    if expand is not None and not isinstance(expand, bool):
-        raise invalid_params("params.query.expand must be a boolean")
-    if expand is True:
-        normalized["expand"] = True
-    return normalized
-
-
-def _parse_constraints(constraints: Any) -> dict[str, Any] | None:
-    if constraints is None:
-        return None
-    if not isinstance(constraints, dict):
-        raise invalid_params("params.constraints must be a JSON object")
-    normalized: dict[str, Any] = {}
-    exclude = constraints.get("exclude")
-    if exclude is not None:
-        normalized["exclude"] = _parse_exclude(exclude)
-    for name in ("limit", "scan_limit"):
-        value = constraints.get(name)
-        if value is None:
-            continue
-        if not is_js_integer(value) or value < 1:
-            raise invalid_params(f"params.constraints.{name} must be an integer of at least 1")
-        if name == "limit" and value > MAX_SAFE_INTEGER:
-            # It is stored, and DynamoDB cannot hold every integer a JSON number can write
-            # (1e300 has 301 digits); no consumer's JavaScript can hold one this large exactly.
-            raise invalid_params(
-                f"params.constraints.limit must be at most {MAX_SAFE_INTEGER}",
-                detail={"field": "params.constraints.limit", "max": MAX_SAFE_INTEGER},
-            )
-        normalized[name] = min(int(value), MAX_SCAN_LIMIT) if name == "scan_limit" else int(value)
-    work_types = constraints.get("work_types")
-    if work_types is not None:
-        if not isinstance(work_types, list) or not all(
-            isinstance(item, str) and item != "" for item in work_types
-        ):
-            raise invalid_params(
-                "params.constraints.work_types must be an array of non-empty strings"
-            )
-        normalized["work_types"] = list(work_types)
-    return normalized
-
-
-def _parse_exclude(exclude: Any) -> list[dict[str, str]]:
-    if not isinstance(exclude, list) or len(exclude) > MAX_EXCLUDES:
-        raise invalid_params(
-            f"params.constraints.exclude must be an array of at most {MAX_EXCLUDES} items"
-        )
-    normalized: list[dict[str, str]] = []
-    for item in exclude:
-        kind = item.get("kind") if isinstance(item, dict) else None
-        if kind not in EXCLUDE_KINDS:
-            raise invalid_params(
-                "params.constraints.exclude[].kind must be one of work, candidate, tag"
-            )
-        item_id = item.get("id")
-        if not _non_blank_string(item_id, MAX_EXCLUDE_ID_LENGTH):
-            raise invalid_params("params.constraints.exclude[].id must be a non-empty string")
-        normalized.append({"kind": kind, "id": js_trim(item_id)})
-    return normalized
-
-
-def _parse_target_id(target_id: Any) -> str | None:
+def parse_target_id(target_id: Any) -> str | None:
     if target_id is None:
         return None
     if not isinstance(target_id, str) or is_blank(target_id):

@@ -84,12 +84,12 @@ def known_outcome(record: JobRecord, owner: str) -> Outcome | None:
     return _kept.get(record.job_id, owner)
 
 
-def within_budget(outcome: Outcome) -> Outcome:
+def within_budget(outcome: Outcome, job_type: str) -> Outcome:
     """The outcome as the job item can hold it (`store/budgets.py`): a result cut by the job
     type's rule to `RESULT_BYTES`, or a failure when not even that fits; messages clipped."""
     if outcome.result is None:
         return Outcome(reason=outcome.reason, message=budgets.clip(outcome.message))
-    result = fit_job_result(outcome.result, budgets.result_fits)
+    result = fit_job_result(job_type, outcome.result, budgets.result_fits)
     if result is outcome.result:
         return outcome
     observability.count("results_cut")
@@ -107,7 +107,7 @@ def complete(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> st
     """State and terminal event in one transaction, only while holding the lease. Returns the
     status, or "lost" when the job was cancelled, expired or taken over first; raises
     CompletionDeferredError when a transient cause outlasted the retries (the outcome is kept)."""
-    outcome = within_budget(outcome)
+    outcome = within_budget(outcome, record.job_type)
     try:
         status = _record(rt, record, owner, outcome)
     except Exception as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from jobstream.domain import ACTIVE_STATUSES, JobChange, JobRecord, JobStatus
+from jobstream.jobtypes import registry
 from jobstream.protocol import documents
 from jobstream.protocol.errors import Reason, invalid_params
 from jobstream.protocol.events import EventKind
@@ -30,6 +31,7 @@ MAX_CANCEL_ATTEMPTS: Final = 8
 def capabilities(rt: Runtime) -> dict[str, Any]:
     settings = rt.settings
     return documents.capabilities(
+        job_types=registry.declarations(),
         targets=rt.targets(),
         queued_timeout_ms=settings.queued_timeout_ms,
         stall_timeout_ms=settings.stall_timeout_ms,
