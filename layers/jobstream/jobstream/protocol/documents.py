@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from jobstream.config.targets import TargetsFile
-from jobstream.domain import JobRecord, StoredEvent
+from jobstream.domain import JobRecord, JobStatus, StoredEvent
 from jobstream.protocol.errors import (
     EXPIRY_REASONS,
     REASON_MESSAGES,
@@ -32,12 +32,12 @@ FEATURES: Final = (
     "target_selector",
 )
 _STAGE_BY_STATUS: Final = {
-    "queued": "queued",
-    "running": "searching",
-    "succeeded": "done",
-    "failed": "failed",
-    "cancelled": "cancelled",
-    "expired": "expired",
+    JobStatus.QUEUED: "queued",
+    JobStatus.RUNNING: "searching",
+    JobStatus.SUCCEEDED: "done",
+    JobStatus.FAILED: "failed",
+    JobStatus.CANCELLED: "cancelled",
+    JobStatus.EXPIRED: "expired",
 }
 
 
@@ -60,18 +60,18 @@ def job_error(record: JobRecord) -> dict[str, Any]:
     return error
 
 
-def terminal_status_for(reason: str | None) -> str:
+def terminal_status_for(reason: str | None) -> JobStatus:
     """The protocol status a job ends in for an internal reason."""
     known = parse_reason(reason)
     if known is Reason.CANCELLED_BY_CONSUMER:
-        return "cancelled"
-    return "expired" if known in EXPIRY_REASONS else "failed"
+        return JobStatus.CANCELLED
+    return JobStatus.EXPIRED if known in EXPIRY_REASONS else JobStatus.FAILED
 
 
 def job_document(record: JobRecord, now: int, base_url: str | None = None) -> dict[str, Any]:
     """The Job projection, keys in the reference order."""
     # The executor's own stage shows only while it runs; every other status names its stage.
-    stage = record.progress_stage if record.status == "running" else None
+    stage = record.progress_stage if record.status is JobStatus.RUNNING else None
     progress: dict[str, Any] = {"stage": stage or _STAGE_BY_STATUS[record.status]}
     if record.progress_message:
         progress["message"] = record.progress_message
@@ -80,7 +80,7 @@ def job_document(record: JobRecord, now: int, base_url: str | None = None) -> di
         "protocol_version": PROTOCOL_VERSION,
         "job_id": record.job_id,
         "job_type": record.job_type,
-        "status": record.status,
+        "status": record.status.value,
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "started_at": record.started_at,
@@ -97,7 +97,7 @@ def job_document(record: JobRecord, now: int, base_url: str | None = None) -> di
     if record.labels:
         document["labels"] = dict(record.labels)
     document["events_url"] = events_url(record.job_id, base_url)
-    if record.status == "succeeded":
+    if record.status is JobStatus.SUCCEEDED:
         document["result"] = (
             record.result
             if record.result is not None

@@ -8,7 +8,7 @@ from jobstream import observability
 from jobstream.config.targets import Target
 from jobstream.delivery.origins import check_at_admission
 from jobstream.delivery.ssrf import CallbackRefused
-from jobstream.domain import JobRecord
+from jobstream.domain import JobRecord, JobStatus
 from jobstream.jobtypes import registry
 from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
@@ -128,7 +128,7 @@ def _new_record(
         params_canonical=request.parsed.canonical,
         target_id=target.id,
         work_type=target.work_type,
-        status="queued",
+        status=JobStatus.QUEUED,
         created_at=now,
         updated_at=now,
         deadline_at=now + budget,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields, replace
 from typing import Any, Final
 
-from jobstream.domain import JobRecord
+from jobstream.domain import JobRecord, JobStatus
 from jobstream.protocol.events import TERMINAL_KINDS
 from jobstream.store import keys
 from jobstream.store.codec import from_attribute, from_item, to_item
@@ -79,7 +79,7 @@ def with_parts(record: JobRecord, items: Iterable[Mapping[str, Any]]) -> JobReco
             continue
         if sort_key == keys.ACK_SK:
             record = replace(record, ack_sequence=int(from_attribute(item["ack_sequence"])))
-        elif sort_key == keys.RESULT_SK and record.status == "succeeded":
+        elif sort_key == keys.RESULT_SK and record.status is JobStatus.SUCCEEDED:
             record = replace(record, result=from_attribute(item["result"]))
     return record
 
