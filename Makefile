@@ -10,7 +10,8 @@ export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR):$(CURDIR)/clients/pyth
 # The OpenAPI document the API serves: bundled from schemas/ by the build (tools/openapi.py), never
 # committed; schemas/openapi.json is the committed copy (`make openapi`).
 SERVED_OPENAPI := layers/jobstream/jobstream/http/openapi.json
-OPENAPI_SOURCES := schemas/openapi.yaml schemas/jobstream.schema.json tools/openapi.py
+OPENAPI_SOURCES := schemas/openapi.yaml schemas/jobstream.schema.json tools/openapi.py \
+	$(shell find layers/jobstream/jobstream/jobtypes -name '*.json' -o -name '*.py')
 
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
@@ -69,10 +70,11 @@ load: setup
 # Everything: every gate and suite (conformance, fuzzing, faults), the benchmarks, the load test.
 proof: test bench load
 
-# Re-bundle the OpenAPI document: the committed schemas/openapi.json (a test says when it is
-# stale) and the copy the API serves at GET /openapi.json.
+# Render the job types' schemas into schemas/jobstream.schema.json and re-bundle the OpenAPI
+# document: the committed schemas/openapi.json (a test says when either is stale) and the copy
+# the API serves at GET /openapi.json.
 openapi: setup
-	$(BIN)/python -m tools.openapi schemas/openapi.json $(SERVED_OPENAPI)
+	$(BIN)/python -m tools.openapi --schema schemas/openapi.json $(SERVED_OPENAPI)
 
 # SAM CLI pins its own boto3/click, so it lives in its own venv.
 $(SAM):

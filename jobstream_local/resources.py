@@ -72,3 +72,40 @@ def create_secrets(
         )["ARN"]
         created[logical_id] = {"Ref": arn, "Name": name}
     return created
+
+
+def create_buckets(
+    template: Template, s3: Any, name_for: Callable[[str], str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Create every AWS::S3::Bucket with its lifecycle rules; Ref is the bucket name."""
+    created: dict[str, dict[str, str]] = {}
+    for logical_id, properties in template.resources_of_type("AWS::S3::Bucket").items():
+        name = (name_for or template.physical_name)(logical_id)
+        s3.create_bucket(Bucket=name)
+        lifecycle = properties.get("LifecycleConfiguration")
+        if lifecycle:
+            s3.put_bucket_lifecycle_configuration(
+                Bucket=name, LifecycleConfiguration=_lifecycle(template, lifecycle, created)
+            )
+        created[logical_id] = {"Ref": name, "Arn": f"arn:aws:s3:::{name}"}
+    return created
+
+
+def _lifecycle(
+    template: Template, lifecycle: dict[str, Any], physical: dict[str, dict[str, str]]
+) -> dict[str, Any]:
+    """CloudFormation's lifecycle rules in the S3 API's shape (parameters at their defaults)."""
+    rules = []
+    for rule in lifecycle["Rules"]:
+        api_rule: dict[str, Any] = {
+            "ID": rule["Id"],
+            "Status": rule["Status"],
+            "Filter": {"Prefix": rule.get("Prefix", "")},
+        }
+        if "ExpirationInDays" in rule:
+            days = template.resolve(rule["ExpirationInDays"], physical)
+            api_rule["Expiration"] = {"Days": int(days)}
+        if "AbortIncompleteMultipartUpload" in rule:
+            api_rule["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
+        rules.append(api_rule)
+    return {"Rules": rules}

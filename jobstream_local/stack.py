@@ -21,7 +21,12 @@ from urllib.parse import urlsplit
 from jobstream.config.settings import ConfigurationError
 from jobstream_local.gateway import LocalHttpApi, load_handler, make_server
 from jobstream_local.moto_server import READY
-from jobstream_local.resources import create_queues, create_secrets, create_tables
+from jobstream_local.resources import (
+    create_buckets,
+    create_queues,
+    create_secrets,
+    create_tables,
+)
 from jobstream_local.settings import LocalSettings
 from jobstream_local.streams import StreamPoller
 from jobstream_local.template import Template
@@ -198,6 +203,7 @@ def _start_services(
     resources.update(
         create_secrets(template, boto3.client("secretsmanager", endpoint_url=endpoint))
     )
+    resources.update(create_buckets(template, boto3.client("s3", endpoint_url=endpoint)))
     chosen_secret = (env.get("JOBSTREAM_TENANTS_SECRET") or "").strip()
     env.update(template.function_environment(dict(env), resources))
     if not chosen_secret:

@@ -1,4 +1,4 @@
-"""`submit`: build a candidate_search Task, POST it, print the job, follow its events."""
+"""`submit`: build a Task of any registered job type, POST it, print the job, follow its events."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from jobstream.jobtypes import registry
 from jobstream_cli.commands.events import print_events
 from jobstream_cli.errors import CliError
 from jobstream_cli.render import job_detail, now_ms
@@ -32,9 +33,22 @@ def load_task(path: Path) -> dict[str, Any]:
     return task
 
 
+def parse_param(text: str) -> tuple[str, Any]:
+    """`NAME=VALUE`: VALUE as JSON when it parses (numbers, arrays, objects), else a string."""
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise typer.BadParameter(f"{text!r} is not NAME=VALUE", param_hint="'--param'")
+    try:
+        return name, json.loads(value)
+    except ValueError:
+        return name, value
+
+
 def build_task(
     base: dict[str, Any],
     *,
+    job_type: str | None = None,
+    params_given: list[str] | None = None,
     target_id: str | None,
     tags: list[str],
     expand: bool | None,
@@ -46,8 +60,12 @@ def build_task(
     """The file's Task (or a fresh one) with the options laid over it; a random key if none."""
     task = dict(base)
     task.setdefault("protocol_version", "1")
-    task.setdefault("job_type", "candidate_search")
+    if job_type is not None:
+        task["job_type"] = job_type
+    # Without one, the first job type the registry lists (what capabilities lists first).
+    task.setdefault("job_type", registry.names()[0])
     params = dict(task.get("params") or {})
+    params.update(parse_param(text) for text in params_given or [])
     if target_id is not None:
         params["target_id"] = target_id
     if tags or expand is not None:
@@ -76,9 +94,34 @@ def build_task(
     return task
 
 
+def _job_type(value: str | None) -> str | None:
+    if value is not None and value not in registry.names():
+        raise typer.BadParameter(
+            f"{value!r} is not a job type; one of {', '.join(registry.names())}"
+        )
+    return value
+
+
 def submit(
     ctx: typer.Context,
     *,
+    job_type: Annotated[
+        str | None,
+        typer.Option(
+            "--job-type",
+            "-j",
+            callback=_job_type,
+            help=f"the job type: {', '.join(registry.names())} (default: the first)",
+        ),
+    ] = None,
+    params_given: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param",
+            "-p",
+            help="a params key as NAME=VALUE, VALUE as JSON when it parses (repeat for more)",
+        ),
+    ] = None,
     target_id: Annotated[str | None, typer.Option(help="the target (params.target_id)")] = None,
     tags: Annotated[
         list[str] | None, typer.Option("--tag", "-t", help="a query tag (repeat for more)")
@@ -98,10 +141,12 @@ def submit(
         bool, typer.Option("--follow/--no-follow", help="follow the job's events afterwards")
     ] = True,
 ) -> None:
-    """Submit a candidate_search Task, print the job, then follow its events."""
+    """Submit a Task of any job type, print the job, then follow its events."""
     state = current(ctx)
     task = build_task(
         load_task(file) if file is not None else {},
+        job_type=job_type,
+        params_given=params_given,
         target_id=target_id,
         tags=tags or [],
         expand=expand,

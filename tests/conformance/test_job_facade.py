@@ -219,7 +219,12 @@ def test_18_no_business_terms_on_the_wire(main: Client) -> None:
 
 def test_19_capabilities_from_live_configuration(main_stack: Stack, main: Client) -> None:
     capabilities = main.capabilities()
-    (declaration,) = capabilities["job_types"]
+    # One declaration per registered job type; candidate_search is the reference's.
+    assert [entry["name"] for entry in capabilities["job_types"]] == [
+        "candidate_search",
+        "asset_fetch",
+    ]
+    declaration = capabilities["job_types"][0]
     assert declaration["name"] == "candidate_search"
     assert declaration["params_schema"] == "#/$defs/CandidateSearchParams"
     assert declaration["result_schema"] == "#/$defs/Result_CandidateSearch"

@@ -112,6 +112,27 @@ def test_submit_reads_a_task_file_and_options_override_it(base_url: str, tmp_pat
     assert (job["idempotency_key"], job["correlation_id"]) == ("from-file", "chain:7")
 
 
+def test_submit_builds_a_task_of_any_registered_job_type(base_url: str) -> None:
+    result = run(
+        "submit", "--job-type", "asset_fetch", "--param", 'work_id="118416466"',
+        "--param", "target_id=" + TARGET, "--no-follow", url=base_url, output="json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    job = json.loads(result.stdout)
+    assert job["job_type"] == "asset_fetch"
+    listed = json.loads(run("jobs", "list", url=base_url, output="json").stdout)["jobs"]
+    assert [entry["job_type"] for entry in listed] == ["asset_fetch"]
+    unknown = run("submit", "--job-type", "teleport", "--no-follow", url=base_url)
+    assert unknown.exit_code == 2
+    assert "not a job type" in unknown.output
+    # A params value that is not JSON is a string; the server's own validation answers.
+    refused = run(
+        "submit", "-j", "asset_fetch", "-p", "work_id=abc", "--no-follow", url=base_url
+    )  # fmt: skip
+    assert refused.exit_code != 0
+    assert "params.work_id" in refused.output
+
+
 def test_jobs_list_and_show(base_url: str) -> None:
     job_id = submitted(base_url)
     listed = run("jobs", "list", "--status", "queued", "--limit", "5", url=base_url)

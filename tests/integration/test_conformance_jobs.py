@@ -209,7 +209,12 @@ def test_19_capabilities_from_live_configuration(
     response = api.get("/capabilities")
     assert response.status == 200
     validate(response.body, "Capabilities")
-    (declaration,) = response.body["job_types"]
+    # One declaration per registered job type; candidate_search is the reference's.
+    assert [entry["name"] for entry in response.body["job_types"]] == [
+        "candidate_search",
+        "asset_fetch",
+    ]
+    declaration = response.body["job_types"][0]
     assert declaration["name"] == "candidate_search"
     assert declaration["params_schema"] == "#/$defs/CandidateSearchParams"
     assert declaration["result_schema"] == "#/$defs/Result_CandidateSearch"

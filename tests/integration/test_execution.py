@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobstream.jobtypes.candidate_search.executor import Outcome
+from jobstream.jobtypes.base import Outcome
 from jobstream.jobtypes.context import ExecutionContext
 from jobstream.service import admission, execution, jobs, stream
 from jobstream.service.liveness import verdict

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import subprocess
@@ -223,15 +224,21 @@ def test_callbacks_reach_a_receiver_that_fails_then_succeeds() -> None:
         _stop(process)
 
 
-def test_a_submitted_job_runs_to_succeeded(stack: Client) -> None:
-    status, submitted = stack.call("POST", "/jobs", _task("stack-run"))
-    assert status == 202
-    job_id = submitted["job"]["job_id"]
-    deadline = time.monotonic() + 30
+def _finished(stack: Client, task: dict[str, Any]) -> dict[str, Any]:
+    """Submit `task` and poll its job until it is no longer queued or running (30 s at most)."""
+    status, submitted = stack.call("POST", "/jobs", task)
+    assert status == 202, submitted
     job: dict[str, Any] = submitted["job"]
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline and job["status"] in {"queued", "running"}:
         time.sleep(0.2)
-        job = stack.call("GET", f"/jobs/{job_id}")[1]
+        job = stack.call("GET", f"/jobs/{job['job_id']}")[1]
+    return job
+
+
+def test_a_submitted_job_runs_to_succeeded(stack: Client) -> None:
+    job = _finished(stack, _task("stack-run"))
+    job_id = job["job_id"]
     assert job["status"] == "succeeded", job
     validate(job, "Job")
     validate(job["result"], "Result_CandidateSearch")
@@ -241,6 +248,30 @@ def test_a_submitted_job_runs_to_succeeded(stack: Client) -> None:
     assert kinds[:2] == ["job.accepted", "job.started"]
     assert kinds[-1] == "job.succeeded"
     assert set(kinds[2:-1]) <= {"job.progress"}
+
+
+def test_asset_fetch_stores_files_behind_presigned_urls(stack: Client) -> None:
+    task = {
+        "protocol_version": "1",
+        "job_type": "asset_fetch",
+        "idempotency_key": "stack-fetch",
+        "params": {"target_id": "demo-illustration", "work_id": "118416466"},
+    }
+    job = _finished(stack, task)
+    job_id = job["job_id"]
+    assert job["status"] == "succeeded", job
+    validate(job, "Job")
+    validate(job["result"], "Result_AssetFetch")
+    for asset in job["result"]["assets"]:
+        validate(asset, "Asset")
+        # The consumer's download: plain HTTP to the presigned URL (the local stack's moto).
+        with urllib.request.urlopen(asset["locator"]["value"], timeout=30) as response:
+            body = response.read()
+        assert len(body) == asset["bytes"]
+        assert asset["hash"] == "sha256:" + hashlib.sha256(body).hexdigest()
+    kinds = [event["type"] for event in stack.call("GET", f"/jobs/{job_id}/events")[1]["events"]]
+    assert "job.progress" in kinds
+    assert kinds[-1] == "job.succeeded"
 
 
 def _exchange(stack: Client, request: bytes, *, half_close: bool = False) -> tuple[int, Any]:

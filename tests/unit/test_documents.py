@@ -9,6 +9,7 @@ import pytest
 
 from jobstream.config.targets import TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
+from jobstream.jobtypes import registry
 from jobstream.protocol import documents
 from jobstream.protocol.documents import (
     ack_result,
@@ -674,6 +675,7 @@ def target(
 def caps(*targets: dict[str, Any], fallback: int = 1_800_000) -> dict[str, Any]:
     targets_file = TargetsFile.model_validate({"targets": list(targets)})
     return capabilities(
+        job_types=registry.declarations(),
         queued_timeout_ms=1_800_000,
         stall_timeout_ms=900_000,
         heartbeat_interval_ms=30_000,
@@ -685,11 +687,20 @@ def caps(*targets: dict[str, Any], fallback: int = 1_800_000) -> dict[str, Any]:
 def test_capabilities_document() -> None:
     document = caps(target("bot1-illust", timeout_ms=1_200_000))
     validate(document, "Capabilities")
-    assert list(document) == ["protocol_versions", "job_types", "server_time"]
+    assert list(document) == ["protocol_versions", "job_types", "limits", "server_time"]
     assert document["protocol_versions"] == ["1"]
     assert document["server_time"] == NOW
-    [declaration] = document["job_types"]
+    # One declaration per registered job type, in the registry's order.
+    assert [entry["name"] for entry in document["job_types"]] == list(registry.names())
+    declaration, fetch = document["job_types"]
     validate(declaration, "JobTypeDeclaration")
+    validate(fetch, "JobTypeDeclaration")
+    budgets = {
+        "queued_timeout_ms": 1_800_000,
+        "stall_timeout_ms": 900_000,
+        "heartbeat_interval_ms": 30_000,
+        "default_deadline_ms": 1_200_000,
+    }
     assert declaration == {
         "name": "candidate_search",
         "params_schema": "#/$defs/CandidateSearchParams",
@@ -703,16 +714,21 @@ def test_capabilities_document() -> None:
             "tag_expansion",
             "target_selector",
         ],
-        "queued_timeout_ms": 1_800_000,
-        "stall_timeout_ms": 900_000,
-        "heartbeat_interval_ms": 30_000,
-        "default_deadline_ms": 1_200_000,
+        **budgets,
     }
-    assert {"target_selector", "events"} <= set(declaration["features"])
+    assert fetch == {
+        "name": "asset_fetch",
+        "params_schema": "#/$defs/AssetFetchParams",
+        "result_schema": "#/$defs/Result_AssetFetch",
+        "features": ["events", "progress", "cancel", "idempotency", "target_selector"],
+        **budgets,
+    }
+    assert document["limits"] == {"job_types": {"asset_fetch": {"max_assets": 20}}}
 
 
 def test_capabilities_report_the_live_budgets() -> None:
     document = capabilities(
+        job_types=registry.declarations(),
         queued_timeout_ms=660_000,
         stall_timeout_ms=420_000,
         heartbeat_interval_ms=30_000,

@@ -21,6 +21,7 @@ from referencing import Registry, Resource
 
 from jobstream.config.targets import Target, TargetQuery, TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
+from jobstream.jobtypes import registry
 from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, Reason, invalid_params
 from jobstream.protocol.events import EventKind, EventType
@@ -52,8 +53,6 @@ EXPECTED_DEFS = frozenset(
         "Asset",
         "MatchedTag",
         "Candidate",
-        "CandidateSearchParams",
-        "Result_CandidateSearch",
         "JobTypeDeclaration",
         "Capabilities",
         "ErrorEnvelope",
@@ -290,7 +289,10 @@ def test_schema_is_valid_draft_2020_12() -> None:
 
 
 def test_schema_defines_exactly_the_protocol_objects() -> None:
-    assert set(_schema()["$defs"]) == EXPECTED_DEFS
+    # The protocol's objects, and the params and result schemas of every registered job type.
+    job_type_defs = {name for job_type in registry.job_types() for name in job_type.schemas}
+    assert {"CandidateSearchParams", "Result_CandidateSearch"} <= job_type_defs
+    assert set(_schema()["$defs"]) == EXPECTED_DEFS | job_type_defs
 
 
 def test_every_ref_is_local_and_resolves() -> None:
@@ -419,6 +421,7 @@ def test_produced_job_pages_validate() -> None:
 def test_produced_capabilities_validate() -> None:
     for targets in (_targets(), TargetsFile(targets=[])):
         document = documents.capabilities(
+            job_types=registry.declarations(),
             queued_timeout_ms=1_800_000,
             stall_timeout_ms=900_000,
             heartbeat_interval_ms=30_000,

@@ -16,14 +16,14 @@ from jobstream.config.settings import (
     parse_api_tokens,
 )
 from jobstream.config.targets import TargetsFile
-from jobstream.jobtypes.candidate_search.targeting import (
+from jobstream.jobtypes.candidate_search.params import CandidateSearchParams, parse_params
+from jobstream.jobtypes.candidate_search.targets import (
     admit_target,
     check_account,
     check_work_type,
-    resolve_target,
 )
+from jobstream.jobtypes.targeting import resolve_target
 from jobstream.protocol.errors import ErrorCode, ProtocolError
-from jobstream.protocol.task import CandidateSearchRequest, parse_candidate_search_params
 from tests.support.validation import validate_error
 
 
@@ -53,8 +53,8 @@ def targets_file(*targets: dict[str, Any], account: str | None = None) -> Target
     return TargetsFile.model_validate(document)
 
 
-def search(**params: Any) -> CandidateSearchRequest:
-    return parse_candidate_search_params(params)
+def search(**params: Any) -> CandidateSearchParams:
+    return parse_params(params)
 
 
 def refused(call: Any, *args: Any) -> ProtocolError:

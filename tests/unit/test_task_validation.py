@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobstream.jobtypes import registry
 from jobstream.protocol.errors import ErrorCode, ProtocolError
-from jobstream.protocol.task import AdmissionRequest, parse_task
+from jobstream.protocol.task import AdmissionRequest
 from tests.support.validation import validate_error
 
 ASTRAL = "\U0001f600"  # one character, two UTF-16 code units
@@ -52,6 +53,12 @@ class _Missing:
 
 
 MISSING: Any = _Missing()
+
+
+def parse_task(body: Any) -> AdmissionRequest:
+    """The Task as admission validates it: the envelope, then its registered job type's params."""
+    request, _ = registry.parse_task(body)
+    return request
 
 
 def rejected(body: Any) -> ProtocolError:
@@ -121,10 +128,10 @@ def test_the_canonical_fixture_task_is_accepted() -> None:
     assert request.deadline_ms == 5400000
     # Our design stores and echoes labels (design.md §1.4).
     assert request.labels == {"origin": "moderation", "tenant": "bot1"}
-    assert request.search.params == body["params"]
-    assert request.search.target_id is None
-    assert request.search.account == "default"
-    assert request.search.work_types == ["illustration", "novel"]
+    assert request.parsed.params == body["params"]
+    assert request.parsed.target_id is None
+    assert request.parsed.account == "default"
+    assert request.parsed.work_types == ["illustration", "novel"]
 
 
 def test_unknown_fields_are_ignored_everywhere() -> None:
@@ -138,7 +145,7 @@ def test_unknown_fields_are_ignored_everywhere() -> None:
         },
     )
     request = accepted(body)
-    assert request.search.params == {
+    assert request.parsed.params == {
         "source": {"platform": "pixiv"},
         "query": {"tags": ["a"]},
         "constraints": {"exclude": [{"kind": "tag", "id": "x"}]},
@@ -214,7 +221,7 @@ def test_unsupported_version_message_quotes_the_value_like_json_stringify(
         ("候选", '"候选"'),
     ],
 )
-def test_job_type_must_be_candidate_search(value: Any, quoted: str) -> None:
+def test_job_type_must_be_a_registered_type(value: Any, quoted: str) -> None:
     expected_value = None if value is MISSING else value
     assert_invalid(
         task(job_type=value),
@@ -222,7 +229,8 @@ def test_job_type_must_be_candidate_search(value: Any, quoted: str) -> None:
         {
             "reason": "unsupported_job_type",
             "job_type": expected_value,
-            "supported": ["candidate_search"],
+            # Every registered type, in the registry's order.
+            "supported": ["candidate_search", "asset_fetch"],
         },
     )
 
@@ -470,7 +478,7 @@ def test_null_is_the_same_as_absent(path: tuple[str, ...]) -> None:
     from_absent = accepted(absent)
     from_null = accepted(null)
     assert from_null == from_absent
-    assert from_null.search.canonical == from_absent.search.canonical
+    assert from_null.parsed.canonical == from_absent.parsed.canonical
     assert from_absent != accepted(base)
 
 
@@ -485,9 +493,9 @@ def test_params_must_be_an_object(value: Any) -> None:
 
 def test_empty_params_are_accepted() -> None:
     request = accepted(task(params={}))
-    assert request.search.params == {}
-    assert request.search.target_id is None
-    assert request.search.canonical == "{}"
+    assert request.parsed.params == {}
+    assert request.parsed.target_id is None
+    assert request.parsed.canonical == "{}"
 
 
 # params.source
@@ -531,7 +539,7 @@ def test_source_account_must_be_a_non_blank_short_string(account: Any) -> None:
     ],
 )
 def test_source_normalization(source: dict[str, Any], normalized: dict[str, Any] | None) -> None:
-    params = accepted(with_params(source=source)).search.params
+    params = accepted(with_params(source=source)).parsed.params
     if normalized is None:
         assert "source" not in params
     else:
@@ -611,7 +619,7 @@ def test_query_expand_must_be_a_boolean(expand: Any) -> None:
     ],
 )
 def test_query_normalization(query: dict[str, Any], normalized: dict[str, Any]) -> None:
-    params = accepted(with_params(query=query)).search.params
+    params = accepted(with_params(query=query)).parsed.params
     assert params["query"] == normalized
     assert list(params["query"]) == list(normalized)
 
@@ -630,9 +638,9 @@ def test_constraints_must_be_an_object(value: Any) -> None:
 
 
 def test_empty_constraints_are_kept_as_an_empty_object() -> None:
-    params = accepted(with_params(constraints={})).search.params
+    params = accepted(with_params(constraints={})).parsed.params
     assert params == {"constraints": {}}
-    assert accepted(with_params(constraints={"limit": None})).search.params == {"constraints": {}}
+    assert accepted(with_params(constraints={"limit": None})).parsed.params == {"constraints": {}}
 
 
 @pytest.mark.parametrize(
@@ -688,7 +696,7 @@ def test_exclude_normalization() -> None:
         {"kind": "tag", "id": "\u0085t\u0085"},
         {"id": "x", "kind": "work"},
     ]
-    params = accepted(with_params(constraints={"exclude": exclude})).search.params
+    params = accepted(with_params(constraints={"exclude": exclude})).parsed.params
     assert params["constraints"]["exclude"] == [
         {"kind": "work", "id": "149713091"},
         {"kind": "candidate", "id": "c-1"},
@@ -702,13 +710,13 @@ def test_exclude_allows_exactly_one_hundred_items_and_empty() -> None:
     hundred = [{"kind": "work", "id": str(i)} for i in range(100)]
     assert (
         len(
-            accepted(with_params(constraints={"exclude": hundred})).search.params["constraints"][
+            accepted(with_params(constraints={"exclude": hundred})).parsed.params["constraints"][
                 "exclude"
             ]
         )
         == 100
     )
-    assert accepted(with_params(constraints={"exclude": []})).search.params == {
+    assert accepted(with_params(constraints={"exclude": []})).parsed.params == {
         "constraints": {"exclude": []}
     }
 
@@ -733,7 +741,7 @@ def test_limits_must_be_integers_of_at_least_one(name: str, value: Any) -> None:
     ],
 )
 def test_scan_limit_is_clamped_to_one_hundred(raw_json: str, limit: int, scan_limit: int) -> None:
-    constraints = accepted(with_params(constraints=json.loads(raw_json))).search.params[
+    constraints = accepted(with_params(constraints=json.loads(raw_json))).parsed.params[
         "constraints"
     ]
     assert constraints == {"limit": limit, "scan_limit": scan_limit}
@@ -753,8 +761,8 @@ def test_work_types_must_be_an_array_of_non_empty_strings(work_types: Any) -> No
 )
 def test_work_types_accepted_values_are_kept(work_types: list[str]) -> None:
     request = accepted(with_params(constraints={"work_types": work_types}))
-    assert request.search.params == {"constraints": {"work_types": work_types}}
-    assert request.search.work_types == work_types
+    assert request.parsed.params == {"constraints": {"work_types": work_types}}
+    assert request.parsed.work_types == work_types
 
 
 def test_constraints_key_order_is_fixed() -> None:
@@ -764,7 +772,7 @@ def test_constraints_key_order_is_fixed() -> None:
         "limit": 2,
         "exclude": [{"id": "1", "kind": "work"}],
     }
-    normalized = accepted(with_params(constraints=constraints)).search.params["constraints"]
+    normalized = accepted(with_params(constraints=constraints)).parsed.params["constraints"]
     assert list(normalized) == ["exclude", "limit", "scan_limit", "work_types"]
 
 
@@ -791,7 +799,7 @@ def test_target_id_must_be_a_non_blank_string(value: Any) -> None:
 )
 def test_target_id_length_is_measured_after_trimming(value: str, ok: bool) -> None:
     if ok:
-        assert accepted(with_params(target_id=value)).search.target_id == value.strip(" \ufeff")
+        assert accepted(with_params(target_id=value)).parsed.target_id == value.strip(" \ufeff")
     else:
         assert_invalid(with_params(target_id=value), TARGET_TOO_LONG)
 
@@ -806,9 +814,9 @@ def test_target_id_length_is_measured_after_trimming(value: str, ok: bool) -> No
 )
 def test_target_id_is_lifted_out_of_params_and_trimmed(value: str, target_id: str) -> None:
     request = accepted(with_params(target_id=value, query={"tags": ["a"]}))
-    assert request.search.target_id == target_id
-    assert request.search.params == {"query": {"tags": ["a"]}}
-    assert "target_id" not in request.search.canonical
+    assert request.parsed.target_id == target_id
+    assert request.parsed.params == {"query": {"tags": ["a"]}}
+    assert "target_id" not in request.parsed.canonical
 
 
 def test_target_only_fixture_shape() -> None:
@@ -822,8 +830,8 @@ def test_target_only_fixture_shape() -> None:
             "params": {"target_id": "example-illust-botefuku"},
         }
     )
-    assert request.search.target_id == "example-illust-botefuku"
-    assert request.search.params == {}
+    assert request.parsed.target_id == "example-illust-botefuku"
+    assert request.parsed.params == {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -837,22 +845,22 @@ def test_normalized_params_key_order_is_source_query_constraints() -> None:
         "query": {"expand": True, "tags": ["a"]},
         "source": {"account": "default", "platform": "pixiv"},
     }
-    normalized = accepted(task(params=params)).search.params
+    normalized = accepted(task(params=params)).parsed.params
     assert list(normalized) == ["source", "query", "constraints"]
     assert list(normalized["source"]) == ["platform", "account"]
     assert list(normalized["query"]) == ["tags", "expand"]
 
 
 def canonical(params: dict[str, Any]) -> str:
-    return accepted(task(params=params)).search.canonical
+    return accepted(task(params=params)).parsed.canonical
 
 
 def test_canonical_form_is_the_normalized_params_as_json() -> None:
     request = accepted(
         task(params={"query": {"tags": [" 西瓜肚 "], "expand": False}, "target_id": " t "})
     )
-    assert json.loads(request.search.canonical) == {"query": {"tags": ["西瓜肚"]}}
-    assert json.loads(request.search.canonical) == request.search.params
+    assert json.loads(request.parsed.canonical) == {"query": {"tags": ["西瓜肚"]}}
+    assert json.loads(request.parsed.canonical) == request.parsed.params
 
 
 def test_canonical_form_keeps_tag_order() -> None:
@@ -941,8 +949,8 @@ def test_normalization_is_idempotent() -> None:
             "limit": 3,
         },
     }
-    first = accepted(task(params=raw)).search
-    second = accepted(task(params={**first.params, "target_id": first.target_id})).search
+    first = accepted(task(params=raw)).parsed
+    second = accepted(task(params={**first.params, "target_id": first.target_id})).parsed
     assert second.params == first.params
     assert second.canonical == first.canonical
     assert second.target_id == first.target_id == "t"
@@ -1070,7 +1078,7 @@ def test_parse_is_pure() -> None:
     assert body == snapshot
     assert accepted(body) == first
     # The normalized params must not alias the caller's objects.
-    first.search.params["query"]["tags"].append("mutated")
+    first.parsed.params["query"]["tags"].append("mutated")
     assert body == snapshot
 
 
@@ -1185,12 +1193,12 @@ def _check_outcome(body: Any) -> None:
     assert key
     assert key == key.strip(JS_TRIMMED)
     assert len(key.encode("utf-16-le")) // 2 <= 200
-    assert json.loads(request.search.canonical) == request.search.params
-    assert set(request.search.params) <= {"source", "query", "constraints"}
-    constraints = request.search.params.get("constraints", {})
+    assert json.loads(request.parsed.canonical) == request.parsed.params
+    assert set(request.parsed.params) <= {"source", "query", "constraints"}
+    constraints = request.parsed.params.get("constraints", {})
     assert constraints.get("scan_limit", 1) <= 100
     # JSON-serializable throughout (it is stored and echoed).
-    json.dumps(request.search.params)
+    json.dumps(request.parsed.params)
     if request.labels is not None:
         assert all(isinstance(value, str) for value in request.labels.values())
 

@@ -46,6 +46,10 @@ READ_ELSEWHERE = {
         "layers/jobstream/jobstream/jobtypes/candidate_search/sources/pixiv.py"
     ),
     "JOBSTREAM_CATALOG": "layers/jobstream/jobstream/jobtypes/candidate_search/sources/catalog.py",
+    # asset_fetch's own configuration, read when one of its jobs runs.
+    "JOBSTREAM_ASSET_BUCKET": "layers/jobstream/jobstream/jobtypes/asset_fetch/config.py",
+    "JOBSTREAM_ASSET_URL_TTL_S": "layers/jobstream/jobstream/jobtypes/asset_fetch/config.py",
+    "JOBSTREAM_ASSET_MAX_BYTES": "layers/jobstream/jobstream/jobtypes/asset_fetch/config.py",
     # Powertools' own variables: observability.py reads each (service, EMF namespace, Tracer).
     "POWERTOOLS_SERVICE_NAME": "layers/jobstream/jobstream/observability.py",
     "POWERTOOLS_METRICS_NAMESPACE": "layers/jobstream/jobstream/observability.py",

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any, Final
 
-TERMINAL_STATUSES: Final = frozenset({"succeeded", "failed", "cancelled", "expired"})
-ACTIVE_STATUSES: Final = frozenset({"queued", "running"})
+
+class JobStatus(StrEnum):
+    """A job's state. Stored as its value; equal to that string."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+TERMINAL_STATUSES: Final = frozenset(
+    {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED}
+)
+ACTIVE_STATUSES: Final = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +35,7 @@ class JobRecord:
     params_canonical: str
     target_id: str
     work_type: str
-    status: str
+    status: JobStatus
     created_at: int
     updated_at: int
     deadline_at: int | None = None
@@ -50,12 +66,38 @@ class JobRecord:
     # Epoch SECONDS (DynamoDB TTL): set with the terminal event; absent while the job is open.
     expires_at: int | None = None
 
+    def __post_init__(self) -> None:
+        # A status read as text (an item, a test's literal) becomes the enum it names, or fails.
+        object.__setattr__(self, "status", JobStatus(self.status))
+
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
     def lease_active(self, now: int) -> bool:
         return bool(self.lease_owner) and (self.lease_expires_at or 0) > now
+
+
+@dataclass(frozen=True, slots=True)
+class JobChange:
+    """One change of a job's state, said once: the fields it sets, where None clears a field.
+
+    The new record and the store's update are both computed from it, so they cannot drift."""
+
+    fields: Mapping[str, Any]
+
+    def applied_to(self, record: JobRecord) -> JobRecord:
+        return replace(record, **self.fields)
+
+    @property
+    def assigned(self) -> dict[str, Any]:
+        """The attributes the update writes."""
+        return {name: value for name, value in self.fields.items() if value is not None}
+
+    @property
+    def cleared(self) -> tuple[str, ...]:
+        """The attributes the update removes."""
+        return tuple(name for name, value in self.fields.items() if value is None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,16 +50,21 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = _tls_context().wrap_socket(sock, server_hostname=self.host)
 
 
+def pinned_connection(
+    target: CallbackTarget, address: str, timeout_s: float
+) -> http.client.HTTPConnection:
+    """A connection to `address` (one of the target's checked addresses) for the target's host."""
+    connection_class = _PinnedHTTPSConnection if target.scheme == "https" else _PinnedHTTPConnection
+    return connection_class(target.host, address, target.port, timeout_s)
+
+
 def post_callback(
     target: CallbackTarget, body: bytes, headers: Mapping[str, str], timeout_s: float
 ) -> HttpResult:
     """POST `body`; the first address that accepts a connection is used. Raises on I/O errors."""
     last_error: OSError | None = None
     for address in target.addresses:
-        connection_class = (
-            _PinnedHTTPSConnection if target.scheme == "https" else _PinnedHTTPConnection
-        )
-        connection = connection_class(target.host, address, target.port, timeout_s)
+        connection = pinned_connection(target, address, timeout_s)
         try:
             connection.request("POST", target.path_and_query, body=body, headers=dict(headers))
             response = connection.getresponse()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
-from jobstream.domain import JobRecord, StoredEvent
+from jobstream.domain import JobRecord, JobStatus, StoredEvent
 from jobstream.protocol.errors import (
     EXPIRY_REASONS,
     REASON_MESSAGES,
@@ -16,9 +17,10 @@ from jobstream.protocol.errors import (
 )
 from jobstream.protocol.events import TERMINAL_KINDS, EventType, event_id, protocol_type
 from jobstream.protocol.pages import fill_page
-from jobstream.protocol.task import JOB_TYPE_CANDIDATE_SEARCH, PROTOCOL_VERSION
+from jobstream.protocol.task import PROTOCOL_VERSION
 
 PAGE_SIZE: Final = 200
+# The protocol's closed vocabulary of job-type features; a job type declares a subset.
 FEATURES: Final = (
     "events",
     "progress",
@@ -29,12 +31,12 @@ FEATURES: Final = (
     "target_selector",
 )
 _STAGE_BY_STATUS: Final = {
-    "queued": "queued",
-    "running": "searching",
-    "succeeded": "done",
-    "failed": "failed",
-    "cancelled": "cancelled",
-    "expired": "expired",
+    JobStatus.QUEUED: "queued",
+    JobStatus.RUNNING: "searching",
+    JobStatus.SUCCEEDED: "done",
+    JobStatus.FAILED: "failed",
+    JobStatus.CANCELLED: "cancelled",
+    JobStatus.EXPIRED: "expired",
 }
 
 
@@ -57,18 +59,18 @@ def job_error(record: JobRecord) -> dict[str, Any]:
     return error
 
 
-def terminal_status_for(reason: str | None) -> str:
+def terminal_status_for(reason: str | None) -> JobStatus:
     """The protocol status a job ends in for an internal reason."""
     known = parse_reason(reason)
     if known is Reason.CANCELLED_BY_CONSUMER:
-        return "cancelled"
-    return "expired" if known in EXPIRY_REASONS else "failed"
+        return JobStatus.CANCELLED
+    return JobStatus.EXPIRED if known in EXPIRY_REASONS else JobStatus.FAILED
 
 
 def job_document(record: JobRecord, now: int, base_url: str | None = None) -> dict[str, Any]:
     """The Job projection, keys in the reference order."""
     # The executor's own stage shows only while it runs; every other status names its stage.
-    stage = record.progress_stage if record.status == "running" else None
+    stage = record.progress_stage if record.status is JobStatus.RUNNING else None
     progress: dict[str, Any] = {"stage": stage or _STAGE_BY_STATUS[record.status]}
     if record.progress_message:
         progress["message"] = record.progress_message
@@ -77,7 +79,7 @@ def job_document(record: JobRecord, now: int, base_url: str | None = None) -> di
         "protocol_version": PROTOCOL_VERSION,
         "job_id": record.job_id,
         "job_type": record.job_type,
-        "status": record.status,
+        "status": record.status.value,
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "started_at": record.started_at,
@@ -94,7 +96,7 @@ def job_document(record: JobRecord, now: int, base_url: str | None = None) -> di
     if record.labels:
         document["labels"] = dict(record.labels)
     document["events_url"] = events_url(record.job_id, base_url)
-    if record.status == "succeeded":
+    if record.status is JobStatus.SUCCEEDED:
         document["result"] = (
             record.result
             if record.result is not None
@@ -191,8 +193,20 @@ def submission(record: JobRecord, now: int, base_url: str | None = None) -> dict
     return {"job": job_document(record, now, base_url)}
 
 
+@dataclass(frozen=True, slots=True)
+class JobTypeEntry:
+    """What capabilities says about one job type (from the job-type registry)."""
+
+    name: str
+    params_schema: str
+    result_schema: str
+    features: tuple[str, ...]
+    limits: Mapping[str, int]
+
+
 def capabilities(
     *,
+    job_types: Sequence[JobTypeEntry],
     queued_timeout_ms: int,
     stall_timeout_ms: int,
     heartbeat_interval_ms: int,
@@ -200,19 +214,28 @@ def capabilities(
     now: int,
 ) -> dict[str, Any]:
     """The capabilities document, built from live configuration on every call."""
-    return {
+    budgets = {
+        "queued_timeout_ms": queued_timeout_ms,
+        "stall_timeout_ms": stall_timeout_ms,
+        "heartbeat_interval_ms": heartbeat_interval_ms,
+        "default_deadline_ms": default_deadline_ms,
+    }
+    document: dict[str, Any] = {
         "protocol_versions": [PROTOCOL_VERSION],
         "job_types": [
             {
-                "name": JOB_TYPE_CANDIDATE_SEARCH,
-                "params_schema": "#/$defs/CandidateSearchParams",
-                "result_schema": "#/$defs/Result_CandidateSearch",
-                "features": list(FEATURES),
-                "queued_timeout_ms": queued_timeout_ms,
-                "stall_timeout_ms": stall_timeout_ms,
-                "heartbeat_interval_ms": heartbeat_interval_ms,
-                "default_deadline_ms": default_deadline_ms,
+                "name": entry.name,
+                "params_schema": entry.params_schema,
+                "result_schema": entry.result_schema,
+                "features": list(entry.features),
+                **budgets,
             }
+            for entry in job_types
         ],
-        "server_time": now,
     }
+    limits = {entry.name: dict(entry.limits) for entry in job_types if entry.limits}
+    if limits:
+        # Per job type, so a consumer can size a Task before it is refused (e.g. asset counts).
+        document["limits"] = {"job_types": limits}
+    document["server_time"] = now
+    return document

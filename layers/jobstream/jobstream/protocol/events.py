@@ -7,7 +7,7 @@ import re
 from enum import StrEnum
 from typing import Final
 
-from jobstream.domain import CallbackRecord
+from jobstream.domain import CallbackRecord, JobStatus
 
 
 class EventKind(StrEnum):
@@ -79,11 +79,11 @@ ONCE_PER_JOB_KINDS: Final = frozenset(
 )
 
 # The terminal kind each terminal job status implies.
-TERMINAL_KIND_BY_STATUS: Final[dict[str, EventKind]] = {
-    "succeeded": EventKind.OUTCOME_SUCCEEDED,
-    "failed": EventKind.OUTCOME_FAILED,
-    "expired": EventKind.OUTCOME_EXPIRED,
-    "cancelled": EventKind.OUTCOME_CANCELLED,
+TERMINAL_KIND_BY_STATUS: Final[dict[JobStatus, EventKind]] = {
+    JobStatus.SUCCEEDED: EventKind.OUTCOME_SUCCEEDED,
+    JobStatus.FAILED: EventKind.OUTCOME_FAILED,
+    JobStatus.EXPIRED: EventKind.OUTCOME_EXPIRED,
+    JobStatus.CANCELLED: EventKind.OUTCOME_CANCELLED,
 }
 
 

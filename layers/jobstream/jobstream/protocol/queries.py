@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from jobstream.domain import JobStatus
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.js import is_blank, js_length
 from jobstream.protocol.task import MAX_CORRELATION_ID
@@ -14,7 +15,7 @@ Query = Mapping[str, Sequence[str]]
 
 DEFAULT_LIST_LIMIT: Final = 100
 MAX_LIST_LIMIT: Final = 500
-JOB_STATUSES: Final = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
+JOB_STATUSES: Final = tuple(status.value for status in JobStatus)
 _TRUE: Final = frozenset({"1", "true"})
 _FALSE: Final = frozenset({"", "0", "false"})
 

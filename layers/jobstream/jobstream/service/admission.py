@@ -8,12 +8,12 @@ from jobstream import observability
 from jobstream.config.targets import Target
 from jobstream.delivery.origins import check_at_admission
 from jobstream.delivery.ssrf import CallbackRefused
-from jobstream.domain import JobRecord
-from jobstream.jobtypes.candidate_search.targeting import admit_target
+from jobstream.domain import JobRecord, JobStatus
+from jobstream.jobtypes import registry
 from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
 from jobstream.protocol.events import EventKind
-from jobstream.protocol.task import AdmissionRequest, parse_task
+from jobstream.protocol.task import AdmissionRequest
 from jobstream.service.identity import derive_job_id
 from jobstream.service.retention import has_expired, item_expiry
 from jobstream.service.runtime import Runtime
@@ -26,10 +26,10 @@ REPLAYED = 200
 
 def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[int, dict[str, Any]]:
     """Admit a Task: 202 with a new job, or 200 with the job its key already names."""
-    request = parse_task(body)
+    request, job_type = registry.parse_task(body)
     if request.callback_url is not None:
         _check_callback_url(rt, tenant, request.callback_url)
-    target = admit_target(request.search, rt.targets())
+    target = job_type.select_target(request.parsed, rt.targets())
     job_id = derive_job_id(tenant, request.idempotency_key)
     observability.bind(job_id=job_id, correlation_id=request.correlation_id)
     existing = rt.store.get_job(job_id)
@@ -124,11 +124,11 @@ def _new_record(
         tenant=tenant,
         job_type=request.job_type,
         idempotency_key=request.idempotency_key,
-        params=request.search.params,
-        params_canonical=request.search.canonical,
+        params=request.parsed.params,
+        params_canonical=request.parsed.canonical,
         target_id=target.id,
         work_type=target.work_type,
-        status="queued",
+        status=JobStatus.QUEUED,
         created_at=now,
         updated_at=now,
         deadline_at=now + budget,
@@ -152,7 +152,7 @@ def _check_replay(existing: JobRecord, request: AdmissionRequest, target: Target
             "idempotency key already belongs to a job for another target",
             detail=detail,
         )
-    if existing.params_canonical != request.search.canonical:
+    if existing.params_canonical != request.parsed.canonical:
         raise ProtocolError(
             ErrorCode.IDEMPOTENCY_CONFLICT,
             "idempotency key was first used with different params",

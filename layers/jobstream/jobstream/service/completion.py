@@ -14,11 +14,10 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from dataclasses import replace
 from typing import Final
 
 from jobstream import observability
-from jobstream.domain import JobRecord
+from jobstream.domain import JobChange, JobRecord, JobStatus
 from jobstream.jobtypes.runner import Outcome, fit_job_result
 from jobstream.protocol.documents import terminal_status_for
 from jobstream.protocol.errors import Reason
@@ -85,12 +84,12 @@ def known_outcome(record: JobRecord, owner: str) -> Outcome | None:
     return _kept.get(record.job_id, owner)
 
 
-def within_budget(outcome: Outcome) -> Outcome:
+def within_budget(outcome: Outcome, job_type: str) -> Outcome:
     """The outcome as the job item can hold it (`store/budgets.py`): a result cut by the job
     type's rule to `RESULT_BYTES`, or a failure when not even that fits; messages clipped."""
     if outcome.result is None:
         return Outcome(reason=outcome.reason, message=budgets.clip(outcome.message))
-    result = fit_job_result(outcome.result, budgets.result_fits)
+    result = fit_job_result(job_type, outcome.result, budgets.result_fits)
     if result is outcome.result:
         return outcome
     observability.count("results_cut")
@@ -108,7 +107,7 @@ def complete(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> st
     """State and terminal event in one transaction, only while holding the lease. Returns the
     status, or "lost" when the job was cancelled, expired or taken over first; raises
     CompletionDeferredError when a transient cause outlasted the retries (the outcome is kept)."""
-    outcome = within_budget(outcome)
+    outcome = within_budget(outcome, record.job_type)
     try:
         status = _record(rt, record, owner, outcome)
     except Exception as error:
@@ -129,7 +128,11 @@ def complete(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> st
 def land_kept_outcome(rt: Runtime, record: JobRecord) -> str | None:
     """The sweep's repair: complete a running job whose lease lapsed with the outcome its run
     kept; None when there is none (the job goes to the liveness verdicts instead)."""
-    if record.status != "running" or record.pending_outcome is None or not record.lease_owner:
+    if (
+        record.status is not JobStatus.RUNNING
+        or record.pending_outcome is None
+        or not record.lease_owner
+    ):
         return None
     return complete(rt, record, record.lease_owner, decode_outcome(record.pending_outcome))
 
@@ -146,47 +149,39 @@ def _keep(rt: Runtime, job_id: str, owner: str, outcome: Outcome) -> None:
 
 
 def _record(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str:
-    if outcome.result is not None and record.status == "running" and record.lease_owner == owner:
+    if (
+        outcome.result is not None
+        and record.status is JobStatus.RUNNING
+        and record.lease_owner == owner
+    ):
         # The result first, in its own item: the completion below then only moves the job, and
         # whoever reads it `succeeded` finds its result (store/jobs.py: put_result). Not for a
         # job this worker does not hold, as far as it knows: its completion cannot land.
         rt.store.put_result(record, outcome.result, expires_at=item_expiry(record, rt.settings))
     for _ in range(MAX_COMPLETE_ATTEMPTS):
         now = max(rt.clock(), record.updated_at)
-        if outcome.result is not None:
-            status = "succeeded"
-            values: dict[str, object] = {"status": status}
-            finished = replace(record, status=status, result=outcome.result)
-            kind = EventKind.OUTCOME_SUCCEEDED
-        else:
-            reason = outcome.reason or Reason.INTERNAL_ERROR.value
-            status = terminal_status_for(reason)
-            values = {"status": status, "reason": reason}
-            if outcome.message:
-                values["reason_message"] = outcome.message
-            finished = replace(record, status=status, reason=reason, reason_message=outcome.message)
-            kind = EventKind.OUTCOME_EXPIRED if status == "expired" else EventKind.OUTCOME_FAILED
-        finished = replace(
-            finished,
-            updated_at=now,
-            lease_owner=None,
-            lease_expires_at=None,
-            pending_outcome=None,
-        )
+        status, kind, ending = _ending(outcome)
         change = StateChange(
-            values={**values, "updated_at": now},
-            remove=("lease_owner", "lease_expires_at", "pending_outcome"),
-            require_status=frozenset({"running"}),
+            JobChange(
+                {
+                    **ending,
+                    "updated_at": now,
+                    "lease_owner": None,
+                    "lease_expires_at": None,
+                    "pending_outcome": None,
+                }
+            ),
+            require_status=frozenset({JobStatus.RUNNING}),
             require_lease_owner=owner,
         )
         try:
-            record_transition(rt, record, kind=kind, updated=finished, change=change)
+            record_transition(rt, record, kind=kind, change=change)
         except StaleJobError as stale:
             fresh = rt.store.get_job_item(record.job_id)
             if stale.after_lost_answer and _is_own_completion(fresh, status, kind, now):
                 # Written by the try whose answer was lost; its retry found it done.
                 return _counted(status)
-            if fresh is None or fresh.status != "running" or fresh.lease_owner != owner:
+            if fresh is None or fresh.status is not JobStatus.RUNNING or fresh.lease_owner != owner:
                 return "lost"  # cancelled, expired or taken over: no later outcome
             record = fresh
             continue
@@ -194,7 +189,20 @@ def _record(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str
     return "lost"
 
 
-def _is_own_completion(fresh: JobRecord | None, status: str, kind: EventKind, at: int) -> bool:
+def _ending(outcome: Outcome) -> tuple[JobStatus, EventKind, dict[str, object]]:
+    """The terminal status an outcome gives, its event and the fields it sets (the result
+    has its own item, written before)."""
+    if outcome.result is not None:
+        return JobStatus.SUCCEEDED, EventKind.OUTCOME_SUCCEEDED, {"status": JobStatus.SUCCEEDED}
+    reason = outcome.reason or Reason.INTERNAL_ERROR.value
+    status = terminal_status_for(reason)
+    kind = EventKind.OUTCOME_EXPIRED if status is JobStatus.EXPIRED else EventKind.OUTCOME_FAILED
+    return status, kind, {"status": status, "reason": reason, "reason_message": outcome.message}
+
+
+def _is_own_completion(
+    fresh: JobRecord | None, status: JobStatus, kind: EventKind, at: int
+) -> bool:
     return (
         fresh is not None
         and fresh.status == status
@@ -203,8 +211,8 @@ def _is_own_completion(fresh: JobRecord | None, status: str, kind: EventKind, at
     )
 
 
-def _counted(status: str) -> str:
-    if status == "succeeded":
+def _counted(status: JobStatus) -> str:
+    if status is JobStatus.SUCCEEDED:
         observability.count("jobs_succeeded")
     else:
         observability.count("jobs_failed")  # failed, or expired at its deadline

@@ -10,11 +10,10 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Final
 
 from jobstream import observability
-from jobstream.domain import JobRecord
+from jobstream.domain import JobChange, JobRecord, JobStatus
 from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
 from jobstream.jobtypes.runner import Outcome, run_job
 from jobstream.protocol.errors import Reason
@@ -103,44 +102,32 @@ def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
     """queued -> running with a fresh lease and `job.started`, in one transaction; or the job
     this owner already holds (its earlier attempt crashed after claiming)."""
     record = rt.store.get_job_item(job_id)
-    if record is not None and record.status == "running" and record.lease_owner == owner:
+    if record is not None and record.status is JobStatus.RUNNING and record.lease_owner == owner:
         return record
-    if record is None or record.status != "queued":
+    if record is None or record.status is not JobStatus.QUEUED:
         return None
     now = max(rt.clock(), record.updated_at)
-    lease_until = now + rt.settings.lease_ms
-    running = replace(
-        record,
-        status="running",
-        attempt=record.attempt + 1,
-        started_at=record.started_at or now,
-        heartbeat_at=now,
-        lease_owner=owner,
-        lease_expires_at=lease_until,
-        progress_stage="searching",
-        updated_at=now,
-    )
     change = StateChange(
-        values={
-            "status": "running",
-            "attempt": running.attempt,
-            "started_at": running.started_at,
-            "heartbeat_at": now,
-            "lease_owner": owner,
-            "lease_expires_at": lease_until,
-            "progress_stage": "searching",
-            "updated_at": now,
-        },
+        JobChange(
+            {
+                "status": JobStatus.RUNNING,
+                "attempt": record.attempt + 1,
+                "started_at": record.started_at or now,
+                "heartbeat_at": now,
+                "lease_owner": owner,
+                "lease_expires_at": now + rt.settings.lease_ms,
+                "progress_stage": "searching",
+                "updated_at": now,
+            }
+        ),
         # A second claim of the same job (a duplicate message) finds it running: a no-op.
-        require_status=frozenset({"queued"}),
+        require_status=frozenset({JobStatus.QUEUED}),
     )
     try:
-        claimed = record_transition(
-            rt, record, kind=EventKind.EXECUTION_STARTED, updated=running, change=change
-        )
+        claimed = record_transition(rt, record, kind=EventKind.EXECUTION_STARTED, change=change)
     except StaleJobError as stale:
         fresh = rt.store.get_job_item(job_id) if stale.after_lost_answer else None
-        if fresh is not None and fresh.status == "running" and fresh.lease_owner == owner:
+        if fresh is not None and fresh.status is JobStatus.RUNNING and fresh.lease_owner == owner:
             return fresh  # our claim was written; only its answer was lost
         return None
     observability.count("jobs_claimed")
@@ -217,30 +204,21 @@ class Lease:
         # Kept on the job item, within its growth budget (`store/budgets.py`).
         stage = budgets.clip(stage, budgets.MAX_STAGE_CHARS) or stage
         message = budgets.clip(message)
-        at = max(now, record.updated_at)
-        updated = replace(
-            record,
-            progress_stage=stage,
-            progress_message=message,
-            progress_events=record.progress_events + 1,
-            updated_at=at,
-        )
-        values: dict[str, object] = {
-            "progress_stage": stage,
-            "progress_events": updated.progress_events,
-            "updated_at": at,
-        }
-        if message:
-            values["progress_message"] = message
         change = StateChange(
-            values=values,
-            remove=() if message else ("progress_message",),
-            require_status=frozenset({"running"}),
+            JobChange(
+                {
+                    "progress_stage": stage,
+                    "progress_message": message or None,
+                    "progress_events": record.progress_events + 1,
+                    "updated_at": max(now, record.updated_at),
+                }
+            ),
+            require_status=frozenset({JobStatus.RUNNING}),
             require_lease_owner=self.owner,
         )
         try:
             self.record = record_transition(
-                self.rt, record, kind=EventKind.PROGRESSED, updated=updated, change=change
+                self.rt, record, kind=EventKind.PROGRESSED, change=change
             )
         except StaleJobError:
             self._refresh()
@@ -256,7 +234,11 @@ class Lease:
         except Exception:
             logger.warning("could not re-read the job after a progress write", exc_info=True)
             return
-        if fresh is None or fresh.status != "running" or fresh.lease_owner != self.owner:
+        if (
+            fresh is None
+            or fresh.status is not JobStatus.RUNNING
+            or fresh.lease_owner != self.owner
+        ):
             self.lost.set()
         else:
             self.record = fresh

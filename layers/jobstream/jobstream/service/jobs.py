@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Final
 
-from jobstream.domain import ACTIVE_STATUSES, JobRecord
+from jobstream.domain import ACTIVE_STATUSES, JobChange, JobRecord, JobStatus
+from jobstream.jobtypes import registry
 from jobstream.protocol import documents
 from jobstream.protocol.errors import Reason, invalid_params
 from jobstream.protocol.events import EventKind
@@ -31,6 +31,7 @@ MAX_CANCEL_ATTEMPTS: Final = 8
 def capabilities(rt: Runtime) -> dict[str, Any]:
     settings = rt.settings
     return documents.capabilities(
+        job_types=registry.declarations(),
         queued_timeout_ms=settings.queued_timeout_ms,
         stall_timeout_ms=settings.stall_timeout_ms,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
@@ -102,28 +103,22 @@ def cancel(rt: Runtime, tenant: str, job_id: str, base_url: str | None) -> dict[
         if record.status not in ACTIVE_STATUSES:
             break
         now = max(rt.clock(), record.updated_at)
-        cancelled = replace(
-            record,
-            status="cancelled",
-            reason=Reason.CANCELLED_BY_CONSUMER.value,
-            reason_message=None,
-            updated_at=now,
-            lease_owner=None,
-            lease_expires_at=None,
-        )
         change = StateChange(
-            values={"status": "cancelled", "reason": cancelled.reason, "updated_at": now},
-            remove=("lease_owner", "lease_expires_at", "reason_message"),
+            JobChange(
+                {
+                    "status": JobStatus.CANCELLED,
+                    "reason": Reason.CANCELLED_BY_CONSUMER.value,
+                    "reason_message": None,
+                    "updated_at": now,
+                    "lease_owner": None,
+                    "lease_expires_at": None,
+                }
+            ),
             require_status=ACTIVE_STATUSES,
         )
         try:
             record = record_transition(
-                rt,
-                record,
-                kind=EventKind.OUTCOME_CANCELLED,
-                updated=cancelled,
-                change=change,
-                base_url=base_url,
+                rt, record, kind=EventKind.OUTCOME_CANCELLED, change=change, base_url=base_url
             )
         except StaleJobError:
             fresh = rt.store.get_job(record.job_id)

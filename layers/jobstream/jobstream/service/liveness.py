@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from jobstream import observability
 from jobstream.config.settings import Settings
-from jobstream.domain import ACTIVE_STATUSES, JobRecord
+from jobstream.domain import ACTIVE_STATUSES, JobChange, JobRecord, JobStatus
 from jobstream.protocol.errors import REASON_MESSAGES, Reason
 from jobstream.protocol.events import EventKind
 from jobstream.service.runtime import Runtime
@@ -20,9 +18,9 @@ def verdict(record: JobRecord, now: int, settings: Settings) -> Reason | None:
         return None
     if record.deadline_at is not None and now >= record.deadline_at:
         return Reason.EXECUTION_TIMEOUT
-    if record.status == "queued" and now - record.created_at >= settings.queued_timeout_ms:
+    if record.status is JobStatus.QUEUED and now - record.created_at >= settings.queued_timeout_ms:
         return Reason.QUEUED_TOO_LONG
-    if record.status == "running" and not record.lease_active(now):
+    if record.status is JobStatus.RUNNING and not record.lease_active(now):
         last_sign_of_life = record.heartbeat_at or record.started_at or record.created_at
         if now - last_sign_of_life >= settings.stall_timeout_ms:
             return Reason.STALLED_NO_HEARTBEAT
@@ -32,31 +30,23 @@ def verdict(record: JobRecord, now: int, settings: Settings) -> Reason | None:
 def expire(rt: Runtime, record: JobRecord, reason: Reason, now: int) -> JobRecord | None:
     """End the job `expired` with its terminal event; None when the job moved on first."""
     at = max(now, record.updated_at)
-    expired = replace(
-        record,
-        status="expired",
-        reason=reason.value,
-        reason_message=REASON_MESSAGES[reason],
-        updated_at=at,
-        lease_owner=None,
-        lease_expires_at=None,
-    )
     change = StateChange(
-        values={
-            "status": "expired",
-            "reason": reason.value,
-            "reason_message": REASON_MESSAGES[reason],
-            "updated_at": at,
-        },
-        remove=("lease_owner", "lease_expires_at"),
+        JobChange(
+            {
+                "status": JobStatus.EXPIRED,
+                "reason": reason.value,
+                "reason_message": REASON_MESSAGES[reason],
+                "updated_at": at,
+                "lease_owner": None,
+                "lease_expires_at": None,
+            }
+        ),
         require_status=frozenset({record.status}),
         # A stall verdict never overrules a live lease; the deadline is hard and does.
         require_lease_expired_at=now if reason is Reason.STALLED_NO_HEARTBEAT else None,
     )
     try:
-        ended = record_transition(
-            rt, record, kind=EventKind.OUTCOME_EXPIRED, updated=expired, change=change
-        )
+        ended = record_transition(rt, record, kind=EventKind.OUTCOME_EXPIRED, change=change)
     except StaleJobError:
         return None
     observability.count("verdicts", dimension=reason.value)

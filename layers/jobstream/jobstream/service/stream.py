@@ -168,14 +168,15 @@ def record_transition(
     record: JobRecord,
     *,
     kind: EventKind,
-    updated: JobRecord,
     change: StateChange,
     base_url: str | None = None,
 ) -> JobRecord:
-    """Apply a state change and record the event it implies in ONE transaction.
+    """Apply a state change and record the event it implies in ONE transaction; the job as
+    it is then, computed from the same change as the update.
 
     Raises StaleJobError when the job moved on; the caller re-reads and decides again.
     """
+    updated = change.update.applied_to(record)
     event = next_event(updated, kind, updated.updated_at)
     _commit(rt, record, event, change=change, base_url=base_url)
     return after_append(updated, event)

@@ -12,7 +12,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from jobstream import observability
-from jobstream.domain import CALLBACK_IN_FLIGHT, CALLBACK_OPEN_STATES, IntentRef, JobRecord
+from jobstream.domain import (
+    CALLBACK_IN_FLIGHT,
+    CALLBACK_OPEN_STATES,
+    IntentRef,
+    JobRecord,
+    JobStatus,
+)
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
@@ -141,4 +147,4 @@ def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
 
 def _dispatch_overdue(record: JobRecord, now: int) -> bool:
     sent_at = record.dispatched_at or record.created_at
-    return record.status == "queued" and now - sent_at >= keys.HANDOFF_GRACE_MS
+    return record.status is JobStatus.QUEUED and now - sent_at >= keys.HANDOFF_GRACE_MS

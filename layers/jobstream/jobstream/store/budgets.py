@@ -9,9 +9,9 @@ consumers and sources send are the job item and the result item. 400 KiB
   canonical text, callback URL, keys). A Task whose job would be larger is refused at admission
   (400 `invalid_params`, `detail.reason = "task_too_large"`) and nothing is written.
 - `RESULT_BYTES` (128 KiB): the `result` a success writes in its own item (`#RESULT`). A larger
-  result is cut by the job type's rule before it is written (candidate_search keeps its best
-  candidates). The job item keeps this room for a run's outcome kept while its completion cannot
-  be written (`pending_outcome`).
+  result is cut by the job type's rule before it is written (`JobType.fit_result`: a search
+  keeps its best candidates; a type without a rule fails the job). The job item keeps this room
+  for a run's outcome kept while its completion cannot be written (`pending_outcome`).
 - `GROWTH_BYTES` (16 KiB): every other attribute of the job item written after admission:
   status, lease, timestamps, counters, the recorded kinds, and the progress and reason messages,
   which are clipped to `MAX_MESSAGE_CHARS` (at most 4 bytes a character).

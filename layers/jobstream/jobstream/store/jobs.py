@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from jobstream.domain import CALLBACK_PENDING, JobRecord, StoredEvent
+from jobstream.domain import CALLBACK_PENDING, JobChange, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys
 from jobstream.store.client import TableClient, error_code
@@ -85,12 +85,11 @@ class CallbackIntent:
 
 @dataclass(frozen=True, slots=True)
 class StateChange:
-    """Job attributes to change together with an event, and the conditions guarding the move:
+    """A job's change to write together with an event, and the conditions guarding the move:
     the states it may leave, the lease holder it requires, or a lease that must have expired."""
 
-    values: Mapping[str, Any]
-    remove: tuple[str, ...] = ()
-    require_status: frozenset[str] | None = None
+    update: JobChange
+    require_status: frozenset[JobStatus] | None = None
     require_lease_owner: str | None = None
     require_lease_expired_at: int | None = None
 
@@ -309,7 +308,7 @@ class JobStore(TableClient):
                 ConditionExpression="#status = :running AND lease_owner = :owner",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues=to_item(
-                    {**values, ":running": "running", ":owner": owner}
+                    {**values, ":running": JobStatus.RUNNING.value, ":owner": owner}
                 ),
             )
         except ClientError as error:
@@ -328,7 +327,7 @@ class JobStore(TableClient):
                 # Only a job still waiting for a worker is worth sending again.
                 ConditionExpression="#status = :queued",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=to_item({":now": now, ":queued": "queued"}),
+                ExpressionAttributeValues=to_item({":now": now, ":queued": JobStatus.QUEUED.value}),
             )
         except ClientError as error:
             if error_code(error) == "ConditionalCheckFailedException":
@@ -469,7 +468,7 @@ def _apply_change(
     conditions: list[str],
 ) -> tuple[str, ...]:
     """Add a state change's assignments and guards to an update; returns what it removes."""
-    for index, (name, value) in enumerate(change.values.items()):
+    for index, (name, value) in enumerate(change.update.assigned.items()):
         names[f"#c{index}"] = name
         values[f":c{index}"] = value
         assignments.append(f"#c{index} = :c{index}")
@@ -491,7 +490,7 @@ def _apply_change(
         conditions.append(
             "(attribute_not_exists(lease_expires_at) OR lease_expires_at < :lease_deadline)"
         )
-    return change.remove
+    return change.update.cleared
 
 
 def _item_to_event(job_id: str, item: Mapping[str, Any]) -> StoredEvent:

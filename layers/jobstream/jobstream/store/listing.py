@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final
 
-from jobstream.domain import JobRecord
+from jobstream.domain import JobRecord, JobStatus
 from jobstream.retries import default_policy
 from jobstream.store import keys
 from jobstream.store.codec import from_attribute, to_attribute
@@ -138,7 +138,7 @@ def _read_jobs(
     for entry in entries:
         job_id = keys.job_id_of(entry[keys.PK]["S"])
         wanted.append(job_key(job_id))
-        if entry.get("status", {}).get("S") == "succeeded":
+        if entry.get("status", {}).get("S") == JobStatus.SUCCEEDED:
             wanted.append(part_key(job_id, keys.RESULT_SK))
     found = {
         (item[keys.PK]["S"], item[keys.SK]["S"]): item
@@ -150,9 +150,9 @@ def _read_jobs(
         if job is None:
             continue  # gone since the index was read (past its retention)
         record = item_to_record(job)
-        if record.status == "succeeded":
+        if record.status is JobStatus.SUCCEEDED:
             result = found.get((pk, keys.RESULT_SK))
-            if result is None and entry.get("status", {}).get("S") != "succeeded":
+            if result is None and entry.get("status", {}).get("S") != JobStatus.SUCCEEDED:
                 # It succeeded after the index was read: its result was not asked for.
                 result = _one(client, table_name, part_key(record.job_id, keys.RESULT_SK))
             record = with_parts(record, [result] if result is not None else [])

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields, replace
 from typing import Any, Final
 
-from jobstream.domain import TERMINAL_STATUSES, JobRecord
+from jobstream.domain import JobRecord, JobStatus
 from jobstream.store import keys
 from jobstream.store.codec import from_attribute, from_item, to_item
 
@@ -35,7 +35,7 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
     if record.correlation_id:
         values["gsi2pk"] = keys.correlation_pk(record.tenant, record.correlation_id)
         values["gsi2sk"] = values["gsi1sk"]
-    if record.status not in TERMINAL_STATUSES:
+    if not record.is_terminal:
         # The sweep visits the job until it finishes (with its terminal event, in one write).
         values["sweep_pk"] = keys.job_sweep_pk(keys.ACTIVE_JOBS, record.job_id)
         values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
@@ -78,7 +78,7 @@ def with_parts(record: JobRecord, items: Iterable[Mapping[str, Any]]) -> JobReco
             continue
         if sort_key == keys.ACK_SK:
             record = replace(record, ack_sequence=int(from_attribute(item["ack_sequence"])))
-        elif sort_key == keys.RESULT_SK and record.status == "succeeded":
+        elif sort_key == keys.RESULT_SK and record.status is JobStatus.SUCCEEDED:
             record = replace(record, result=from_attribute(item["result"]))
     return record
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from jobstream.jobtypes.base import Outcome
 from jobstream.jobtypes.candidate_search.plan import SearchPlan
 from jobstream.jobtypes.candidate_search.sources.base import (
     SearchRequest,
@@ -23,15 +23,6 @@ SEED_WEIGHT: Final = 1.0
 RELATED_WEIGHT: Final = 0.5
 
 FilterReason = Literal["excluded", "duplicate", "invalid"]
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """Exactly one of `result` (succeeded) or `reason` (an internal reason code) is set."""
-
-    result: dict[str, Any] | None = None
-    reason: str | None = None
-    message: str | None = None
 
 
 def candidate_id(work_id: str) -> str:

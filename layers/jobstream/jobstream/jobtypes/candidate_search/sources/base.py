@@ -18,6 +18,8 @@ class SourceAsset:
     width: int | None = None
     height: int | None = None
     mime: str | None = None
+    # The catalog's local copy of the file (a path relative to the catalog), read by asset_fetch.
+    file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,8 @@ class _CatalogAsset(_Strict):
     width: Annotated[int, Field(ge=0)] | None = None
     height: Annotated[int, Field(ge=0)] | None = None
     mime: str | None = None
+    # The file's local copy, relative to the catalog file (asset_fetch reads it).
+    file: Annotated[str, Field(min_length=1)] | None = None
 
 
 class _CatalogWork(_Strict):
@@ -89,6 +91,7 @@ def _to_work(work: _CatalogWork) -> Work:
                 width=asset.width,
                 height=asset.height,
                 mime=asset.mime,
+                file=asset.file,
             )
             for asset in work.assets
         ),
@@ -147,6 +150,37 @@ class CatalogSource:
                 "configuration_error", f"catalog {self._path.name} not found"
             ) from error
         return load_catalog(self._path.resolve(), mtime_ns)
+
+    def work(self, work_id: str) -> Work | None:
+        """One work by id, or None when the catalog has no such work."""
+        return next((work for work in self._works() if work.work_id == work_id), None)
+
+    def assets(self) -> Iterator[SourceAsset]:
+        """Every asset of every work, newest work first."""
+        for work in self._works():
+            yield from work.assets
+
+    def read_file(self, asset: SourceAsset, max_bytes: int) -> bytes:
+        """The asset's local copy, at most `max_bytes + 1` bytes (more than `max_bytes`: the file
+        is too large); SourceError when it has none or it escapes the catalog's directory."""
+        if asset.file is None:
+            raise SourceError(
+                "download_failed", f"asset {asset.asset_id} has no file in the catalog"
+            )
+        folder = self._path.resolve().parent
+        path = (folder / asset.file).resolve()
+        # A hand-edited catalog must not make jobstream read (and publish) any file it can.
+        if not path.is_relative_to(folder):
+            raise SourceError(
+                "configuration_error", f"asset {asset.asset_id}: its file is outside the catalog"
+            )
+        try:
+            with path.open("rb") as handle:
+                return handle.read(max_bytes + 1)
+        except OSError as error:
+            raise SourceError(
+                "download_failed", f"asset {asset.asset_id}: its file cannot be read"
+            ) from error
 
     def search(self, request: SearchRequest) -> Iterator[Work]:
         """Works of the requested type carrying all (or any) of the tags, newest first."""

@@ -138,27 +138,46 @@ class PixivSource:
                 raise SourceError("metadata_failed", "Pixiv's next_url has no query")
             params = next_params
 
+    def work(self, work_id: str, work_type: WorkType) -> Work:
+        """One work by id, with its assets (asset_fetch downloads them)."""
+        key = "illust" if work_type == "illustration" else "novel"
+
+        def detail(api: Any) -> Any:
+            method = api.illust_detail if work_type == "illustration" else api.novel_detail
+            return method(work_id)
+
+        item = self._authenticated(detail).get(key)
+        if not isinstance(item, dict):
+            raise SourceError("metadata_failed", f"Pixiv's {key} response has no {key}")
+        return _to_work(item, work_type)[1]
+
     def _page(self, work_type: WorkType, params: dict[str, Any]) -> dict[str, Any]:
+        def page(api: Any) -> Any:
+            method = api.search_illust if work_type == "illustration" else api.search_novel
+            return method(**_accepted(method, params))
+
+        return self._authenticated(page)
+
+    def _authenticated(self, request: Callable[[Any], Any]) -> dict[str, Any]:
+        """`request(api)`'s checked JSON body; an access token that outlived its hour is
+        refreshed once and the request repeated."""
         fresh = self._api is None
         try:
-            return self._page_once(work_type, params)
+            return self._once(request)
         except _AccessTokenRejectedError:
             if fresh:
                 raise SourceError(
                     "auth_failed", "Pixiv rejected a just-issued access token"
                 ) from None
-        # A cached access token outlived its hour: log in again once and retry the page.
         self._api = None
         try:
-            return self._page_once(work_type, params)
+            return self._once(request)
         except _AccessTokenRejectedError:
             raise SourceError("auth_failed", "Pixiv rejected the refreshed access token") from None
 
-    def _page_once(self, work_type: WorkType, params: dict[str, Any]) -> dict[str, Any]:
+    def _once(self, request: Callable[[Any], Any]) -> dict[str, Any]:
         api = self._client()
-        method = api.search_illust if work_type == "illustration" else api.search_novel
-        kwargs = _accepted(method, params)
-        body = self._call(lambda: method(**kwargs), during_auth=False)
+        body = self._call(lambda: request(api), during_auth=False)
         return self._checked(body)
 
     def _checked(self, body: Any) -> dict[str, Any]:

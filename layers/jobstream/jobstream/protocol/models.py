@@ -1,7 +1,4 @@
-"""Pydantic models of every object of the published protocol schema (v1.1), for tests: every
-fixture and every document the producer builds must parse with them (tests/unit/test_models.py).
-The producer builds its documents directly (jobstream/protocol/documents.py); nothing at run time
-needs these models.
+"""Pydantic models of every object of the published protocol schema (v1.1).
 
 Unknown fields are kept and ignored (the protocol is additive-only). Documents are produced with
 ``model_dump(mode="json", exclude_unset=True)`` so a field is on the wire exactly when the builder

@@ -1,0 +1,1 @@
+"""asset_fetch: download the assets a candidate names into the asset bucket, as Asset objects."""

@@ -1,0 +1,113 @@
+"""Run one asset_fetch: read each asset from the source, store it, describe it as an Asset."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any, Final
+
+from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig
+from jobstream.jobtypes.asset_fetch.fetch import too_large
+from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS
+from jobstream.jobtypes.asset_fetch.sources import AssetSource, Read
+from jobstream.jobtypes.asset_fetch.storage import AssetStore, object_key
+from jobstream.jobtypes.base import JobRun, Outcome
+from jobstream.jobtypes.candidate_search.sources.base import SourceAsset, SourceError
+from jobstream.protocol.errors import Reason
+
+logger = logging.getLogger("jobstream.execution")
+
+STAGE: Final = "fetching"
+
+
+def wanted_assets(params: dict[str, Any], source: AssetSource) -> tuple[SourceAsset, ...]:
+    """The assets the params name, or the work's assets; SourceError when the work is unknown
+    or has more assets than one job fetches."""
+    work_id = params.get("work_id")
+    if isinstance(work_id, str):
+        assets = source.assets_of(work_id)
+        if len(assets) > MAX_ASSETS:
+            raise SourceError(
+                Reason.DOWNLOAD_FAILED.value,
+                f"work {work_id} has {len(assets)} assets, more than the {MAX_ASSETS} one job "
+                "fetches; name the assets instead",
+            )
+        return assets
+    return tuple(
+        SourceAsset(
+            asset_id=item["asset_id"],
+            type=item.get("type", "image"),
+            role=item.get("role", "primary"),
+            url=item["url"],
+        )
+        for item in params.get("assets") or []
+    )
+
+
+def run(
+    job: JobRun, source: AssetSource, store: AssetStore, config: AssetFetchConfig, now_ms: int
+) -> Outcome:
+    """Fetch every asset in order; the first failure fails the job (its error says which).
+    JobInterruptedError from `checkpoint()` propagates."""
+    context = job.context
+    try:
+        wanted = wanted_assets(job.params, source)
+    except SourceError as error:
+        return Outcome(reason=error.reason, message=error.message)
+    if not wanted:
+        return Outcome(reason=Reason.NO_CANDIDATE.value, message="the work has no assets")
+    expires_at = now_ms + config.url_ttl_s * 1000
+    documents: list[dict[str, Any]] = []
+    for index, asset in enumerate(wanted):
+        # Before each asset, so a cancel, a lost lease or the deadline stops the job promptly.
+        context.checkpoint()
+        context.progress(STAGE, f"asset {index + 1} of {len(wanted)}: {asset.asset_id}")
+        try:
+            read = source.read(asset, config.max_bytes, context.checkpoint)
+            if len(read.body) > config.max_bytes:
+                raise too_large(asset.asset_id, config.max_bytes)
+        except SourceError as error:
+            return Outcome(reason=error.reason, message=error.message)
+        digest = hashlib.sha256(read.body).hexdigest()
+        key = object_key(job.job_id, index, asset.asset_id)
+        try:
+            store.put(key, read.body, read.mime, digest)
+            url = store.url(key, config.url_ttl_s)
+        except Exception:
+            # botocore already retried transient failures; what is left may pass on a retry.
+            logger.warning("storing an asset failed", exc_info=True)
+            return Outcome(
+                reason=Reason.NETWORK_ERROR.value,
+                message=f"asset {asset.asset_id} could not be stored",
+            )
+        documents.append(
+            _document(asset, source.platform, read, digest=digest, url=url, expires_at=expires_at)
+        )
+    context.progress("stored", f"{len(documents)} asset(s) stored")
+    result: dict[str, Any] = {"assets": documents, "expires_at": expires_at}
+    if isinstance(job.params.get("work_id"), str):
+        result["work_id"] = job.params["work_id"]
+    return Outcome(result=result)
+
+
+def _document(
+    asset: SourceAsset, platform: str, read: Read, *, digest: str, url: str, expires_at: int
+) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "asset_id": asset.asset_id,
+        "type": asset.type,
+        "role": asset.role,
+        "source": platform,
+        # Files as the platform serves them; nothing here is author-supplied art.
+        "quality": "default",
+        "mime": read.mime,
+        "bytes": len(read.body),
+        "hash": f"sha256:{digest}",
+        "locator": {"kind": "url", "value": url},
+        "metadata": {"sha256": digest, "expires_at": expires_at, "source_url": asset.url},
+    }
+    if asset.width is not None:
+        document["width"] = asset.width
+    if asset.height is not None:
+        document["height"] = asset.height
+    return document

@@ -1,0 +1,133 @@
+"""Downloading one asset over HTTP under the SSRF rules, bounded in size and checked in between.
+
+The URL must match one of the source's origins (delivery's origin patterns): a wildcard origin
+(`https://*.pximg.net`) admits public addresses only; an exact origin is a configured source and
+may be private (a local test server). The host is resolved once, every address checked, and the
+connection pinned to them (delivery's SSRF guard); redirects are not followed.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from jobstream.config.origins import OriginPattern
+from jobstream.delivery.http import pinned_connection
+from jobstream.delivery.origins import access_for
+from jobstream.delivery.ssrf import (
+    CallbackRefused,
+    CallbackTarget,
+    RefusalReason,
+    Resolver,
+    check_callback_url,
+    parse_callback_url,
+    system_resolver,
+)
+from jobstream.jobtypes.candidate_search.sources.base import SourceError
+from jobstream.protocol.errors import Reason
+
+CHUNK_BYTES: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    body: bytes
+    content_type: str | None
+
+
+def too_large(asset_id: str, max_bytes: int) -> SourceError:
+    return SourceError(
+        Reason.DOWNLOAD_FAILED.value,
+        f"asset {asset_id} is larger than the {max_bytes}-byte limit of an asset",
+    )
+
+
+def fetch(
+    url: str,
+    *,
+    asset_id: str,
+    origins: Sequence[OriginPattern],
+    headers: Mapping[str, str],
+    max_bytes: int,
+    timeout_s: float,
+    checkpoint: Callable[[], None],
+    resolver: Resolver = system_resolver,
+) -> Fetched:
+    """GET `url`; SourceError when refused, failed, or larger than `max_bytes`."""
+    target = _checked_target(url, asset_id, origins, resolver)
+    last: OSError | None = None
+    for address in target.addresses:
+        connection = pinned_connection(target, address, timeout_s)
+        try:
+            connection.request("GET", target.path_and_query, headers=dict(headers))
+            response = connection.getresponse()
+            _check_status(asset_id, response.status)
+            body = _read_bounded(response, asset_id, max_bytes, checkpoint)
+            return Fetched(body, response.getheader("Content-Type"))
+        except (ConnectionRefusedError, socket.gaierror) as error:
+            last = error  # the next address of the host may answer
+        except TimeoutError:
+            raise SourceError(
+                Reason.DOWNLOAD_TIMEOUT.value, f"asset {asset_id}: the download timed out"
+            ) from None
+        except OSError as error:
+            raise SourceError(
+                Reason.NETWORK_ERROR.value, f"asset {asset_id}: {type(error).__name__}"
+            ) from None
+        finally:
+            connection.close()
+    raise SourceError(
+        Reason.NETWORK_ERROR.value,
+        f"asset {asset_id}: no address of {target.host} accepted a connection ({last})",
+    )
+
+
+def _checked_target(
+    url: str, asset_id: str, origins: Sequence[OriginPattern], resolver: Resolver
+) -> CallbackTarget:
+    """The URL checked against the source's origins, resolved and pinned (the SSRF rules)."""
+    try:
+        access = access_for(parse_callback_url(url, allow_http=True), origins)
+        return check_callback_url(
+            url,
+            allow_http=access.allow_http,
+            allow_private=access.allow_private,
+            resolver=resolver,
+        )
+    except CallbackRefused as refusal:
+        # A name that does not resolve now may resolve later; a refused URL never passes.
+        unresolvable = refusal.reason == RefusalReason.UNRESOLVABLE
+        raise SourceError(
+            (Reason.NETWORK_ERROR if unresolvable else Reason.DOWNLOAD_FAILED).value,
+            f"asset {asset_id}: the URL is not fetched ({refusal.reason}: {refusal.message})",
+        ) from None
+
+
+def _read_bounded(
+    response: Any, asset_id: str, max_bytes: int, checkpoint: Callable[[], None]
+) -> bytes:
+    """The body, refused as soon as it is declared or read larger than `max_bytes`."""
+    declared = response.getheader("Content-Length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise too_large(asset_id, max_bytes)
+    body = bytearray()
+    while chunk := response.read(CHUNK_BYTES):
+        body.extend(chunk)
+        if len(body) > max_bytes:
+            raise too_large(asset_id, max_bytes)
+        # A large download must not outlive a cancel, a lost lease or the deadline.
+        checkpoint()
+    return bytes(body)
+
+
+def _check_status(asset_id: str, status: int) -> None:
+    if status == 200:
+        return
+    if status == 429:
+        raise SourceError(Reason.RATE_LIMITED.value, f"asset {asset_id}: the source answered 429")
+    # Redirects are refused: their target would escape the checks above.
+    raise SourceError(
+        Reason.REMOTE_HTTP_ERROR.value, f"asset {asset_id}: the source answered HTTP {status}"
+    )

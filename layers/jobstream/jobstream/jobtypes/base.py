@@ -1,0 +1,85 @@
+"""What a job type is: its params parser, target rules, executor, result rule and declaration.
+
+A job type is one package that builds a `JobType` and one registration (`registry.py`). Nothing
+outside a job type's package names it: admission, the worker, capabilities, the OpenAPI document
+and the CLI read the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from jobstream.config.targets import Target, TargetsFile
+from jobstream.jobtypes.context import ExecutionContext
+from jobstream.protocol.task import ParsedParams
+
+ResultFits = Callable[[dict[str, Any]], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Exactly one of `result` (succeeded) or `reason` (an internal reason code) is set."""
+
+    result: dict[str, Any] | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    """Everything an executor is given: the stored job's identity and params, its target, and
+    the execution context (progress, and `checkpoint()` for cancel, lease loss and deadline;
+    heartbeats run in the background)."""
+
+    job_id: str
+    tenant: str
+    params: dict[str, Any]
+    target: Target
+    context: ExecutionContext
+
+
+def keep_whole_result(result: dict[str, Any], fits: ResultFits) -> dict[str, Any] | None:
+    """The default rule for a result larger than the job item holds: no cut, the job fails."""
+    return result if fits(result) else None
+
+
+@dataclass(frozen=True, slots=True)
+class JobType:
+    """One kind of work.
+
+    - `parse_params` validates and normalizes `Task.params`; it raises `ProtocolError`
+      (`invalid_params`, HTTP 400) in the job type's own order and words.
+    - `select_target` applies the target rules and returns the configured target that serves
+      the job (ProtocolError 400/404/409 otherwise).
+    - `run` executes a job (see `JobRun`); JobInterruptedError from `checkpoint()` propagates.
+    - `fit_result` cuts a result larger than the job item holds, or returns None (the job fails).
+    - `schemas` are the JSON Schema `$defs` the type contributes to schemas/ and the OpenAPI
+      document (`make openapi` renders them); `params_def`/`result_def` name two of them.
+    - `result_model()` returns the model every result is checked against before it is recorded
+      (a mismatch is internal_error); a function, so admission never imports the model.
+    """
+
+    name: str
+    parse_params: Callable[[Any], ParsedParams]
+    select_target: Callable[[ParsedParams, TargetsFile], Target]
+    run: Callable[[JobRun], Outcome]
+    result_model: Callable[[], type[BaseModel]]
+    params_def: str
+    result_def: str
+    schemas: Mapping[str, dict[str, Any]]
+    features: tuple[str, ...] = ()
+    fit_result: Callable[[dict[str, Any], ResultFits], dict[str, Any] | None] = keep_whole_result
+    description: str = ""
+    limits: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def params_schema(self) -> str:
+        return f"#/$defs/{self.params_def}"
+
+    @property
+    def result_schema(self) -> str:
+        return f"#/$defs/{self.result_def}"

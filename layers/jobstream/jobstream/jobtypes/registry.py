@@ -1,0 +1,107 @@
+"""The job-type registry: the one place that knows which job types this deployment runs.
+
+Admission, the worker, capabilities, the OpenAPI bundle and the CLI ask it; nothing else names a
+job type. A built-in type is one line in `BUILTIN`: the module path of its `definition`, which
+holds `JOB_TYPE`. Definitions are imported on first use, so a process pays only for the
+registry it reads (the executors import their own sources when they run).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any, Final
+
+from jobstream.jobtypes.base import JobType
+from jobstream.protocol.documents import FEATURES, JobTypeEntry
+from jobstream.protocol.task import AdmissionRequest, ParsedParams
+from jobstream.protocol.task import parse_task as parse_task_envelope
+
+# The registration of every built-in job type, in the order capabilities lists them.
+BUILTIN: Final = (
+    "jobstream.jobtypes.candidate_search.definition",
+    "jobstream.jobtypes.asset_fetch.definition",
+)
+
+_types: dict[str, JobType] = {}
+_lock = threading.Lock()
+_loaded = False
+
+
+def register(job_type: JobType) -> JobType:
+    """Add a job type; registering the same definition again is a no-op, a second definition
+    under a taken name is a programming error."""
+    unknown = set(job_type.features) - set(FEATURES)
+    if unknown:
+        raise ValueError(f"job type {job_type.name!r} declares unknown features {sorted(unknown)}")
+    with _lock:
+        existing = _types.get(job_type.name)
+        if existing is not None and existing is not job_type:
+            raise ValueError(f"job type {job_type.name!r} is already registered")
+        _types[job_type.name] = job_type
+    return job_type
+
+
+def unregister(name: str) -> None:
+    """Remove a job type (tests that register a throwaway type clean up with this)."""
+    with _lock:
+        _types.pop(name, None)
+
+
+def _load_builtin() -> None:
+    global _loaded  # noqa: PLW0603 - the registry is process state by design
+    if _loaded:
+        return
+    for module in BUILTIN:
+        definition: Any = importlib.import_module(module)
+        register(definition.JOB_TYPE)
+    _loaded = True
+
+
+def job_types() -> tuple[JobType, ...]:
+    """Every registered job type: the built-in ones first, in `BUILTIN` order."""
+    _load_builtin()
+    with _lock:
+        return tuple(_types.values())
+
+
+def get(name: str) -> JobType | None:
+    _load_builtin()
+    return _types.get(name)
+
+
+def names() -> tuple[str, ...]:
+    return tuple(job_type.name for job_type in job_types())
+
+
+def declarations() -> list[JobTypeEntry]:
+    """What capabilities says about each registered job type."""
+    return [
+        JobTypeEntry(
+            name=job_type.name,
+            params_schema=job_type.params_schema,
+            result_schema=job_type.result_schema,
+            features=job_type.features,
+            limits=job_type.limits,
+        )
+        for job_type in job_types()
+    ]
+
+
+def parse_task(body: Any) -> tuple[AdmissionRequest, JobType]:
+    """A Task validated in the reference order: the envelope, then its job type's params."""
+    registered = {job_type.name: job_type for job_type in job_types()}
+    request = parse_task_envelope(body, {name: t.parse_params for name, t in registered.items()})
+    return request, registered[request.job_type]
+
+
+__all__ = [
+    "JobType",
+    "ParsedParams",
+    "declarations",
+    "get",
+    "job_types",
+    "names",
+    "parse_task",
+    "register",
+]

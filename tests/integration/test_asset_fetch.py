@@ -1,0 +1,169 @@
+"""asset_fetch end to end against moto: admitted over HTTP, run by the worker function, its
+files stored in the template's bucket, its result and events valid under our schemas (and the
+published protocol's, where it is checked out)."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+import pytest
+import requests
+
+from jobstream.jobtypes.asset_fetch import storage
+from jobstream.service.runtime import Runtime
+from jobstream_local.resources import create_buckets
+from jobstream_local.template import Template
+from tests.integration.test_job_type_registry import run_worker
+from tests.support.harness import Api
+from tests.support.validation import validate, validate_error
+
+LAYER = Path(__file__).resolve().parents[2] / "layers" / "jobstream" / "jobstream"
+CATALOG_FILES = LAYER / "jobtypes" / "candidate_search" / "catalog-files"
+WORK_ID = "118416466"
+
+
+@pytest.fixture
+def bucket(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The template's asset bucket, under a name of this test's own."""
+    suffix = uuid.uuid4().hex[:10]
+    created = create_buckets(
+        Template.load(), boto3.client("s3"), name_for=lambda name: f"{name.lower()}-{suffix}"
+    )
+    name = created["AssetBucket"]["Ref"]
+    monkeypatch.setenv("JOBSTREAM_ASSET_BUCKET", name)
+    storage._s3_client.cache_clear()
+    yield name
+    storage._s3_client.cache_clear()
+
+
+def task(params: dict[str, Any], key: str = "fetch-1") -> dict[str, Any]:
+    return {
+        "protocol_version": "1",
+        "job_type": "asset_fetch",
+        "idempotency_key": key,
+        "params": params,
+    }
+
+
+def run(api: Api, params: dict[str, Any], key: str = "fetch-1") -> dict[str, Any]:
+    submitted = api.post("/jobs", task(params, key))
+    assert submitted.status == 202, submitted.body
+    job_id = submitted.body["job"]["job_id"]
+    assert run_worker(job_id) == {"batchItemFailures": []}
+    job: dict[str, Any] = api.get(f"/jobs/{job_id}").body
+    validate(job, "Job")
+    for event in api.get(f"/jobs/{job_id}/events").body["events"]:
+        validate(event, "Event")
+    return job
+
+
+def downloaded(url: str) -> bytes:
+    """What a consumer gets from the presigned URL (moto answers it in-process)."""
+    response = requests.get(url, timeout=5)
+    assert response.status_code == 200, response.text
+    return response.content
+
+
+@pytest.mark.usefixtures("rt")
+def test_a_works_assets_are_fetched_stored_and_described(api: Api, bucket: str) -> None:
+    job = run(api, {"work_id": WORK_ID})
+    assert job["status"] == "succeeded", job.get("error")
+    result = job["result"]
+    validate(result, "Result_AssetFetch")
+    assert result["work_id"] == WORK_ID
+    files = {"118416466_p0": "118416466_p0.png", "118416466_p1": "118416466_p1.png"}
+    assert [asset["asset_id"] for asset in result["assets"]] == list(files)
+    for asset in result["assets"]:
+        validate(asset, "Asset")
+        expected = (CATALOG_FILES / files[asset["asset_id"]]).read_bytes()
+        assert asset["bytes"] == len(expected)
+        assert asset["hash"] == "sha256:" + hashlib.sha256(expected).hexdigest()
+        assert asset["mime"] == "image/png"
+        assert (asset["source"], asset["quality"]) == ("pixiv", "default")
+        url = asset["locator"]["value"]
+        query = parse_qs(urlsplit(url).query)
+        # Presigned and expiring: SigV4, valid for the configured hour.
+        assert query["X-Amz-Expires"] == ["3600"]
+        assert "X-Amz-Signature" in query
+        assert urlsplit(url).netloc.startswith(bucket)
+        assert downloaded(url) == expected
+    assert result["expires_at"] >= job["updated_at"]
+
+
+@pytest.mark.usefixtures("rt")
+def test_the_assets_of_a_candidate_search_result_are_fetched(api: Api, bucket: str) -> None:
+    search = api.post(
+        "/jobs",
+        {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": "search-1",
+            "params": {"query": {"tags": ["landscape", "cat", "snow"]}},
+        },
+    ).body["job"]["job_id"]
+    assert run_worker(search) == {"batchItemFailures": []}
+    (candidate,) = api.get(f"/jobs/{search}").body["result"]["candidates"]
+    assert candidate["work_id"] == WORK_ID
+    # The candidate's Asset objects, as the consumer received them.
+    job = run(api, {"assets": candidate["assets"]})
+    assert job["status"] == "succeeded", job.get("error")
+    fetched = job["result"]["assets"]
+    assert [a["asset_id"] for a in fetched] == [a["asset_id"] for a in candidate["assets"]]
+    assert [a["role"] for a in fetched] == [a["role"] for a in candidate["assets"]]
+    assert [a["metadata"]["source_url"] for a in fetched] == [
+        a["locator"]["value"] for a in candidate["assets"]
+    ]
+
+
+@pytest.mark.usefixtures("rt")
+def test_too_many_assets_is_a_400_and_writes_nothing(api: Api, bucket: str) -> None:
+    assets = [
+        {
+            "asset_id": f"a{index}",
+            "locator": {"kind": "url", "value": f"https://i.pximg.net/{index}"},
+        }
+        for index in range(21)
+    ]
+    refused = api.post("/jobs", task({"assets": assets}))
+    assert refused.status == 400
+    validate_error(refused.body)
+    assert refused.body["error"]["detail"]["reason"] == "too_many_assets"
+    assert api.get("/jobs").body["jobs"] == []
+
+
+@pytest.mark.usefixtures("rt")
+def test_a_too_large_asset_fails_the_job_with_source_error(
+    api: Api, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOBSTREAM_ASSET_MAX_BYTES", "50")
+    job = run(api, {"work_id": WORK_ID})
+    assert job["status"] == "failed"
+    error = job["error"]
+    assert error["code"] == "source_error"
+    assert error["message"] == "asset 118416466_p0 is larger than the 50-byte limit of an asset"
+    assert error["detail"]["internal_code"] == "download_failed"
+
+
+@pytest.mark.usefixtures("rt")
+def test_an_asset_the_source_cannot_provide_fails_the_job(api: Api, bucket: str) -> None:
+    unknown = {"asset_id": "x", "locator": {"kind": "url", "value": "https://i.pximg.net/x.png"}}
+    job = run(api, {"assets": [unknown]})
+    assert job["status"] == "failed"
+    assert job["error"]["code"] == "source_error"
+    assert job["error"]["message"] == "asset x is not in the catalog"
+
+
+def test_without_a_bucket_the_job_fails_as_misconfigured(
+    api: Api, rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JOBSTREAM_ASSET_BUCKET", raising=False)
+    job = run(api, {"work_id": WORK_ID})
+    assert job["status"] == "failed"
+    assert job["error"]["code"] == "internal_error"
+    assert job["error"]["detail"]["internal_code"] == "configuration_error"

@@ -1,0 +1,431 @@
+"""asset_fetch without AWS: params and their limits, the SSRF-checked download (recorded HTTP on
+loopback, never the network), the Pixiv and catalog sources, and the executor's rules."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+
+from jobstream.config.targets import Target
+from jobstream.config.origins import parse_origins
+from jobstream.jobtypes import registry
+from jobstream.jobtypes.asset_fetch import executor
+from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig, load_config
+from jobstream.jobtypes.asset_fetch.fetch import fetch
+from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS, parse_params
+from jobstream.jobtypes.asset_fetch.sources import CatalogAssets, PixivAssets, Read
+from jobstream.jobtypes.base import JobRun
+from jobstream.jobtypes.candidate_search.sources.base import SourceAsset, SourceError
+from jobstream.jobtypes.candidate_search.sources.catalog import CatalogSource
+from jobstream.jobtypes.context import JobInterruptedError
+from jobstream.protocol.errors import ErrorCode, ProtocolError
+from tests.support.recorded_http import Canned, recorded_server
+from tests.support.validation import validate_error
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pixiv"
+IMAGE = (FIXTURES / "image_master1200.png").read_bytes()
+PIXIV_URL = "https://i.pximg.net/c/600x1200_90/img-master/img/2024/06/01/21/30/00/120000005_p0_master1200.jpg"
+TARGET = Target.model_validate(
+    {"id": "t", "work_type": "illustration", "source": "pixiv", "query": {"tags": ["a"]}}
+)
+
+
+def asset(asset_id: str = "a1", url: str = PIXIV_URL, **extra: Any) -> dict[str, Any]:
+    return {"asset_id": asset_id, "locator": {"kind": "url", "value": url}, **extra}
+
+
+def refused(params: Any) -> ProtocolError:
+    with pytest.raises(ProtocolError) as caught:
+        registry.parse_task(
+            {
+                "protocol_version": "1",
+                "job_type": "asset_fetch",
+                "idempotency_key": "k",
+                "params": params,
+            }
+        )
+    error = caught.value
+    assert error.code is ErrorCode.INVALID_PARAMS
+    assert error.status == 400
+    validate_error(error.body())
+    return error
+
+
+# -- params ------------------------------------------------------------------------------------
+
+
+def test_params_name_assets_or_a_work() -> None:
+    parsed = parse_params({"work_id": " 118416466 ", "target_id": "t"})
+    assert (parsed.params, parsed.target_id) == ({"work_id": "118416466"}, "t")
+    parsed = parse_params(
+        {"assets": [asset(type="image", role="preview", width=3, source="pixiv")]}
+    )
+    # Only what the fetch uses is kept (and compared on replay).
+    assert parsed.params == {
+        "assets": [{"asset_id": "a1", "url": PIXIV_URL, "type": "image", "role": "preview"}]
+    }
+    for both_or_neither in ({}, {"work_id": "1", "assets": [asset()]}):
+        assert refused(both_or_neither).detail == {"reason": "assets_or_work_id"}
+
+
+def test_at_most_twenty_assets_are_admitted() -> None:
+    at_limit = [asset(f"a{index}") for index in range(MAX_ASSETS)]
+    assert len(parse_params({"assets": at_limit}).params["assets"]) == MAX_ASSETS
+    error = refused({"assets": [*at_limit, asset("one-more")]})
+    assert error.detail == {
+        "reason": "too_many_assets",
+        "field": "params.assets",
+        "count": MAX_ASSETS + 1,
+        "max": MAX_ASSETS,
+    }
+    assert "at most 20" in error.message
+
+
+@pytest.mark.parametrize(
+    ("params", "words"),
+    [
+        ({"assets": []}, "non-empty array"),
+        ({"assets": "x"}, "non-empty array"),
+        ({"assets": [asset("a"), asset("a")]}, "twice"),
+        ({"assets": [{"asset_id": "a"}]}, "locator of kind 'url'"),
+        ({"assets": [asset(url="http://i.pximg.net/x.png")]}, "scheme must be https"),
+        ({"assets": [asset(url="https://user:pw@i.pximg.net/x.png")]}, "user:password"),
+        ({"assets": [asset(url="https://i.pximg.net/" + "x" * 2000)]}, "at most 2000"),
+        ({"assets": [asset(asset_id=" ")]}, "asset_id"),
+        ({"assets": [asset(role="hero")]}, "role must be one of"),
+        ({"work_id": "12a"}, "digits"),
+        ({"work_id": 12}, "digits"),
+        ({"work_id": "1" * 33}, "at most 32 digits"),
+    ],
+)
+def test_bad_params_are_a_clear_400(params: dict[str, Any], words: str) -> None:
+    assert words in refused(params).message
+
+
+# -- the download: SSRF rules, bounds, statuses -------------------------------------------------
+
+
+def never_stop() -> None:
+    pass
+
+
+def download(url: str, origins: tuple[str, ...], *, max_bytes: int = 1000, **kwargs: Any) -> bytes:
+    return fetch(
+        url,
+        asset_id="a1",
+        origins=parse_origins(origins),
+        headers={"Referer": "https://app-api.pixiv.net/"},
+        max_bytes=max_bytes,
+        timeout_s=5,
+        checkpoint=kwargs.pop("checkpoint", never_stop),
+        **kwargs,
+    ).body
+
+
+def fetch_failure(url: str, origins: tuple[str, ...], **kwargs: Any) -> SourceError:
+    with pytest.raises(SourceError) as caught:
+        download(url, origins, **kwargs)
+    return caught.value
+
+
+def test_a_configured_origin_is_fetched_with_the_source_headers() -> None:
+    with recorded_server(
+        {"/img.png": Canned(body=IMAGE, headers={"Content-Type": "image/png"})}
+    ) as server:
+        assert download(server.url("/img.png"), (server.base_url,)) == IMAGE
+    ((path, headers),) = server.requests
+    assert path == "/img.png"
+    assert headers["Referer"] == "https://app-api.pixiv.net/"
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "10.1.2.3", "169.254.169.254", "::1", "fd00::1"])
+def test_a_wildcard_origin_never_reaches_a_private_address(address: str) -> None:
+    # i.pximg.net made to resolve inside: refused before any connection is made.
+    error = fetch_failure(
+        PIXIV_URL, ("https://*.pximg.net",), resolver=lambda _host, _port: [address]
+    )
+    assert error.reason == "download_failed"
+    assert "not a public address" in error.message
+
+
+def test_a_url_outside_the_origins_is_not_fetched() -> None:
+    error = fetch_failure("https://metadata.example.test/latest", ("https://*.pximg.net",))
+    assert error.reason == "download_failed"
+    assert "origin_not_allowed" in error.message
+
+
+def test_an_unresolvable_host_is_a_transient_network_error() -> None:
+    def no_dns(_host: str, _port: int) -> list[str]:
+        raise OSError("temporary failure in name resolution")
+
+    error = fetch_failure(PIXIV_URL, ("https://*.pximg.net",), resolver=no_dns)
+    assert error.reason == "network_error"
+
+
+@pytest.mark.parametrize("declare_length", [True, False])
+def test_a_body_over_the_limit_fails_the_download(declare_length: bool) -> None:
+    answers = {"/big": Canned(body=b"x" * 5000, declare_length=declare_length)}
+    with recorded_server(answers) as server:
+        error = fetch_failure(server.url("/big"), (server.base_url,), max_bytes=4999)
+        assert download(server.url("/big"), (server.base_url,), max_bytes=5000) == b"x" * 5000
+    assert error.reason == "download_failed"
+    assert "larger than the 4999-byte limit" in error.message
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [(302, "remote_http_error"), (403, "remote_http_error"), (404, "remote_http_error"),
+     (429, "rate_limited"), (503, "remote_http_error")],
+)  # fmt: skip
+def test_statuses_other_than_200_fail_and_redirects_are_not_followed(
+    status: int, reason: str
+) -> None:
+    answers = {"/x": Canned(status=status, headers={"Location": "http://169.254.169.254/"})}
+    with recorded_server(answers) as server:
+        error = fetch_failure(server.url("/x"), (server.base_url,))
+    assert error.reason == reason
+    assert len(server.requests) == 1  # the Location was never requested
+
+
+def test_a_long_download_stops_at_a_checkpoint() -> None:
+    def interrupted() -> None:
+        raise JobInterruptedError("cancelled")
+
+    with (
+        recorded_server({"/big": Canned(body=b"x" * 200_000)}) as server,
+        pytest.raises(JobInterruptedError),
+    ):
+        download(server.url("/big"), (server.base_url,), max_bytes=300_000, checkpoint=interrupted)
+
+
+# -- sources -----------------------------------------------------------------------------------
+
+
+def config(
+    origins: tuple[str, ...] = ("https://*.pximg.net",), max_bytes: int = 10_000
+) -> AssetFetchConfig:
+    return AssetFetchConfig(
+        bucket="b", url_ttl_s=600, max_bytes=max_bytes, origins=parse_origins(origins)
+    )
+
+
+def test_pixiv_reads_a_work_and_downloads_with_referer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBSTREAM_PIXIV_REFRESH_TOKEN", "token")
+    with responses.RequestsMock() as mock:
+        mock.post(
+            "https://oauth.secure.pixiv.net/auth/token",
+            json=json.loads((FIXTURES / "auth_token.json").read_text(encoding="utf-8")),
+        )
+        mock.get(
+            "https://app-api.pixiv.net/v1/illust/detail",
+            json=json.loads((FIXTURES / "illust_detail.json").read_text(encoding="utf-8")),
+        )
+        assets = PixivAssets(TARGET, config()).assets_of("120000005")
+    assert [(a.asset_id, a.role) for a in assets] == [
+        ("120000005-primary", "primary"),
+        ("120000005-preview", "preview"),
+    ]
+    assert assets[0].url == PIXIV_URL
+    with recorded_server(
+        {"/p0.jpg": Canned(body=IMAGE, headers={"Content-Type": "image/jpeg"})}
+    ) as server:
+        local = SourceAsset(asset_id="p0", type="image", role="primary", url=server.url("/p0.jpg"))
+        read = PixivAssets(TARGET, config((server.base_url,))).read(local, 10_000, never_stop)
+    assert read == Read(IMAGE, "image/jpeg")
+    assert server.requests[0][1]["Referer"] == "https://app-api.pixiv.net/"
+    assert server.requests[0][1]["User-Agent"].startswith("PixivIOSApp/")
+
+
+def write_catalog(folder: Path, file: str) -> CatalogSource:
+    (folder / "img.png").write_bytes(IMAGE)
+    document = {
+        "works": [
+            {
+                "work_id": "7",
+                "work_type": "illustration",
+                "title": "t",
+                "tags": ["a"],
+                "url": "https://www.pixiv.net/artworks/7",
+                "author": "x",
+                "assets": [
+                    {"asset_id": "7_p0", "type": "image", "role": "primary",
+                     "url": "https://i.pximg.net/7_p0.png", "file": file},
+                    {"asset_id": "7_p1", "type": "image", "role": "preview",
+                     "url": "https://i.pximg.net/7_p1.png"},
+                ],
+            }
+        ]
+    }  # fmt: skip
+    path = folder / "catalog.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return CatalogSource(path)
+
+
+def test_the_catalog_reads_only_files_it_lists(tmp_path: Path) -> None:
+    source = CatalogAssets(write_catalog(tmp_path, "img.png"))
+    (first, second) = source.assets_of("7")
+    assert source.read(first, 10_000, never_stop) == Read(IMAGE, "image/png")
+    # Named by a Task: found by URL (or id), and only the catalog's own file is read.
+    named = SourceAsset(asset_id="renamed", type="image", role="primary", url=first.url)
+    assert source.read(named, 10_000, never_stop).body == IMAGE
+    with pytest.raises(SourceError, match="no file in the catalog"):
+        source.read(second, 10_000, never_stop)
+    stranger = SourceAsset(asset_id="x", type="image", role="primary", url="https://i.pximg.net/x")
+    with pytest.raises(SourceError, match="not in the catalog"):
+        source.read(stranger, 10_000, never_stop)
+    with pytest.raises(SourceError, match="work 8 is not in the catalog"):
+        source.assets_of("8")
+
+
+def test_a_catalog_file_outside_its_folder_is_never_read(tmp_path: Path) -> None:
+    inner = tmp_path / "catalog"
+    inner.mkdir()
+    (tmp_path / "secret.txt").write_text("do not publish", encoding="utf-8")
+    source = CatalogAssets(write_catalog(inner, "../secret.txt"))
+    with pytest.raises(SourceError) as caught:
+        source.read(source.assets_of("7")[0], 10_000, never_stop)
+    assert caught.value.reason == "configuration_error"
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+def test_configuration_is_checked() -> None:
+    loaded = load_config({"JOBSTREAM_ASSET_BUCKET": "b"})
+    assert (loaded.url_ttl_s, loaded.max_bytes) == (3600, 20 * 1024 * 1024)
+    assert [str(origin) for origin in loaded.origins] == ["https://*.pximg.net:443"]
+    for env, words in (
+        ({}, "JOBSTREAM_ASSET_BUCKET is not configured"),
+        ({"JOBSTREAM_ASSET_BUCKET": "b", "JOBSTREAM_ASSET_URL_TTL_S": "604801"}, "1 to 604800"),
+        (
+            {"JOBSTREAM_ASSET_BUCKET": "b", "JOBSTREAM_ASSET_MAX_BYTES": "0"},
+            "JOBSTREAM_ASSET_MAX_BYTES",
+        ),
+        (
+            {"JOBSTREAM_ASSET_BUCKET": "b", "JOBSTREAM_ASSET_ORIGINS": "ftp://x"},
+            "ORIGINS is invalid",
+        ),
+    ):
+        with pytest.raises(SourceError, match=words) as caught:
+            load_config(env)
+        assert caught.value.reason == "configuration_error"
+
+
+# -- the executor ------------------------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    stages: list[tuple[str, str | None]] = field(default_factory=list)
+    stop_after: int | None = None
+    checks: int = 0
+
+    def progress(self, stage: str, message: str | None = None) -> None:
+        self.stages.append((stage, message))
+
+    def checkpoint(self) -> None:
+        self.checks += 1
+        if self.stop_after is not None and self.checks > self.stop_after:
+            raise JobInterruptedError("cancelled")
+
+
+@dataclass
+class Source:
+    bodies: dict[str, bytes]
+    platform: str = "pixiv"
+
+    def assets_of(self, work_id: str) -> tuple[SourceAsset, ...]:
+        return tuple(
+            SourceAsset(
+                asset_id=name, type="image", role="primary", url=f"https://i.pximg.net/{name}"
+            )
+            for name in self.bodies
+        )
+
+    def read(self, asset: SourceAsset, max_bytes: int, checkpoint: Callable[[], None]) -> Read:
+        return Read(self.bodies[asset.asset_id][: max_bytes + 1], "image/png")
+
+
+@dataclass
+class Store:
+    objects: dict[str, bytes] = field(default_factory=dict)
+    fail: bool = False
+
+    def put(self, key: str, body: bytes, mime: str, sha256_hex: str) -> None:
+        if self.fail:
+            raise OSError("S3 is down")
+        assert hashlib.sha256(body).hexdigest() == sha256_hex
+        self.objects[key] = body
+
+    def url(self, key: str, ttl_s: int) -> str:
+        return f"https://bucket.example.test/{key}?X-Amz-Expires={ttl_s}"
+
+
+def job(params: dict[str, Any], context: Context) -> JobRun:
+    return JobRun(job_id="job-1", tenant="acme", params=params, target=TARGET, context=context)
+
+
+def test_each_asset_is_stored_and_described_with_progress() -> None:
+    context, store = Context(), Store()
+    bodies = {"p0": IMAGE, "p1": b"second"}
+    outcome = executor.run(job({"work_id": "5"}, context), Source(bodies), store, config(), 1_000)
+    assert outcome.result is not None, outcome
+    first, second = outcome.result["assets"]
+    assert first["bytes"] == len(IMAGE)
+    assert first["hash"] == "sha256:" + hashlib.sha256(IMAGE).hexdigest()
+    assert first["locator"] == {
+        "kind": "url",
+        "value": "https://bucket.example.test/jobs/job-1/00-p0?X-Amz-Expires=600",
+    }
+    assert second["metadata"]["source_url"] == "https://i.pximg.net/p1"
+    assert outcome.result["expires_at"] == 601_000
+    assert outcome.result["work_id"] == "5"
+    assert store.objects == {"jobs/job-1/00-p0": IMAGE, "jobs/job-1/01-p1": b"second"}
+    assert [stage for stage, _ in context.stages] == ["fetching", "fetching", "stored"]
+    assert context.stages[1][1] == "asset 2 of 2: p1"
+    registry.get("asset_fetch").result_model().model_validate(outcome.result)  # type: ignore[union-attr]
+
+
+def test_a_too_large_asset_fails_the_job_clearly() -> None:
+    outcome = executor.run(
+        job({"work_id": "5"}, Context()),
+        Source({"p0": b"x" * 11}),
+        Store(),
+        config(max_bytes=10),
+        0,
+    )
+    assert outcome.reason == "download_failed"
+    assert outcome.message == "asset p0 is larger than the 10-byte limit of an asset"
+
+
+def test_a_work_with_too_many_assets_fails_and_none_is_fetched() -> None:
+    store = Store()
+    bodies = {f"p{index}": b"x" for index in range(MAX_ASSETS + 1)}
+    outcome = executor.run(job({"work_id": "5"}, Context()), Source(bodies), store, config(), 0)
+    assert outcome.reason == "download_failed"
+    assert "21 assets, more than the 20" in (outcome.message or "")
+    assert store.objects == {}
+
+
+def test_a_cancel_between_assets_stops_the_job() -> None:
+    context, store = Context(stop_after=1), Store()
+    with pytest.raises(JobInterruptedError):
+        executor.run(
+            job({"work_id": "5"}, context), Source({"p0": b"a", "p1": b"b"}), store, config(), 0
+        )
+    assert list(store.objects) == ["jobs/job-1/00-p0"]
+
+
+def test_a_storage_failure_is_a_retryable_failure() -> None:
+    outcome = executor.run(
+        job({"work_id": "5"}, Context()), Source({"p0": b"a"}), Store(fail=True), config(), 0
+    )
+    assert outcome.reason == "network_error"
+    assert outcome.message == "asset p0 could not be stored"
