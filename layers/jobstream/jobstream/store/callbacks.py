@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
@@ -28,6 +28,9 @@ from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.sweep_index import sweep_entries
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
 
 MAX_ERROR_CHARS: Final = 1000
 _OPTIONAL: Final = (
@@ -85,14 +88,17 @@ def _ref_from_sweep_key(sort_key: str) -> IntentRef:
 
 class CallbackStore:
     def __init__(
-        self, table_name: str, client_factory: Callable[[], Any] = dynamodb_client
+        self, table_name: str, client_factory: Callable[[], DynamoDBClient] = dynamodb_client
     ) -> None:
         self.table_name = table_name
         self._client_factory = client_factory
 
     @property
-    def client(self) -> Any:
+    def client(self) -> DynamoDBClient:
         return self._client_factory()
+
+    def connect(self) -> None:
+        self._client_factory()
 
     def _key(self, ref: IntentRef) -> dict[str, Any]:
         return to_item({keys.PK: keys.job_pk(ref.job_id), keys.SK: keys.event_sk(ref.sequence)})
