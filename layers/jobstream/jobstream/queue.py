@@ -38,7 +38,9 @@ def sqs_client() -> SQSClient:
     return cast("SQSClient", retrying_client("sqs"))
 
 
-def make_visible_after(client: Any, url: str | None, receipt_handle: str, delay_ms: int) -> None:
+def make_visible_after(
+    client: SQSClient, url: str | None, receipt_handle: str, delay_ms: int
+) -> None:
     """A received message comes back after `delay_ms` instead of the queue's visibility timeout."""
     if not url:
         return
@@ -80,14 +82,14 @@ class CallbackQueue:
         self,
         url: str | None,
         dead_letter_url: str | None,
-        client_factory: Callable[[], Any] = sqs_client,
+        client_factory: Callable[[], SQSClient] = sqs_client,
     ) -> None:
         self.url = url
         self.dead_letter_url = dead_letter_url
         self._client_factory = client_factory
 
     @property
-    def client(self) -> Any:
+    def client(self) -> SQSClient:
         return self._client_factory()
 
     def send(self, refs: Sequence[IntentRef]) -> int:
@@ -127,23 +129,23 @@ class CallbackQueue:
             client.start_message_move_task(SourceArn=dead["QueueArn"], DestinationArn=destination)
         except ClientError as error:
             logger.info("no SQS message move task (%s); moving dead letters by hand", error)
-            return self._move_by_hand(), "moved"
+            return self._move_by_hand(self.dead_letter_url, self.url), "moved"
         return int(dead.get("ApproximateNumberOfMessages", 0)), "move-task"
 
-    def _move_by_hand(self) -> int:
+    def _move_by_hand(self, dead_letter_url: str, url: str) -> int:
         moved = 0
         while True:
             response = self.client.receive_message(
-                QueueUrl=self.dead_letter_url, MaxNumberOfMessages=SQS_BATCH, WaitTimeSeconds=0
+                QueueUrl=dead_letter_url, MaxNumberOfMessages=SQS_BATCH, WaitTimeSeconds=0
             )
             messages = response.get("Messages", [])
             if not messages:
                 return moved
             for message in messages:
                 # Send first, then delete: a crash in between duplicates, never loses.
-                self.client.send_message(QueueUrl=self.url, MessageBody=message["Body"])
+                self.client.send_message(QueueUrl=url, MessageBody=message["Body"])
                 self.client.delete_message(
-                    QueueUrl=self.dead_letter_url, ReceiptHandle=message["ReceiptHandle"]
+                    QueueUrl=dead_letter_url, ReceiptHandle=message["ReceiptHandle"]
                 )
                 moved += 1
 
@@ -164,7 +166,9 @@ def parse_work_message(body: str) -> str:
 class WorkQueue:
     """Jobs waiting for a worker. A duplicate message is harmless: claiming is conditional."""
 
-    def __init__(self, url: str | None, client_factory: Callable[[], Any] = sqs_client) -> None:
+    def __init__(
+        self, url: str | None, client_factory: Callable[[], SQSClient] = sqs_client
+    ) -> None:
         self.url = url
         self._client_factory = client_factory
 

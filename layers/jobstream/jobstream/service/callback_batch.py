@@ -59,7 +59,7 @@ def deliver_batch(
         return []
     # Clients are created once, before the threads share them (boto3's default session is not
     # safe to create clients from concurrently).
-    rt.store.client  # noqa: B018
+    rt.store.connect()
     rt.callback_queue.client  # noqa: B018
     deadline = _deadline(remaining_ms)
     attempt_ms = rt.settings.callback_timeout_ms + OUTCOME_MARGIN_MS

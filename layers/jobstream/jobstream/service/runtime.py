@@ -14,8 +14,8 @@ from jobstream.config.targets import TargetsFile
 from jobstream.config.tenants import TenantConfig, TenantRegistry
 from jobstream.delivery.ssrf import Resolver, system_resolver
 from jobstream.queue import CallbackQueue, WorkQueue
-from jobstream.store.callbacks import CallbackStore
 from jobstream.store.jobs import JobStore
+from jobstream.store.ports import CallbackStorePort, JobStorePort
 
 if TYPE_CHECKING:
     from jobstream.delivery.http import HttpResult
@@ -36,7 +36,7 @@ def post_callback(
 @dataclass(frozen=True)
 class Runtime:
     settings: Settings
-    store: JobStore
+    store: JobStorePort
     clock: Callable[[], int] = now_ms
     # Injectable for tests: the queue client, the HTTP poster and DNS.
     queue: CallbackQueue | None = None
@@ -57,8 +57,8 @@ class Runtime:
         return self.tenants().get(name)
 
     @property
-    def callbacks(self) -> CallbackStore:
-        return CallbackStore(self.store.table_name, self.store.client_factory)
+    def callbacks(self) -> CallbackStorePort:
+        return self.store.callbacks()
 
     @property
     def callback_queue(self) -> CallbackQueue:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
@@ -16,20 +15,6 @@ if TYPE_CHECKING:
 def dynamodb_client() -> DynamoDBClient:
     """The client every store uses: each call retried on transient failures (jobstream.retries)."""
     return cast("DynamoDBClient", retrying_client("dynamodb"))
-
-
-class TableClient:
-    """A store of one table: its name, and its client made on first use (tests give their own)."""
-
-    def __init__(
-        self, table_name: str, client_factory: Callable[[], Any] = dynamodb_client
-    ) -> None:
-        self.table_name = table_name
-        self.client_factory = client_factory
-
-    @property
-    def client(self) -> Any:
-        return self.client_factory()
 
 
 def error_code(error: Exception) -> str:

@@ -9,16 +9,17 @@ predecessor: the job item once expired, an event item whose `at` is older than t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
 from jobstream.domain import CALLBACK_PENDING, JobChange, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys
-from jobstream.store.client import TableClient, error_code
+from jobstream.store.callbacks import CallbackStore
+from jobstream.store.client import dynamodb_client, error_code
 from jobstream.store.codec import from_attribute, from_item, to_item
 from jobstream.store.listing import (
     InvalidCursorError,
@@ -38,6 +39,10 @@ from jobstream.store.records import (
     with_parts,
 )
 from jobstream.store.sweep_index import sweep_entries
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 __all__ = [
     "MAX_CALLBACK_ATTEMPTS",
@@ -94,7 +99,23 @@ class StateChange:
     require_lease_expired_at: int | None = None
 
 
-class JobStore(TableClient):
+class JobStore:
+    def __init__(
+        self, table_name: str, client_factory: Callable[[], DynamoDBClient] = dynamodb_client
+    ) -> None:
+        self.table_name = table_name
+        self.client_factory = client_factory
+
+    @property
+    def client(self) -> DynamoDBClient:
+        return self.client_factory()
+
+    def connect(self) -> None:
+        self.client_factory()
+
+    def callbacks(self) -> CallbackStore:
+        return CallbackStore(self.table_name, self.client_factory)
+
     # -- reads -------------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> JobRecord | None:
@@ -176,7 +197,7 @@ class JobStore(TableClient):
         """Admission: the job and its first event (with its callback) in one transaction; the
         event expires at `expires_at`. False when a job with this id exists (nothing was
         written). An expired job under the same key is replaced."""
-        items: list[dict[str, Any]] = [
+        items: list[TransactWriteItemTypeDef] = [
             {
                 "Put": {
                     "TableName": self.table_name,
@@ -241,7 +262,7 @@ class JobStore(TableClient):
         remove_clause = (
             " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed))) if removed else ""
         )
-        update = {
+        update: TransactWriteItemTypeDef = {
             "Update": {
                 "TableName": self.table_name,
                 "Key": job_key(record.job_id),
@@ -370,7 +391,7 @@ class JobStore(TableClient):
         *,
         expires_at: int,
         intent: CallbackIntent | None,
-    ) -> dict[str, Any]:
+    ) -> TransactWriteItemTypeDef:
         values: dict[str, Any] = {
             keys.PK: keys.job_pk(event.job_id),
             keys.SK: keys.event_sk(event.sequence),

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from jobstream.domain import JobRecord, JobStatus
 from jobstream.retries import default_policy
@@ -23,6 +23,10 @@ from jobstream.store import keys
 from jobstream.store.codec import from_attribute, to_attribute
 from jobstream.store.records import item_to_record, job_key, part_key, with_parts
 from jobstream.store.shards import MergedQuery
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import QueryInputTypeDef
 
 # Jobs read from the table per BatchGetItem (with their results: at most 100 keys a request).
 LISTING_BATCH: Final = 50
@@ -51,7 +55,7 @@ class JobQuery:
     start_key: dict[str, Any] | None = None
 
 
-def iter_jobs(client: Any, table_name: str, query: JobQuery) -> Iterator[ListedJob]:
+def iter_jobs(client: DynamoDBClient, table_name: str, query: JobQuery) -> Iterator[ListedJob]:
     """A tenant's jobs, newest first, each with the start key that resumes the listing just
     after it. Read lazily: a caller that stops early, as a page bounded by bytes does, has read
     at most one batch of jobs beyond what it used. InvalidCursorError (at once, before any
@@ -76,7 +80,7 @@ def iter_jobs(client: Any, table_name: str, query: JobQuery) -> Iterator[ListedJ
         condition += " AND #s < :after"
         names["#s"] = sort_name
         values[":after"] = to_attribute(query.start_key[sort_name])
-    base: dict[str, Any] = {
+    base: QueryInputTypeDef = {
         "TableName": table_name,
         "IndexName": index,
         "KeyConditionExpression": condition,
@@ -90,16 +94,17 @@ def iter_jobs(client: Any, table_name: str, query: JobQuery) -> Iterator[ListedJ
         base["FilterExpression"] = "#status = :status"
         names["#status"] = "status"
         values[":status"] = to_attribute(query.status)
+    requests: list[QueryInputTypeDef] = [
+        {
+            **base,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {**values, ":p": to_attribute(partition)},
+        }
+        for partition in partitions
+    ]
     merged = MergedQuery(
         client,
-        [
-            {
-                **base,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": {**values, ":p": to_attribute(partition)},
-            }
-            for partition in partitions
-        ],
+        requests,
         sort_key=sort_name,
         descending=True,
     )
@@ -107,7 +112,7 @@ def iter_jobs(client: Any, table_name: str, query: JobQuery) -> Iterator[ListedJ
 
 
 def _listed(
-    client: Any,
+    client: DynamoDBClient,
     table_name: str,
     entries: Iterator[Mapping[str, Any]],
     resume_names: tuple[str, ...],
@@ -127,7 +132,7 @@ def _listed(
 
 
 def _read_jobs(
-    client: Any,
+    client: DynamoDBClient,
     table_name: str,
     entries: Sequence[Mapping[str, Any]],
     resume_names: tuple[str, ...],
@@ -162,7 +167,7 @@ def _read_jobs(
         yield ListedJob(record, resume_key)
 
 
-def _one(client: Any, table_name: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
+def _one(client: DynamoDBClient, table_name: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
     item: dict[str, Any] | None = client.get_item(
         TableName=table_name, Key=key, ConsistentRead=True, ReturnConsumedCapacity="TOTAL"
     ).get("Item")
@@ -170,7 +175,11 @@ def _one(client: Any, table_name: str, key: Mapping[str, Any]) -> dict[str, Any]
 
 
 def batch_get(
-    client: Any, table_name: str, wanted: Sequence[Mapping[str, Any]], *, consistent: bool
+    client: DynamoDBClient,
+    table_name: str,
+    wanted: Sequence[Mapping[str, Any]],
+    *,
+    consistent: bool,
 ) -> list[dict[str, Any]]:
     """The items of `wanted` that exist (any order), at most 100 keys a request; keys left
     unprocessed (throttling, or 16 MB of response) are asked again, then read one by one."""
@@ -181,7 +190,7 @@ def batch_get(
 
 
 def _batch_get_chunk(
-    client: Any, table_name: str, wanted: list[Mapping[str, Any]], consistent: bool
+    client: DynamoDBClient, table_name: str, wanted: list[Mapping[str, Any]], consistent: bool
 ) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for attempt in range(_BATCH_READ_ATTEMPTS):
@@ -193,7 +202,8 @@ def _batch_get_chunk(
             ReturnConsumedCapacity="TOTAL",
         )
         found += response.get("Responses", {}).get(table_name, [])
-        wanted = response.get("UnprocessedKeys", {}).get(table_name, {}).get("Keys", [])
+        unprocessed = response.get("UnprocessedKeys", {}).get(table_name)
+        wanted = list(unprocessed["Keys"]) if unprocessed else []
         if not wanted:
             return found
     # Throttled throughout: read what is left one item at a time.

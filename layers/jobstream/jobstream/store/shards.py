@@ -11,7 +11,11 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import QueryInputTypeDef
 
 # Concurrent first reads (botocore keeps 10 connections per client: stay below).
 FIRST_READS: Final = 8
@@ -20,7 +24,7 @@ FIRST_READS: Final = 8
 class _Shard:
     __slots__ = ("done", "items", "request")
 
-    def __init__(self, request: dict[str, Any]) -> None:
+    def __init__(self, request: QueryInputTypeDef) -> None:
         self.request = request
         self.items: deque[dict[str, Any]] = deque()
         self.done = False
@@ -37,14 +41,14 @@ class MergedQuery:
 
     def __init__(
         self,
-        client: Any,
-        requests: Sequence[Mapping[str, Any]],
+        client: DynamoDBClient,
+        requests: Sequence[QueryInputTypeDef],
         *,
         sort_key: str,
         descending: bool,
     ) -> None:
         self._client = client
-        self._shards = [_Shard(dict(request)) for request in requests]
+        self._shards = [_Shard(request.copy()) for request in requests]
         self._sort_key = sort_key
         self._descending = descending
         self._started = False

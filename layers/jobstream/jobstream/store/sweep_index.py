@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from jobstream.store import keys
 from jobstream.store.codec import to_item
 from jobstream.store.shards import MergedQuery
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import QueryInputTypeDef
 
 # Entries read per query of one shard: index entries are keys only (~100 bytes), so a read ahead
 # that the sweep's budget leaves unused costs next to nothing.
@@ -15,7 +19,7 @@ SHARD_PAGE: Final = 50
 
 
 def sweep_entries(
-    client: Any, table_name: str, partition: str, *, before: str | None = None
+    client: DynamoDBClient, table_name: str, partition: str, *, before: str | None = None
 ) -> Iterator[str]:
     """Sort keys of every entry of one kind of backlog (below `before`), oldest first across
     its shards; read lazily, so a caller that stops early reads little more than it took."""
@@ -24,7 +28,7 @@ def sweep_entries(
     if before is not None:
         condition += " AND sweep_sk < :before"
         values[":before"] = before
-    requests = [
+    requests: list[QueryInputTypeDef] = [
         {
             "TableName": table_name,
             "IndexName": keys.SWEEP_INDEX,

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 from urllib.parse import quote
 
 from jobstream.aws import endpoint_url
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3.client import S3Client
 
 PREFIX: Final = "jobs/"
 
@@ -28,7 +31,7 @@ def object_key(job_id: str, index: int, asset_id: str) -> str:
 
 
 @cache
-def _s3_client() -> Any:
+def _s3_client() -> S3Client:
     import boto3  # noqa: PLC0415 - deferred: boto3 costs ~0.2 s of cold start
     from botocore.config import Config  # noqa: PLC0415
 
@@ -46,9 +49,9 @@ def _s3_client() -> Any:
 @dataclass(frozen=True, slots=True)
 class S3AssetStore:
     bucket: str
-    client: Any = None
+    client: S3Client | None = None
 
-    def _client(self) -> Any:
+    def _client(self) -> S3Client:
         return self.client if self.client is not None else _s3_client()
 
     def put(self, key: str, body: bytes, mime: str, sha256_hex: str) -> None:
