@@ -7,12 +7,18 @@ FUNCTIONS := $(wildcard functions/*/app.py)
 # The layer, the dev packages and the consumer SDK (clients/python, its own pip-installable package).
 export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR):$(CURDIR)/clients/python
 
+# The OpenAPI document the API serves: bundled from schemas/ by the build (tools/openapi.py), never
+# committed; schemas/openapi.json is the committed copy (`make openapi`).
+SERVED_OPENAPI := layers/jobstream/jobstream/http/openapi.json
+OPENAPI_SOURCES := schemas/openapi.yaml schemas/jobstream.schema.json tools/openapi.py \
+	$(shell find layers/jobstream/jobstream/jobtypes -name '*.json' -o -name '*.py')
+
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 
 .PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check rehearse rehearse-setup clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(SERVED_OPENAPI)
 
 $(STAMP): requirements-dev.txt layers/jobstream/requirements.txt Makefile
 	@test -n "$(PYTHON)" || { echo "Python 3.11 is required (python3.11 or python3 on PATH)"; exit 1; }
@@ -27,6 +33,9 @@ $(STAMP): requirements-dev.txt layers/jobstream/requirements.txt Makefile
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+$(SERVED_OPENAPI): $(OPENAPI_SOURCES) $(STAMP)
+	$(BIN)/python -m tools.openapi $@
+
 run: setup
 	$(BIN)/python -m jobstream_local
 
@@ -37,14 +46,16 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench clients/python rehearsal
+	$(BIN)/mypy layers/jobstream/jobstream jobstream_local jobstream_cli bench clients/python rehearsal tools
 	@for f in $(FUNCTIONS); do echo "mypy $$f"; $(BIN)/mypy $$f || exit 1; done
 
 cfn-lint: setup
 	$(BIN)/cfn-lint template.yaml
 
+# With the layer's coverage floor (pyproject.toml: tool.coverage); `.venv/bin/coverage report`
+# then says what is not covered.
 pytest: setup
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 -q --cov --cov-report=
 
 # Measures, prints, and REWRITES docs/performance.md (a tracked file: review the diff, commit it
 # with the change it measures).
@@ -59,9 +70,11 @@ load: setup
 # Everything: every gate and suite (conformance, fuzzing, faults), the benchmarks, the load test.
 proof: test bench load
 
-# Re-bundle the OpenAPI document served at GET /openapi.json (a test says when it is stale).
+# Render the job types' schemas into schemas/jobstream.schema.json and re-bundle the OpenAPI
+# document: the committed schemas/openapi.json (a test says when either is stale) and the copy
+# the API serves at GET /openapi.json.
 openapi: setup
-	$(BIN)/python -m jobstream_local.openapi
+	$(BIN)/python -m tools.openapi --schema schemas/openapi.json $(SERVED_OPENAPI)
 
 # SAM CLI pins its own boto3/click, so it lives in its own venv.
 $(SAM):
@@ -70,7 +83,7 @@ $(SAM):
 
 # Everything a deploy relies on, offline: lint, SAM's own validation and build, the template and
 # sample-event tests.
-deploy-check: setup $(SAM)
+deploy-check: setup $(SAM) $(SERVED_OPENAPI)
 	$(BIN)/cfn-lint template.yaml
 	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint
 	SAM_CLI_TELEMETRY=0 $(SAM) build --build-dir .aws-sam/build

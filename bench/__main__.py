@@ -313,9 +313,9 @@ def _job_lifetime_row(rt: Any, meter: Meter, admission: Any) -> Row:
 
 
 def _callback_rows(rt: Any, meter: Meter, admission: Any) -> list[Row]:
+    from jobstream.domain import IntentRef
     from jobstream.queue import message_body
     from jobstream.service.callbacks import handle_message
-    from jobstream.store.callbacks import IntentRef
 
     refs = []
     for index in range(9):

@@ -109,11 +109,11 @@ def job_lifetime_costs(life: Life) -> list[JobCost]:
 
 
 def _one_job(life: Life, scenario: str, params: Mapping[str, Any]) -> JobCost:
+    from jobstream.domain import IntentRef
     from jobstream.queue import message_body
     from jobstream.service import admission, stream
     from jobstream.service.callbacks import handle_message
     from jobstream.service.execution import execute
-    from jobstream.store.callbacks import IntentRef
 
     rt, meter, poster_log = life.rt, life.meter, life.posted
     meter.bill.reset()

@@ -69,7 +69,6 @@ def make_queries_cheap() -> None:
         finally:
             _SCOPE.current = previous
 
-    Table.moto_query = original_query  # type: ignore[attr-defined]  # kept for comparison
     Table.all_items = all_items  # type: ignore[method-assign]
     Table.query = query  # type: ignore[method-assign]
     setattr(Table, _PATCHED, True)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from jobstream.delivery import signing
+from jobstream_client.webhooks import CallbackVerificationError, verify_callback
 from rehearsal.api import Answer, ApiClient
 from rehearsal.logs import FunctionLogs
 from rehearsal.plan import Credentials
@@ -201,15 +201,16 @@ class Journey:
 
         deliveries = self._wait(step, all_delivered, CALLBACK_TIMEOUT_S, "every callback")
         for delivery in deliveries:
-            if delivery.headers.get("authorization") != f"Bearer {self.credentials.callback_token}":
-                raise self._fail(step, "a callback lacks the deployment's bearer token")
-            if not signing.verify(
-                self.credentials.signing_secret,
-                delivery.headers,
-                delivery.body,
-                now=int(time.time()),
-            ):
-                raise self._fail(step, "a callback's Standard Webhooks signature does not verify")
+            # As a consumer checks it: the bearer token and the Standard Webhooks signature.
+            try:
+                verify_callback(
+                    delivery.headers,
+                    delivery.body,
+                    self.credentials.signing_secret,
+                    token=self.credentials.callback_token,
+                )
+            except CallbackVerificationError as error:
+                raise self._fail(step, f"a callback does not verify: {error}") from None
         self.say(
             f"ok   {len(deliveries)} callbacks reached the receiver, bearer and signature valid"
         )

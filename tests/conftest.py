@@ -26,6 +26,7 @@ os.environ.update(
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.pop("AWS_PROFILE", None)
 
+from hypothesis import settings as hypothesis_settings
 from moto import mock_aws
 
 from jobstream.config.settings import Settings, parse_api_tokens
@@ -39,6 +40,11 @@ from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
 from tests.support.harness import Api, Clock
 from tests.support.tenants import LOOPBACK_ORIGIN, secrets, with_tenant
+
+# No time limit per example: what the properties check is not timing (benchmarks measure it),
+# and a loaded CI machine or the coverage tracer makes any fixed limit flaky.
+hypothesis_settings.register_profile("jobstream", deadline=None)
+hypothesis_settings.load_profile("jobstream")
 
 TOKENS = "acme=acme-token,globex=globex-token"
 CALLBACK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

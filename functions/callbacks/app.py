@@ -3,22 +3,7 @@ time; the partial batch response names the messages SQS must keep (service/callb
 
 from __future__ import annotations
 
-from typing import Any
+from jobstream.service.callback_batch import deliver_batch
+from jobstream.sqs_handler import sqs_handler
 
-from jobstream.observability import instrument
-from jobstream.service import runtime as runtime_module
-from jobstream.service.callback_batch import QueueMessage, deliver_batch
-
-
-@instrument
-def handler(event: dict[str, Any], context: Any) -> dict[str, list[dict[str, str]]]:
-    messages = [
-        QueueMessage(
-            message_id=record["messageId"],
-            body=record["body"],
-            receipt_handle=record["receiptHandle"],
-        )
-        for record in event.get("Records", [])
-    ]
-    remaining = getattr(context, "get_remaining_time_in_millis", None)
-    return deliver_batch(runtime_module.runtime(), messages, remaining)
+handler = sqs_handler(deliver_batch)

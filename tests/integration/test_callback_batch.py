@@ -16,16 +16,17 @@ import pytest
 
 from jobstream import observability
 from jobstream.delivery.http import HttpResult
+from jobstream.domain import IntentRef
+from jobstream.queue import QueueMessage
 from jobstream.service import admission
 from jobstream.service import runtime as runtime_module
 from jobstream.service.callback_batch import (
     OUTCOME_MARGIN_MS,
     BatchFailedError,
-    QueueMessage,
     deliver_batch,
 )
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import CallbackStore, IntentRef
+from jobstream.store.callbacks import CallbackStore
 from tests.integration.test_sample_events import REPOSITORY
 from tests.support.dispatch import dispatch_stream
 from tests.support.harness import canonical_task
@@ -95,8 +96,8 @@ def test_a_batch_is_delivered_concurrently(crt: Runtime) -> None:
         together.wait()
         return HttpResult(204, "", None)
 
-    response = deliver_batch(replace(crt, poster=receiver), receive(crt, 10), lambda: 30_000)
-    assert response == {"batchItemFailures": []}
+    kept = deliver_batch(replace(crt, poster=receiver), receive(crt, 10), lambda: 30_000)
+    assert kept == []
     assert states(crt, job_ids) == [("delivered", 1)] * 10
 
 
@@ -111,8 +112,8 @@ def test_nothing_is_claimed_without_the_time_for_a_whole_attempt(crt: Runtime) -
     messages = receive(crt, 3)
     assert visible(crt) == 0
     too_little = crt.settings.callback_timeout_ms + OUTCOME_MARGIN_MS - 1
-    response = deliver_batch(replace(crt, poster=receiver), messages, lambda: too_little)
-    assert failures(response) == {message.message_id for message in messages}
+    kept = deliver_batch(replace(crt, poster=receiver), messages, lambda: too_little)
+    assert set(kept) == {message.message_id for message in messages}
     assert posts == []
     assert states(crt, job_ids) == [("pending", 0)] * 3
     # Handed back at once (visibility 0), not after the queue's visibility timeout.
@@ -165,9 +166,9 @@ def test_an_attempt_unfinished_at_the_deadline_does_not_hold_the_invocation(
     # Time for the attempt to start, not for it to end.
     just_enough = crt.settings.callback_timeout_ms + OUTCOME_MARGIN_MS + 300
     try:
-        response = deliver_batch(replace(crt, poster=stuck), [message], lambda: just_enough)
+        kept = deliver_batch(replace(crt, poster=stuck), [message], lambda: just_enough)
         assert entered.is_set()
-        assert failures(response) == {message.message_id}
+        assert kept == [message.message_id]
         assert states(crt, [job_id]) == [("in_flight", 1)]
     finally:
         release.set()
@@ -218,9 +219,9 @@ def test_only_the_messages_that_raise_are_failures_and_all_raising_fails_the_inv
 
     messages = receive(crt, 3)
     monkeypatch.setattr(CallbackStore, "claim", flaky)
-    response = deliver_batch(replace(crt, poster=ok), messages, lambda: 30_000)
+    kept = deliver_batch(replace(crt, poster=ok), messages, lambda: 30_000)
     by_job = {message.body: message.message_id for message in messages}
-    (failed,) = failures(response)
+    (failed,) = kept
     assert broken in next(body for body, mid in by_job.items() if mid == failed)
 
     # Every message raises: a fault of the function itself, so the invocation fails.

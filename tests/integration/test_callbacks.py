@@ -9,13 +9,12 @@ from typing import Any
 import boto3
 import pytest
 
-from jobstream.delivery.signing import verify
+from jobstream.domain import IntentRef
 from jobstream.service import admission, callbacks, jobs, stream
 from jobstream.service.dead_letters import list_dead, redrive
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import JobQuery
 from jobstream_local.gateway import load_handler
 from jobstream_local.template import Template
@@ -25,6 +24,7 @@ from tests.conftest import CALLBACK_TOKEN as TOKEN
 from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Clock, canonical_task
 from tests.support.receiver import receiver
+from tests.support.signatures import signature_verifies
 from tests.support.state import mark_failed
 from tests.support.tenants import with_tenant
 from tests.support.validation import validate
@@ -113,8 +113,8 @@ def test_delivery_posts_the_signed_event_once(crt: Runtime, queues: dict[str, An
     assert headers["authorization"] == f"Bearer {TOKEN}"
     assert headers["x-idempotency-key"] == f"job-event:{job_id}:{event['event_id']}"
     assert headers["webhook-id"] == headers["x-idempotency-key"]
-    assert verify(SECRET, headers, request.body, now=int(headers["webhook-timestamp"]))
-    assert not verify(
+    assert signature_verifies(SECRET, headers, request.body, now=int(headers["webhook-timestamp"]))
+    assert not signature_verifies(
         SECRET,
         headers,
         request.body.replace("accepted", "started"),

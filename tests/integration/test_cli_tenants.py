@@ -16,8 +16,8 @@ from typer.testing import CliRunner, Result
 
 from jobstream.config import registry as registry_module
 from jobstream.config.registry import load_registry
+from jobstream.config.signing_secrets import decode_secret
 from jobstream.config.tenants import parse_registry, token_digest
-from jobstream.delivery.signing import decode_secret
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
 from jobstream_cli import state

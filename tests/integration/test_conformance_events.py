@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from jobstream.domain import IntentRef
+from jobstream.protocol.events import callback_event_id, callback_idempotency_key
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import IntentRef
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import mark_failed, mark_running, mark_succeeded
 from tests.support.validation import validate, validate_error
@@ -226,10 +227,10 @@ def test_43_callback_intents_are_recorded_once_per_event(
     accepted_intent = rt.callbacks.get(IntentRef(job_id, 1))
     assert accepted_intent is not None
     accepted_id = page(api, job_id)["events"][0]["event_id"]
-    assert accepted_intent.idempotency_key == f"job-event:{job_id}:{accepted_id}"
+    assert callback_idempotency_key(accepted_intent) == f"job-event:{job_id}:{accepted_id}"
     assert accepted_intent.state == "pending"
     assert accepted_intent.max_attempts == 8
-    assert accepted_intent.event_id == accepted_id
+    assert callback_event_id(accepted_intent) == accepted_id
     assert accepted_intent.kind == "job.requested"
     # On the event's own item, and no copy: the body (and its target) come from the job when
     # it is sent.

@@ -20,20 +20,21 @@ from typing import Any
 import pytest
 
 from jobstream.delivery.http import HttpResult
+from jobstream.domain import IntentRef
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import Reason
-from jobstream.protocol.events import TERMINAL_KINDS, EventKind, event_id, parse_event_id
+from jobstream.protocol.events import TERMINAL_KINDS, EventKind, event_id
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.liveness import expire
 from jobstream.service.retention import expiry_of, item_expiry
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import StaleJobError
 from tests.conftest import REFERENCE_TARGETS
 from tests.integration.test_conformance_jobs import FOUR_TARGETS
 from tests.support.dispatch import dispatch_stream
+from tests.support.event_ids import parse_event_id
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import mark_running, set_job_attributes, whole_table
 from tests.support.validation import validate_error
@@ -94,7 +95,11 @@ def test_the_store_refuses_a_lifecycle_kind_already_recorded(rt: Runtime, kind: 
     expiry = expiry_of(event.at, rt.settings) if kind in TERMINAL_KINDS else None
     with pytest.raises(StaleJobError):
         rt.store.append_event(
-            current, event, expires_at=item_expiry(current, rt.settings), job_expires_at=expiry
+            current,
+            event,
+            expires_at=item_expiry(current, rt.settings),
+            job_expires_at=expiry,
+            once_per_job=True,
         )
     assert kinds(rt, job_id) == before
 

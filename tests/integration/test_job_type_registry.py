@@ -17,12 +17,12 @@ from referencing import Registry, Resource
 from jobstream.jobtypes import registry
 from jobstream.queue import work_message_body
 from jobstream.service.runtime import Runtime
-from jobstream_local import openapi
 from jobstream_local.gateway import load_handler
 from jobstream_local.template import Template
 from tests.support.harness import Api
 from tests.support.validation import validate, validate_error
 from tests.support.word_count.definition import JOB_TYPE
+from tools import openapi
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
+from jobstream.domain import IntentRef
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import ProtocolError
-from jobstream.protocol.events import parse_event_id
+from jobstream.protocol.events import callback_event_id
 from jobstream.protocol.pages import MAX_RESPONSE_BYTES
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.dead_letters import list_dead
@@ -26,9 +27,9 @@ from jobstream.store.budgets import (
     RESULT_BYTES,
     result_size,
 )
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.item_size import MAX_ITEM_BYTES, item_size
 from tests.integration.test_callbacks import drain
+from tests.support.event_ids import parse_event_id
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.receiver import receiver
 from tests.support.state import whole_table
@@ -235,7 +236,7 @@ def test_a_burst_of_jobs_in_one_millisecond_shares_no_event_id(
     ids = [event["event_id"] for events in pages.values() for event in events]
     assert len(ids) == len(set(ids)) > 3 * len(job_ids)
     intent_ids = [
-        callback.event_id
+        callback_event_id(callback)
         for job_id in job_ids
         for intent in crt.store.callback_intents(job_id)
         if (callback := crt.callbacks.get(IntentRef(job_id, int(intent["sk"][4:])))) is not None

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from jobstream.delivery.http import HttpResult
+from jobstream.domain import IntentRef
 from jobstream.protocol.errors import Reason
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.dead_letters import redrive
@@ -31,7 +32,6 @@ from jobstream.service.retention import (
 )
 from jobstream.service.runtime import Runtime
 from jobstream.store import keys
-from jobstream.store.callbacks import IntentRef
 from tests.support.harness import Clock, canonical_task
 from tests.support.state import mark_failed, whole_table
 

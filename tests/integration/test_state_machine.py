@@ -36,6 +36,7 @@ from jobstream.domain import (
     CALLBACK_IN_FLIGHT,
     CALLBACK_PENDING,
     CALLBACK_RETRY_WAIT,
+    IntentRef,
     JobRecord,
     StoredEvent,
 )
@@ -56,7 +57,6 @@ from jobstream.service.retention import callback_span_ms, item_expiry, job_expir
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.client import dynamodb_client
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.jobs import MAX_CALLBACK_ATTEMPTS, JobStore, item_to_record

@@ -10,12 +10,13 @@ import boto3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobstream.protocol.events import TERMINAL_KINDS, parse_event_id
+from jobstream.protocol.events import TERMINAL_KINDS
 from jobstream.service import admission, jobs, stream
 from jobstream.service.runtime import Runtime
 from jobstream.store.jobs import JobStore
 from jobstream_local.resources import create_tables
 from jobstream_local.template import Template
+from tests.support.event_ids import parse_event_id
 from tests.support.harness import Clock, canonical_task
 from tests.support.state import mark_failed, mark_running, mark_succeeded
 

@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from jobstream.delivery.signing import verify
+from jobstream.domain import IntentRef
 from jobstream.protocol.errors import ProtocolError
 from jobstream.service import admission, callbacks
 from jobstream.service import runtime as runtime_module
 from jobstream.service.dead_letters import list_dead
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import IntentRef
 from jobstream.store.jobs import JobQuery
 from tests.conftest import CALLBACK_SECRET, CALLBACK_TOKEN, OTHER_CALLBACK_SECRET
 from tests.conftest import OTHER_CALLBACK_TOKEN as GLOBEX_TOKEN
 from tests.integration.test_callbacks import drain, intent, messages
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.receiver import Received, receiver
+from tests.support.signatures import signature_verifies
 from tests.support.tenants import LOOPBACK_ORIGIN, secrets, with_tenant, without_tenant
 
 HOUR_MS = 3_600_000
@@ -46,7 +46,7 @@ def submit(rt: Runtime, tenant: str, url: str, key: str = "cb-key") -> str:
 
 def signed_by(secret: str, request: Received) -> bool:
     timestamp = int(request.headers["webhook-timestamp"])
-    return verify(secret, request.headers, request.body, now=timestamp)
+    return signature_verifies(secret, request.headers, request.body, now=timestamp)
 
 
 def iso(ms: int) -> str:

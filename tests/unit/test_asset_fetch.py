@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import responses
 
+from jobstream.config.origins import parse_origins
 from jobstream.config.targets import Target
-from jobstream.delivery.origins import parse_origins
 from jobstream.jobtypes import registry
 from jobstream.jobtypes.asset_fetch import executor
 from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig, load_config

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import io
 import math
 import socket
 import ssl
@@ -11,13 +10,12 @@ import time
 import urllib.error
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from email.message import Message
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobstream.delivery.backoff import parse_retry_after, retry_delay_ms
+from jobstream.backoff import parse_retry_after, retry_delay_ms
 from jobstream.delivery.classify import (
     MAX_ERROR_CHARS,
     Outcome,
@@ -301,10 +299,6 @@ def test_status_error_is_truncated(status: int) -> None:
 # --- classify_exception ----------------------------------------------------------------------
 
 
-def _http_error(code: int, reason: str) -> urllib.error.HTTPError:
-    return urllib.error.HTTPError("https://example.com/", code, reason, Message(), io.BytesIO())
-
-
 @pytest.mark.parametrize(
     ("error", "text"),
     [
@@ -357,18 +351,6 @@ def test_transient_exceptions_retry(error: BaseException, text: str | None) -> N
 def test_refused_url_is_dead(reason: str, message: str) -> None:
     verdict = classify_exception(CallbackRefused(reason, message))
     assert verdict == Verdict(Outcome.DEAD, None, f"refused: {reason}: {message}")
-
-
-@pytest.mark.parametrize(
-    ("code", "outcome"), [(404, Outcome.DEAD), (503, Outcome.RETRY), (429, Outcome.RETRY)]
-)
-def test_urllib_http_error_is_judged_by_its_status(code: int, outcome: Outcome) -> None:
-    verdict = classify_exception(_http_error(code, "Reason"))
-    assert (verdict.outcome, verdict.status, verdict.error) == (
-        outcome,
-        code,
-        f"HTTP {code}: Reason",
-    )
 
 
 def test_exception_error_is_truncated_and_one_line() -> None:

@@ -1,4 +1,5 @@
-"""Standard Webhooks signing: known answers computed here independently, and the receiver side."""
+"""Standard Webhooks signing: known answers computed here independently, and the receiver side
+(the consumer SDK's verifier, tests/support/signatures.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobstream.config.signing_secrets import decode_secret
 from jobstream.delivery import signing
-from jobstream.delivery.signing import decode_secret, sign, verify, webhook_headers
+from jobstream.delivery.signing import sign, webhook_headers
+from tests.support.signatures import signature_verifies
 
 KEY = b"jobstream test key \x00\x01\x02\xff"
 SECRET = "whsec_" + base64.b64encode(KEY).decode()
@@ -143,23 +146,23 @@ def test_during_a_rotation_both_secrets_sign_space_separated() -> None:
         ]
     )
     # A verifier holding either secret accepts; one holding neither does not.
-    assert verify(new_secret, headers, BODY, now=TIMESTAMP)
-    assert verify(SECRET, headers, BODY, now=TIMESTAMP)
+    assert signature_verifies(new_secret, headers, BODY, now=TIMESTAMP)
+    assert signature_verifies(SECRET, headers, BODY, now=TIMESTAMP)
     other = "whsec_" + base64.b64encode(b"x" * 32).decode()
-    assert not verify(other, headers, BODY, now=TIMESTAMP)
+    assert not signature_verifies(other, headers, BODY, now=TIMESTAMP)
 
 
-# --- verify (the receiver's side) ------------------------------------------------------------
+# --- the receiver's side: the consumer SDK's verifier accepts exactly our signatures ---------
 
 
 def test_round_trip_verifies() -> None:
-    assert verify(SECRET, signed_headers(), BODY, now=TIMESTAMP)
+    assert signature_verifies(SECRET, signed_headers(), BODY, now=TIMESTAMP)
 
 
 def test_header_names_match_case_insensitively() -> None:
     headers = {name.title(): value for name, value in signed_headers().items()}
     assert set(headers) == {"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"}
-    assert verify(SECRET, headers, BODY, now=TIMESTAMP)
+    assert signature_verifies(SECRET, headers, BODY, now=TIMESTAMP)
 
 
 @pytest.mark.parametrize(
@@ -181,11 +184,11 @@ def test_tampering_is_detected(field: str, value: str) -> None:
         body = value
     else:
         headers[field] = value
-    assert not verify(SECRET, headers, body, now=TIMESTAMP)
+    assert not signature_verifies(SECRET, headers, body, now=TIMESTAMP)
 
 
 def test_another_secret_does_not_verify() -> None:
-    assert not verify(OTHER_SECRET, signed_headers(), BODY, now=TIMESTAMP)
+    assert not signature_verifies(OTHER_SECRET, signed_headers(), BODY, now=TIMESTAMP)
 
 
 @pytest.mark.parametrize(
@@ -200,12 +203,14 @@ def test_another_secret_does_not_verify() -> None:
     ],
 )
 def test_timestamp_tolerance(now: int, ok: bool) -> None:
-    assert verify(SECRET, signed_headers(), BODY, now=now) is ok
+    assert signature_verifies(SECRET, signed_headers(), BODY, now=now) is ok
 
 
 def test_tolerance_is_configurable() -> None:
-    assert verify(SECRET, signed_headers(), BODY, now=TIMESTAMP + 3_000, tolerance_s=3_600)
-    assert not verify(SECRET, signed_headers(), BODY, now=TIMESTAMP + 10, tolerance_s=5)
+    assert signature_verifies(
+        SECRET, signed_headers(), BODY, now=TIMESTAMP + 3_000, tolerance_s=3_600
+    )
+    assert not signature_verifies(SECRET, signed_headers(), BODY, now=TIMESTAMP + 10, tolerance_s=5)
 
 
 @pytest.mark.parametrize(
@@ -224,7 +229,7 @@ def test_any_of_several_signatures_may_match(template: str) -> None:
     other = sign(OTHER_SECRET, MESSAGE_ID, TIMESTAMP, BODY)
     headers = signed_headers()
     headers["webhook-signature"] = template.format(good=good, other=other)
-    assert verify(SECRET, headers, BODY, now=TIMESTAMP)
+    assert signature_verifies(SECRET, headers, BODY, now=TIMESTAMP)
 
 
 @pytest.mark.parametrize(
@@ -247,14 +252,14 @@ def test_no_matching_signature_is_rejected(signature_header: str) -> None:
     headers["webhook-signature"] = signature_header.format(
         other=other, digest=good.removeprefix("v1,")
     )
-    assert not verify(SECRET, headers, BODY, now=TIMESTAMP)
+    assert not signature_verifies(SECRET, headers, BODY, now=TIMESTAMP)
 
 
 @pytest.mark.parametrize("missing", ["webhook-id", "webhook-timestamp", "webhook-signature"])
 def test_a_missing_header_is_rejected(missing: str) -> None:
     headers = signed_headers()
     del headers[missing]
-    assert not verify(SECRET, headers, BODY, now=TIMESTAMP)
+    assert not signature_verifies(SECRET, headers, BODY, now=TIMESTAMP)
 
 
 @pytest.mark.parametrize(
@@ -263,12 +268,12 @@ def test_a_missing_header_is_rejected(missing: str) -> None:
 def test_a_malformed_timestamp_is_rejected(timestamp: str) -> None:
     headers = signed_headers()
     headers["webhook-timestamp"] = timestamp
-    assert not verify(SECRET, headers, BODY, now=TIMESTAMP)
+    assert not signature_verifies(SECRET, headers, BODY, now=TIMESTAMP)
 
 
 def test_verify_raises_on_an_invalid_secret() -> None:
     with pytest.raises(ValueError, match="whsec_"):
-        verify("plain-secret", signed_headers(), BODY, now=TIMESTAMP)
+        signature_verifies("plain-secret", signed_headers(), BODY, now=TIMESTAMP)
 
 
 @given(
@@ -283,8 +288,8 @@ def test_round_trip_property(message_id: str, timestamp: int, body: str, key: by
         message_id=message_id, timestamp=timestamp, body=body, secrets=[secret]
     )
     assert headers["webhook-signature"] == reference_signature(key, message_id, timestamp, body)
-    assert verify(secret, headers, body, now=timestamp)
-    assert not verify(secret, headers, body + "x", now=timestamp)
+    assert signature_verifies(secret, headers, body, now=timestamp)
+    assert not signature_verifies(secret, headers, body + "x", now=timestamp)
 
 
 # --- no third-party dependency ---------------------------------------------------------------
@@ -298,7 +303,7 @@ def test_signing_imports_only_the_standard_library() -> None:
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
-    assert imported <= set(sys.stdlib_module_names) | {"__future__"}
+    assert imported <= set(sys.stdlib_module_names) | {"__future__", "jobstream"}
     assert "standardwebhooks" not in imported
 
 

@@ -15,8 +15,8 @@ from jobstream.delivery.ssrf import (
     CallbackTarget,
     Resolver,
     check_callback_url,
-    check_callback_url_syntax,
     is_public_address,
+    parse_callback_url,
     system_resolver,
 )
 
@@ -364,7 +364,7 @@ SYNTAX_REFUSALS = [
 @pytest.mark.parametrize(("url", "allow_http", "reason"), SYNTAX_REFUSALS)
 def test_syntax_refusal(url: str, allow_http: bool, reason: str) -> None:
     with pytest.raises(CallbackRefused) as caught:
-        check_callback_url_syntax(url, allow_http=allow_http)
+        parse_callback_url(url, allow_http=allow_http)
     assert caught.value.reason == reason
     assert caught.value.message
     # The full check refuses the same way, before asking DNS, even with allow_private.
@@ -388,10 +388,10 @@ def test_syntax_refusal(url: str, allow_http: bool, reason: str) -> None:
 )
 def test_syntax_check_does_no_dns(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_dns(*args: object, **kwargs: object) -> list[object]:
-        raise AssertionError("check_callback_url_syntax must not resolve")
+        raise AssertionError("the syntax check must not resolve")
 
     monkeypatch.setattr(socket, "getaddrinfo", no_dns)
-    check_callback_url_syntax(url, allow_http=True)  # passes: no exception, no DNS
+    parse_callback_url(url, allow_http=True)  # passes: no exception, no DNS
 
 
 def test_refusal_carries_reason_and_message() -> None:
@@ -546,7 +546,7 @@ URLISH = st.one_of(
 @given(URLISH, st.booleans(), st.booleans())
 def test_every_refusal_is_callback_refused(url: str, allow_http: bool, allow_private: bool) -> None:
     try:
-        check_callback_url_syntax(url, allow_http=allow_http)
+        parse_callback_url(url, allow_http=allow_http)
         syntax_reason = None
     except CallbackRefused as refused:
         syntax_reason = refused.reason

@@ -9,10 +9,10 @@ from typing import Any, cast
 
 import pytest
 
+from jobstream.domain import IntentRef
 from jobstream.service import runtime as runtime_module
 from jobstream.service.dispatcher import dispatch_records, handoffs
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import IntentRef
 from jobstream_local.gateway import LambdaContext, load_handler
 from jobstream_local.streams import matches, passes
 from jobstream_local.template import Template

@@ -673,13 +673,13 @@ def target(
 
 
 def caps(*targets: dict[str, Any], fallback: int = 1_800_000) -> dict[str, Any]:
+    targets_file = TargetsFile.model_validate({"targets": list(targets)})
     return capabilities(
         job_types=registry.declarations(),
-        targets=TargetsFile.model_validate({"targets": list(targets)}),
         queued_timeout_ms=1_800_000,
         stall_timeout_ms=900_000,
         heartbeat_interval_ms=30_000,
-        default_deadline_fallback_ms=fallback,
+        default_deadline_ms=targets_file.longest_ceiling_ms(fallback),
         now=NOW,
     )
 
@@ -729,11 +729,10 @@ def test_capabilities_document() -> None:
 def test_capabilities_report_the_live_budgets() -> None:
     document = capabilities(
         job_types=registry.declarations(),
-        targets=TargetsFile.model_validate({"targets": [target("a")]}),
         queued_timeout_ms=660_000,
         stall_timeout_ms=420_000,
         heartbeat_interval_ms=30_000,
-        default_deadline_fallback_ms=1_800_000,
+        default_deadline_ms=1_800_000,
         now=NOW + 1,
     )
     validate(document, "Capabilities")

@@ -31,11 +31,11 @@ from jobstream.protocol.events import (
     EventType,
     event_id,
     job_number,
-    parse_event_id,
     parse_event_position,
     protocol_type,
 )
 from jobstream.service.identity import derive_job_id
+from tests.support.event_ids import parse_event_id
 from tests.support.validation import validate_error
 
 SHARED_PROTOCOL = Path(__file__).resolve().parents[3] / "shared" / "protocol" / "v1"

@@ -422,11 +422,10 @@ def test_produced_capabilities_validate() -> None:
     for targets in (_targets(), TargetsFile(targets=[])):
         document = documents.capabilities(
             job_types=registry.declarations(),
-            targets=targets,
             queued_timeout_ms=1_800_000,
             stall_timeout_ms=900_000,
             heartbeat_interval_ms=30_000,
-            default_deadline_fallback_ms=5_400_000,
+            default_deadline_ms=targets.longest_ceiling_ms(5_400_000),
             now=NOW,
         )
         _assert_valid(document, "Capabilities")

@@ -22,8 +22,8 @@ from jobstream.jobtypes.candidate_search.targets import (
     check_account,
     check_work_type,
 )
+from jobstream.jobtypes.targeting import resolve_target
 from jobstream.protocol.errors import ErrorCode, ProtocolError
-from jobstream.protocol.targeting import resolve_target
 from tests.support.validation import validate_error
 
 

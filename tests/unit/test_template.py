@@ -41,7 +41,7 @@ QUEUE = "AWS::SQS::Queue"
 
 # Variables the template sets that are not settings fields, and the source file that reads each.
 READ_ELSEWHERE = {
-    "JOBSTREAM_AWS_ENDPOINT_URL": "layers/jobstream/jobstream/store/client.py",
+    "JOBSTREAM_AWS_ENDPOINT_URL": "layers/jobstream/jobstream/aws.py",
     "JOBSTREAM_PIXIV_REFRESH_TOKEN_PARAMETER": (
         "layers/jobstream/jobstream/jobtypes/candidate_search/sources/pixiv.py"
     ),

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobstream.config.origins import OriginPattern
 from jobstream.config.settings import ConfigurationError, load_settings
 from jobstream.config.tenants import (
     RegistryError,
@@ -18,11 +19,7 @@ from jobstream.config.tenants import (
     shorthand_registry,
     token_digest,
 )
-from jobstream.delivery.origins import (
-    OriginPattern,
-    check_at_admission,
-    check_at_delivery,
-)
+from jobstream.delivery.origins import check_at_admission, check_at_delivery
 from jobstream.delivery.ssrf import CallbackRefused
 from jobstream.service.identity import derive_job_id
 from jobstream.store import keys

@@ -110,6 +110,19 @@ class StoredEvent:
     at: int
 
 
+@dataclass(frozen=True, slots=True)
+class IntentRef:
+    """Names one callback intent: the job and the sequence of the event it carries."""
+
+    job_id: str
+    sequence: int
+
+    @property
+    def item_id(self) -> str:
+        """`<job_id>#<sequence>`: its entry in the sweep index, and its name in logs."""
+        return f"{self.job_id}#{self.sequence}"
+
+
 CALLBACK_PENDING: Final = "pending"
 CALLBACK_IN_FLIGHT: Final = "in_flight"
 CALLBACK_RETRY_WAIT: Final = "retry_wait"
@@ -128,8 +141,6 @@ class CallbackRecord:
 
     job_id: str
     sequence: int
-    event_id: str
-    idempotency_key: str
     kind: str
     state: str
     attempts: int

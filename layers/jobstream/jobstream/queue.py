@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from botocore.exceptions import ClientError
 
-from jobstream.retries import RetryingClient, client_config
-from jobstream.store.callbacks import IntentRef
-from jobstream.store.client import ENDPOINT_VARIABLE
+from jobstream.aws import retrying_client
+from jobstream.domain import IntentRef
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
@@ -24,15 +23,19 @@ SQS_BATCH: Final = 10
 MAX_VISIBILITY_S: Final = 43_200  # SQS's ceiling (12 h); longer waits go through the sweep.
 
 
+@dataclass(frozen=True, slots=True)
+class QueueMessage:
+    """One received message, as an SQS trigger hands it to a function."""
+
+    message_id: str
+    body: str
+    receipt_handle: str
+
+
 @cache
 def sqs_client() -> SQSClient:
     """The client every queue uses: each call retried on transient failures (jobstream.retries)."""
-    import boto3  # noqa: PLC0415 - deferred: boto3 costs ~0.2 s of cold start
-
-    client = boto3.client(
-        "sqs", endpoint_url=os.environ.get(ENDPOINT_VARIABLE) or None, config=client_config()
-    )
-    return cast("SQSClient", RetryingClient(client, "sqs"))
+    return cast("SQSClient", retrying_client("sqs"))
 
 
 def make_visible_after(
@@ -45,6 +48,19 @@ def make_visible_after(
     client.change_message_visibility(
         QueueUrl=url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
     )
+
+
+def send_in_batches(client: Any, url: str, bodies: Sequence[str]) -> int:
+    """Send one message per body, SQS_BATCH to a request; returns how many SQS accepted."""
+    sent = 0
+    for start in range(0, len(bodies), SQS_BATCH):
+        entries = [
+            {"Id": str(index), "MessageBody": body}
+            for index, body in enumerate(bodies[start : start + SQS_BATCH])
+        ]
+        response = client.send_message_batch(QueueUrl=url, Entries=entries)
+        sent += len(response.get("Successful", []))
+    return sent
 
 
 def message_body(ref: IntentRef) -> str:
@@ -80,18 +96,7 @@ class CallbackQueue:
         """Send one message per intent; returns how many SQS accepted."""
         if not self.url:
             return 0
-        sent = 0
-        for start in range(0, len(refs), SQS_BATCH):
-            chunk = refs[start : start + SQS_BATCH]
-            response = self.client.send_message_batch(
-                QueueUrl=self.url,
-                Entries=[
-                    {"Id": str(index), "MessageBody": message_body(ref)}
-                    for index, ref in enumerate(chunk)
-                ],
-            )
-            sent += len(response.get("Successful", []))
-        return sent
+        return send_in_batches(self.client, self.url, [message_body(ref) for ref in refs])
 
     def delay(self, receipt_handle: str, delay_ms: int) -> None:
         """Make a received message visible again after `delay_ms` (the retry's backoff)."""
@@ -174,16 +179,5 @@ class WorkQueue:
     def send(self, job_ids: Sequence[str]) -> int:
         if not self.url:
             return 0
-        sent = 0
-        client = self._client_factory()
-        for start in range(0, len(job_ids), SQS_BATCH):
-            chunk = job_ids[start : start + SQS_BATCH]
-            response = client.send_message_batch(
-                QueueUrl=self.url,
-                Entries=[
-                    {"Id": str(index), "MessageBody": work_message_body(job_id)}
-                    for index, job_id in enumerate(chunk)
-                ],
-            )
-            sent += len(response.get("Successful", []))
-        return sent
+        bodies = [work_message_body(job_id) for job_id in job_ids]
+        return send_in_batches(self._client_factory(), self.url, bodies)

@@ -28,7 +28,7 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from jobstream import observability
-from jobstream.delivery.backoff import retry_delay_ms
+from jobstream.backoff import retry_delay_ms
 
 if TYPE_CHECKING:
     from botocore.config import Config

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from jobstream.jobtypes.base import JobRun, JobType, Outcome
+from jobstream.jobtypes.targeting import resolve_target
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.models import NonNegativeInt, ProtocolModel
-from jobstream.protocol.targeting import resolve_target
 from jobstream.protocol.task import ParsedParams, parse_target_id
 
 MAX_TEXT = 1000

@@ -14,17 +14,15 @@ An invalid document is a ConfigurationError: the API answers 503 until it is fix
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
+from jobstream.aws import endpoint_url
 from jobstream.config.settings import ConfigurationError, Settings
 from jobstream.config.tenants import RegistryError, TenantRegistry, parse_registry
 
 logger = logging.getLogger("jobstream.config")
-
-ENDPOINT_VARIABLE: Final = "JOBSTREAM_AWS_ENDPOINT_URL"
 
 _lock = threading.Lock()
 # Parsed documents by source, with the text (or file stamp) they came from.
@@ -58,16 +56,12 @@ def load_registry_file(path: Path) -> TenantRegistry:
     if cached is not None and cached[0] == stamp:
         return cached[1]
     try:
-        registry = parse_registry(path.read_bytes())
+        text = path.read_bytes()
     except OSError as error:
         raise ConfigurationError(
             f"JOBSTREAM_TENANTS: cannot read {path.name}: {error.strerror}"
         ) from None
-    except RegistryError as error:
-        raise ConfigurationError(f"JOBSTREAM_TENANTS: {path.name} is invalid: {error}") from None
-    with _lock:
-        _parsed[key] = (stamp, registry)
-    return registry
+    return _parse_and_keep(key, stamp, text, f"JOBSTREAM_TENANTS: {path.name}")
 
 
 def _from_secret(secret_id: str, max_age_s: int) -> TenantRegistry:
@@ -82,12 +76,17 @@ def _from_secret(secret_id: str, max_age_s: int) -> TenantRegistry:
         return known[1]
     if known is not None and known[0] == text:
         return known[1]
+    return _parse_and_keep(key, text, text, "JOBSTREAM_TENANTS_SECRET")
+
+
+def _parse_and_keep(key: str, stamp: object, text: str | bytes, source: str) -> TenantRegistry:
+    """The registry `text` holds, kept under `key` with the stamp of what it was read from."""
     try:
         registry = parse_registry(text)
     except RegistryError as error:
-        raise ConfigurationError(f"JOBSTREAM_TENANTS_SECRET is invalid: {error}") from None
+        raise ConfigurationError(f"{source} is invalid: {error}") from None
     with _lock:
-        _parsed[key] = (text, registry)
+        _parsed[key] = (stamp, registry)
     return registry
 
 
@@ -114,7 +113,7 @@ def fetch_secret(secret_id: str, max_age_s: int) -> str:
 
 def secrets_provider() -> Any:
     """One Powertools SecretsProvider per endpoint (the cache lives in it)."""
-    endpoint = os.environ.get(ENDPOINT_VARIABLE) or None
+    endpoint = endpoint_url()
     provider = _providers.get(endpoint)
     if provider is None:
         # Imported on first use: only a deployment that reads a secret pays for it.

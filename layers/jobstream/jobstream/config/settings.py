@@ -12,10 +12,10 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from jobstream.config.origins import parse_origins
+from jobstream.config.signing_secrets import decode_secret
 from jobstream.config.targets import TargetsFile
 from jobstream.config.tenants import TenantRegistry, shorthand_registry
-from jobstream.delivery.origins import parse_origins
-from jobstream.delivery.signing import decode_secret
 from jobstream.tenant_names import check_tenant_name
 
 DEFAULT_TARGETS_FILE: Final = Path(__file__).with_name("targets.default.json")
@@ -98,27 +98,12 @@ class Settings(BaseModel):
             return data
         values = dict(data)
         shorthand = {key: values.pop(key) for key in SHORTHAND if key in values}
-        pairs = shorthand.get("api_tokens")
-        if pairs is None:
-            names = ", ".join(SHORTHAND[key] for key in shorthand)
-            raise ValueError(f"{names} need JOBSTREAM_API_TOKENS (the one-tenant shorthand)")
-        with _blaming(SHORTHAND["api_tokens"]):
-            if isinstance(pairs, str):
-                pairs = parse_api_tokens(pairs)
-            if not pairs:
-                raise ValueError("names no tenant")
-            if values.get("tenants") is not None:
-                raise ValueError("give the shorthand or a registry (`tenants`), not both")
+        pairs = _shorthand_pairs(shorthand, values)
         secret = _plain(shorthand.get("callback_signing_secret"))
         with _blaming(SHORTHAND["callback_signing_secret"]):
             if secret is not None:
                 decode_secret(secret)
-        origins = shorthand.get("callback_origins")
-        if isinstance(origins, str):
-            origins = [part.strip() for part in origins.split(",") if part.strip()]
-        with _blaming(SHORTHAND["callback_origins"]):
-            if origins is not None:
-                parse_origins(origins)
+        origins = _shorthand_origins(shorthand.get("callback_origins"))
         values["tenants"] = shorthand_registry(
             [(pair.name, pair.token) for pair in pairs],
             callback_token=_plain(shorthand.get("callback_token")),
@@ -221,6 +206,32 @@ def parse_api_tokens(value: str) -> tuple[Tenant, ...]:
     if len({tenant.token for tenant in tenants}) != len(tenants):
         raise ValueError("a token is listed more than once")
     return tuple(tenants)
+
+
+def _shorthand_pairs(shorthand: dict[str, Any], values: dict[str, Any]) -> Any:
+    """The shorthand's tenant/token pairs; without them the rest of the shorthand means nothing."""
+    pairs = shorthand.get("api_tokens")
+    if pairs is None:
+        names = ", ".join(SHORTHAND[key] for key in shorthand)
+        raise ValueError(f"{names} need JOBSTREAM_API_TOKENS (the one-tenant shorthand)")
+    with _blaming(SHORTHAND["api_tokens"]):
+        if isinstance(pairs, str):
+            pairs = parse_api_tokens(pairs)
+        if not pairs:
+            raise ValueError("names no tenant")
+        if values.get("tenants") is not None:
+            raise ValueError("give the shorthand or a registry (`tenants`), not both")
+    return pairs
+
+
+def _shorthand_origins(origins: Any) -> Any:
+    """The shorthand's callback origins (a comma-separated list in the environment), checked."""
+    if isinstance(origins, str):
+        origins = [part.strip() for part in origins.split(",") if part.strip()]
+    with _blaming(SHORTHAND["callback_origins"]):
+        if origins is not None:
+            parse_origins(origins)
+    return origins
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:

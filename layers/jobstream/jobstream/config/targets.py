@@ -41,3 +41,9 @@ class TargetsFile(_Strict):
     @property
     def enabled(self) -> list[Target]:
         return [target for target in self.targets if target.enabled]
+
+    def longest_ceiling_ms(self, fallback_ms: int) -> int:
+        """The largest execution ceiling among enabled targets (one without `timeout_ms` runs
+        under `fallback_ms`), else `fallback_ms`: the capabilities' default deadline."""
+        ceilings = [target.timeout_ms or fallback_ms for target in self.enabled]
+        return max(ceilings, default=fallback_ms)

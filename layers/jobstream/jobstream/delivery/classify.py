@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import urllib.error
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -54,12 +53,10 @@ def classify_status(status: int, body_excerpt: str = "") -> Verdict:
 
 
 def classify_exception(error: BaseException) -> Verdict:
-    """A refused URL is dead; an HTTPError is judged by its status; anything else retries."""
+    """A refused URL is dead; anything else retries (an answer, whatever its status, is no
+    exception: delivery/http.py returns it and classify_status judges it)."""
     if isinstance(error, CallbackRefused):
         return Verdict(Outcome.DEAD, None, f"refused: {error.reason}: {error.message}")
-    if isinstance(error, urllib.error.HTTPError):
-        # urllib reports non-2xx answers as exceptions; they carry a real status.
-        return classify_status(error.code, str(error.reason))
     # Timeouts, refused or reset connections, TLS failures (ssl.SSLError is an OSError) and
     # malformed responses (http.client.HTTPException) are transient as far as we can tell;
     # unknown errors retry too, and run out of attempts if they persist.

@@ -8,53 +8,31 @@ never to a second DNS answer (DNS rebinding).
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Final
-from urllib.parse import SplitResult, urlsplit
+
+from jobstream.callback_url import (
+    CallbackRefused,
+    RefusalReason,
+    ip_literal,
+    is_public_address,
+    parse_callback_url,
+)
+
+# The refusal and the syntax check are the guard's too: callers name them through it.
+__all__ = [
+    "CallbackRefused",
+    "CallbackTarget",
+    "RefusalReason",
+    "Resolver",
+    "check_callback_url",
+    "is_public_address",
+    "parse_callback_url",
+    "system_resolver",
+]
 
 Resolver = Callable[[str, int], list[str]]
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-DEFAULT_PORTS: Final[dict[str, int]] = {"https": 443, "http": 80}
-
-# A DNS name: dot-separated labels of letters, digits, '-' and '_', optional trailing dot.
-_LABEL: Final = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
-HOSTNAME: Final = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?", re.ASCII)
-_MAX_HOSTNAME: Final = 253
-# Printable ASCII only: urlsplit silently drops tabs and newlines, and a space or control
-# character would reach the request line.
-_URL_CHARS: Final = re.compile(r"[\x21-\x7e]+", re.ASCII)
-
-# Translation prefixes that embed an IPv4 address in the low 32 bits (RFC 6052 well-known).
-_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
-# Local-use NAT64 (RFC 8215) and the deprecated IPv4-compatible form (::a.b.c.d).
-_NAT64_LOCAL: Final = ipaddress.IPv6Network("64:ff9b:1::/48")
-_IPV4_COMPATIBLE: Final = ipaddress.IPv6Network("::/96")
-# IANA's global unicast block; nothing outside it is a legitimate public IPv6 destination.
-_GLOBAL_UNICAST_V6: Final = ipaddress.IPv6Network("2000::/3")
-
-
-class RefusalReason(StrEnum):
-    SCHEME_NOT_ALLOWED = "scheme_not_allowed"
-    USERINFO_NOT_ALLOWED = "userinfo_not_allowed"
-    INVALID_URL = "invalid_url"
-    HOST_NOT_ALLOWED = "host_not_allowed"
-    ORIGIN_NOT_ALLOWED = "origin_not_allowed"
-    UNRESOLVABLE = "unresolvable"
-
-
-class CallbackRefused(Exception):  # noqa: N818 - a refusal, not an error in our code
-    """A callback URL the guard will not deliver to; `reason` is a short machine word."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,20 +52,6 @@ def system_resolver(host: str, port: int) -> list[str]:
     """The host's addresses from getaddrinfo: unique, in the order the system gave them."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
-def is_public_address(address: str) -> bool:
-    """True for a global unicast address; anything unparseable is not public."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return _is_public(ip)
-
-
-def check_callback_url_syntax(url: str, *, allow_http: bool) -> None:
-    """The checks that need no DNS: scheme, credentials, host and port."""
-    parse_callback_url(url, allow_http=allow_http)
 
 
 def check_callback_url(
@@ -118,89 +82,6 @@ def check_callback_url(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedUrl:
-    """A callback URL that passed the syntax checks; `host` is unbracketed and lower-case."""
-
-    scheme: str
-    host: str
-    port: int
-    path_and_query: str
-
-    @property
-    def netloc(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
-
-
-def parse_callback_url(url: str, *, allow_http: bool) -> ParsedUrl:
-    """Scheme, credentials, host and port checked; CallbackRefused says what is wrong."""
-    if not _URL_CHARS.fullmatch(url):
-        raise CallbackRefused(
-            RefusalReason.INVALID_URL, "the URL must be non-empty printable ASCII with no spaces"
-        )
-    try:
-        split = urlsplit(url)
-    except ValueError as error:
-        raise CallbackRefused(
-            RefusalReason.INVALID_URL, f"the URL cannot be parsed: {error}"
-        ) from None
-    allowed = ("https", "http") if allow_http else ("https",)
-    if split.scheme not in allowed:
-        raise CallbackRefused(
-            RefusalReason.SCHEME_NOT_ALLOWED,
-            f"the scheme must be {' or '.join(allowed)}, not {split.scheme or 'missing'!r}",
-        )
-    if "@" in split.netloc:
-        raise CallbackRefused(
-            RefusalReason.USERINFO_NOT_ALLOWED, "the URL must not carry user:password@"
-        )
-    host = _host(split)
-    port = _port(split)
-    path_and_query = (split.path or "/") + (f"?{split.query}" if split.query else "")
-    return ParsedUrl(split.scheme, host, port, path_and_query)
-
-
-def _host(split: SplitResult) -> str:
-    host = split.hostname or ""
-    if not host:
-        raise CallbackRefused(RefusalReason.INVALID_URL, "the URL has no host")
-    if split.netloc.startswith("["):
-        # Bracketed: must be a plain IPv6 address (no zone id, which only names a local link).
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise CallbackRefused(
-                RefusalReason.INVALID_URL, f"{host!r} is not an IPv6 address"
-            ) from None
-        if "%" in host:
-            raise CallbackRefused(RefusalReason.INVALID_URL, "an IPv6 zone id is not allowed")
-        return host
-    if len(host) > _MAX_HOSTNAME or not HOSTNAME.fullmatch(host):
-        raise CallbackRefused(RefusalReason.INVALID_URL, f"{host!r} is not a valid host name")
-    return host
-
-
-def _port(split: SplitResult) -> int:
-    try:
-        port = split.port
-    except ValueError:
-        raise CallbackRefused(RefusalReason.INVALID_URL, "the port is not valid") from None
-    if port is None:
-        return DEFAULT_PORTS[split.scheme]
-    if port == 0:
-        raise CallbackRefused(RefusalReason.INVALID_URL, "port 0 is not valid")
-    return port
-
-
-def ip_literal(host: str) -> IPAddress | None:
-    """The address a host names literally (strict dotted-quad IPv4, or IPv6), else None."""
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
-
-
 def _resolve(host: str, port: int, resolver: Resolver) -> tuple[str, ...]:
     try:
         answers = resolver(host, port)
@@ -219,33 +100,3 @@ def _resolve(host: str, port: int, resolver: Resolver) -> tuple[str, ...]:
     if not addresses:
         raise CallbackRefused(RefusalReason.UNRESOLVABLE, f"{host} has no address")
     return tuple(dict.fromkeys(addresses))
-
-
-def _is_public(ip: IPAddress) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(ip)
-        if embedded is not None:
-            # Mapped, 6to4 and NAT64 forms reach the IPv4 address they carry.
-            return _is_public_v4(embedded)
-        if ip in _NAT64_LOCAL or ip in _IPV4_COMPATIBLE:
-            return False
-        # 2000::/3 already leaves out multicast, link- and site-local, ULA and loopback;
-        # is_global removes the special blocks inside it (documentation, Teredo, ...).
-        return ip in _GLOBAL_UNICAST_V6 and ip.is_global
-    return _is_public_v4(ip)
-
-
-def _is_public_v4(ip: ipaddress.IPv4Address) -> bool:
-    # is_global already excludes private, loopback, link-local (the metadata address),
-    # 0.0.0.0/8, 100.64/10, documentation, reserved and broadcast; multicast it does not.
-    return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_unspecified)
-
-
-def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip in _NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None

@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from jobstream.config.targets import TargetsFile
 from jobstream.domain import JobRecord, JobStatus, StoredEvent
 from jobstream.protocol.errors import (
     EXPIRY_REASONS,
@@ -194,12 +193,6 @@ def submission(record: JobRecord, now: int, base_url: str | None = None) -> dict
     return {"job": job_document(record, now, base_url)}
 
 
-def default_deadline_ms(targets: TargetsFile, fallback_ms: int) -> int:
-    """The largest execution ceiling among enabled targets, else the configured default."""
-    ceilings = [target.timeout_ms or fallback_ms for target in targets.enabled]
-    return max(ceilings, default=fallback_ms)
-
-
 @dataclass(frozen=True, slots=True)
 class JobTypeEntry:
     """What capabilities says about one job type (from the job-type registry)."""
@@ -214,11 +207,10 @@ class JobTypeEntry:
 def capabilities(
     *,
     job_types: Sequence[JobTypeEntry],
-    targets: TargetsFile,
     queued_timeout_ms: int,
     stall_timeout_ms: int,
     heartbeat_interval_ms: int,
-    default_deadline_fallback_ms: int,
+    default_deadline_ms: int,
     now: int,
 ) -> dict[str, Any]:
     """The capabilities document, built from live configuration on every call."""
@@ -226,7 +218,7 @@ def capabilities(
         "queued_timeout_ms": queued_timeout_ms,
         "stall_timeout_ms": stall_timeout_ms,
         "heartbeat_interval_ms": heartbeat_interval_ms,
-        "default_deadline_ms": default_deadline_ms(targets, default_deadline_fallback_ms),
+        "default_deadline_ms": default_deadline_ms,
     }
     document: dict[str, Any] = {
         "protocol_versions": [PROTOCOL_VERSION],

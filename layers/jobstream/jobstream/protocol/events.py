@@ -7,7 +7,7 @@ import re
 from enum import StrEnum
 from typing import Final
 
-from jobstream.domain import JobStatus
+from jobstream.domain import CallbackRecord, JobStatus
 
 
 class EventKind(StrEnum):
@@ -126,7 +126,12 @@ def parse_event_position(value: str, job_id: str) -> tuple[int, int] | None:
     return (at, sequence) if event_id(job_id, at, sequence) == value else None
 
 
-def parse_event_id(value: str, job_id: str) -> int | None:
-    """The sequence an event id names in the job `job_id`, or None when it is not one of its."""
-    position = parse_event_position(value, job_id)
-    return position[1] if position is not None else None
+def callback_event_id(callback: CallbackRecord) -> str:
+    """The id of the event a callback carries."""
+    return event_id(callback.job_id, callback.created_at, callback.sequence)
+
+
+def callback_idempotency_key(callback: CallbackRecord) -> str:
+    """The callback's `webhook-id` and `X-Idempotency-Key`: one per event, the same on every
+    attempt, so a receiver can tell a retry from a new event."""
+    return f"job-event:{callback.job_id}:{callback_event_id(callback)}"

@@ -42,10 +42,6 @@ def is_js_integer(value: Any) -> bool:
     return math.isfinite(value) and value == math.floor(value)
 
 
-def is_plain_object(value: Any) -> bool:
-    return isinstance(value, dict)
-
-
 def js_json(value: Any) -> str:
     """JSON.stringify of a decoded JSON value, as quoted in reference messages. Iterative: a
     value may nest as deep as the JSON parser allows, deeper than Python may recurse."""
@@ -57,25 +53,28 @@ def js_json(value: Any) -> str:
         if literal:
             parts.append(current)
         elif isinstance(current, list):
-            pending.append((True, "]"))
-            for index in range(len(current) - 1, -1, -1):
-                pending.append((False, current[index]))
-                if index:
-                    pending.append((True, ","))
-            pending.append((True, "["))
+            _push_members(pending, "[", [(None, item) for item in current], "]")
         elif isinstance(current, dict):
-            members = list(current.items())
-            pending.append((True, "}"))
-            for index in range(len(members) - 1, -1, -1):
-                name, member = members[index]
-                pending.append((False, member))
-                pending.append((True, json.dumps(str(name), ensure_ascii=False) + ":"))
-                if index:
-                    pending.append((True, ","))
-            pending.append((True, "{"))
+            _push_members(pending, "{", list(current.items()), "}")
         else:
             parts.append(_js_scalar(current))
     return "".join(parts)
+
+
+def _push_members(
+    pending: list[tuple[bool, Any]], opening: str, members: list[tuple[Any, Any]], closing: str
+) -> None:
+    """Schedule an array's items (names None) or an object's members, comma-separated, so that
+    they pop in order."""
+    pending.append((True, closing))
+    for index in range(len(members) - 1, -1, -1):
+        name, member = members[index]
+        pending.append((False, member))
+        if name is not None:
+            pending.append((True, json.dumps(str(name), ensure_ascii=False) + ":"))
+        if index:
+            pending.append((True, ","))
+    pending.append((True, opening))
 
 
 def _js_scalar(value: Any) -> str:

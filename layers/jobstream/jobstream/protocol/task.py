@@ -67,31 +67,9 @@ def parse_task(body: Any, job_types: Mapping[str, ParamsParser]) -> AdmissionReq
     the registered types' params parsers, by name."""
     if not isinstance(body, dict):
         raise invalid_params("body must be a JSON object")
-    if _absent(body, "protocol_version"):
-        raise invalid_params("protocol_version is required")
-    version = body["protocol_version"]
-    if version != PROTOCOL_VERSION or not isinstance(version, str):
-        raise ProtocolError(
-            ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
-            f"unsupported protocol_version {js_json(version)}",
-            detail={"received": version, "supported": list(SUPPORTED_VERSIONS)},
-        )
-    job_type = body.get("job_type")
-    if not isinstance(job_type, str) or job_type not in job_types:
-        raise invalid_params(
-            f"unsupported job_type {js_json(job_type)}",
-            detail={
-                "reason": "unsupported_job_type",
-                "job_type": job_type,
-                "supported": list(job_types),
-            },
-        )
-    key = body.get("idempotency_key")
-    if not isinstance(key, str) or is_blank(key):
-        raise invalid_params("idempotency_key must be a non-empty string")
-    key = js_trim(key)
-    if js_length(key) > MAX_IDEMPOTENCY_KEY:
-        raise invalid_params(f"idempotency_key must be at most {MAX_IDEMPOTENCY_KEY} characters")
+    _check_protocol_version(body)
+    job_type = _parse_job_type(body.get("job_type"), job_types)
+    key = _parse_idempotency_key(body.get("idempotency_key"))
     correlation_id = body.get("correlation_id")
     if correlation_id is not None and (
         not isinstance(correlation_id, str) or js_length(correlation_id) > MAX_CORRELATION_ID
@@ -122,6 +100,40 @@ def parse_task(body: Any, job_types: Mapping[str, ParamsParser]) -> AdmissionReq
         deadline_ms=int(deadline_ms) if deadline_ms is not None else None,
         parsed=parsed,
     )
+
+
+def _check_protocol_version(body: dict[str, Any]) -> None:
+    if _absent(body, "protocol_version"):
+        raise invalid_params("protocol_version is required")
+    version = body["protocol_version"]
+    if version != PROTOCOL_VERSION or not isinstance(version, str):
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+            f"unsupported protocol_version {js_json(version)}",
+            detail={"received": version, "supported": list(SUPPORTED_VERSIONS)},
+        )
+
+
+def _parse_job_type(job_type: Any, job_types: Mapping[str, ParamsParser]) -> str:
+    if not isinstance(job_type, str) or job_type not in job_types:
+        raise invalid_params(
+            f"unsupported job_type {js_json(job_type)}",
+            detail={
+                "reason": "unsupported_job_type",
+                "job_type": job_type,
+                "supported": list(job_types),
+            },
+        )
+    return job_type
+
+
+def _parse_idempotency_key(value: Any) -> str:
+    if not isinstance(value, str) or is_blank(value):
+        raise invalid_params("idempotency_key must be a non-empty string")
+    key = js_trim(value)
+    if js_length(key) > MAX_IDEMPOTENCY_KEY:
+        raise invalid_params(f"idempotency_key must be at most {MAX_IDEMPOTENCY_KEY} characters")
+    return key
 
 
 def _parse_labels(labels: Any) -> dict[str, str] | None:

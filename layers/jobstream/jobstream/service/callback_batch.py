@@ -22,11 +22,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
 from jobstream import observability
+from jobstream.queue import QueueMessage
 from jobstream.service.callbacks import RetryLaterError, handle_message
 from jobstream.service.runtime import Runtime
 
@@ -36,13 +36,6 @@ logger = logging.getLogger("jobstream.callbacks")
 OUTCOME_MARGIN_MS: Final = 5_000
 # One thread per message of a batch (the event source mapping's BatchSize is 10).
 MAX_CONCURRENT: Final = 10
-
-
-@dataclass(frozen=True, slots=True)
-class QueueMessage:
-    message_id: str
-    body: str
-    receipt_handle: str
 
 
 class Result(StrEnum):
@@ -60,10 +53,10 @@ def deliver_batch(
     rt: Runtime,
     messages: Sequence[QueueMessage],
     remaining_ms: Callable[[], int] | None = None,
-) -> dict[str, list[dict[str, str]]]:
-    """Deliver a batch; the partial batch response names every message SQS must keep."""
+) -> list[str]:
+    """Deliver a batch; the ids of the messages SQS must keep (the partial batch response)."""
     if not messages:
-        return {"batchItemFailures": []}
+        return []
     # Clients are created once, before the threads share them (boto3's default session is not
     # safe to create clients from concurrently).
     rt.store.connect()
@@ -85,13 +78,7 @@ def deliver_batch(
     results = {message.message_id: _result(future, done) for future, message in futures.items()}
     if all(result is Result.FAILED for result in results.values()):
         raise BatchFailedError(f"all {len(results)} callback messages of the batch failed")
-    return {
-        "batchItemFailures": [
-            {"itemIdentifier": message_id}
-            for message_id, result in results.items()
-            if result is not Result.DONE
-        ]
-    }
+    return [message_id for message_id, result in results.items() if result is not Result.DONE]
 
 
 def _result(future: Future[Result], done: set[Future[Result]]) -> Result:

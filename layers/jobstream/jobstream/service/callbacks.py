@@ -7,17 +7,23 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from jobstream import observability
+from jobstream.backoff import parse_retry_after, retry_delay_ms
 from jobstream.config.settings import ConfigurationError
-from jobstream.delivery.backoff import parse_retry_after, retry_delay_ms
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.origins import check_at_delivery
 from jobstream.delivery.signing import webhook_headers
-from jobstream.domain import CALLBACK_IN_FLIGHT, CALLBACK_RETRY_WAIT, CallbackRecord, JobRecord
-from jobstream.protocol.events import TERMINAL_KINDS
+from jobstream.domain import (
+    CALLBACK_IN_FLIGHT,
+    CALLBACK_RETRY_WAIT,
+    CallbackRecord,
+    IntentRef,
+    JobRecord,
+)
+from jobstream.protocol.events import TERMINAL_KINDS, callback_event_id, callback_idempotency_key
 from jobstream.queue import parse_message_body
+from jobstream.service.messages import parse_or_drop
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import callback_body
-from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.callbacks")
 
@@ -48,7 +54,7 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     )
     if intent is None:
         return _not_claimed(rt, ref, now)
-    observability.bind(event_id=intent.event_id)
+    observability.bind(event_id=callback_event_id(intent))
     # Only a terminal event shows the job's result: other bodies need the job item alone.
     read = rt.store.get_job if intent.kind in TERMINAL_KINDS else rt.store.get_job_item
     job = read(ref.job_id)
@@ -96,11 +102,8 @@ def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
     """Process one queue message; raises RetryLaterError to keep it (a partial batch failure)."""
     # One message per record of a batch: no key may carry over from the previous one.
     observability.bind(job_id=None, event_id=None)
-    try:
-        ref = parse_message_body(body)
-    except ValueError:
-        # Not an intent: nothing can ever deliver it. Dropped loudly rather than retried.
-        logger.error("dropping a callback message that names no intent: %.200s", body)  # noqa: TRY400
+    ref = parse_or_drop(parse_message_body, body, "callback intent")
+    if ref is None:
         return "invalid"
     observability.bind(job_id=ref.job_id)
     result = deliver(rt, ref)
@@ -147,9 +150,9 @@ def _attempt(
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "jobstream-callbacks/1",
-        "X-Idempotency-Key": intent.idempotency_key,
+        "X-Idempotency-Key": callback_idempotency_key(intent),
         **webhook_headers(
-            message_id=intent.idempotency_key,
+            message_id=callback_idempotency_key(intent),
             timestamp=now // 1000,
             body=body,
             secrets=tenant.signing_keys(now),

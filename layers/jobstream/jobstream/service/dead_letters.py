@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jobstream.domain import CallbackRecord, JobRecord
+from jobstream.domain import CallbackRecord, IntentRef, JobRecord
+from jobstream.protocol.events import callback_event_id
 from jobstream.service.retention import has_expired
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.dead_letters")
 
@@ -21,7 +21,7 @@ def list_dead(rt: Runtime, *, limit: int = 1000) -> list[dict[str, Any]]:
     return [
         {
             "job_id": record.job_id,
-            "event_id": record.event_id,
+            "event_id": callback_event_id(record),
             "callback_url": job.callback_url if job is not None else None,
             "attempts": record.attempts,
             "last_status": record.last_status,

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from jobstream import observability
-from jobstream.domain import CALLBACK_PENDING
+from jobstream.domain import CALLBACK_PENDING, IntentRef
 from jobstream.service.runtime import Runtime
 from jobstream.store import keys
-from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.dispatcher")
 

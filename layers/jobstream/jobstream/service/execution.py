@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from jobstream import observability
@@ -17,15 +18,23 @@ from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
 from jobstream.jobtypes.runner import Outcome, run_job
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import EventKind
-from jobstream.queue import parse_work_message
+from jobstream.queue import QueueMessage, parse_work_message
 from jobstream.retries import transient
 from jobstream.service.completion import CompletionDeferredError, complete, known_outcome
+from jobstream.service.messages import parse_or_drop
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import record_transition
 from jobstream.store import budgets
 from jobstream.store.jobs import StaleJobError, StateChange
 
-__all__ = ["CompletionDeferredError", "Lease", "claim", "complete", "execute"]
+__all__ = [
+    "CompletionDeferredError",
+    "Lease",
+    "claim",
+    "complete",
+    "execute",
+    "handle_work_batch",
+]
 
 logger = logging.getLogger("jobstream.execution")
 
@@ -44,10 +53,8 @@ def handle_work_message(
     resumes the job it had claimed; another message for the same job finds it claimed and does
     nothing. Raises CompletionDeferredError to keep the message (a batch item failure)."""
     observability.bind(job_id=None, correlation_id=None)
-    try:
-        job_id = parse_work_message(body)
-    except ValueError:
-        logger.error("dropping a work message that names no job: %.200s", body)  # noqa: TRY400
+    job_id = parse_or_drop(parse_work_message, body, "job")
+    if job_id is None:
         return "invalid"
     observability.bind(job_id=job_id)
     try:
@@ -63,6 +70,24 @@ def handle_work_message(
         else:
             logger.warning("work message failed for a transient cause; SQS will deliver it again")
         raise
+
+
+def handle_work_batch(
+    rt: Runtime, messages: Sequence[QueueMessage], _remaining_ms: Callable[[], int] | None = None
+) -> list[str]:
+    """Run each message's job; the ids of the messages SQS must deliver again. A failed message
+    (a deferred completion) is a batch item failure, not an invocation error, even when every
+    message of the batch failed: with one message per batch, every failure would otherwise be
+    one. (Powertools' BatchProcessor did the same, at ~65 ms of cold start: docs/performance.md.)"""
+    return [message.message_id for message in messages if not _handled(rt, message)]
+
+
+def _handled(rt: Runtime, message: QueueMessage) -> bool:
+    try:
+        handle_work_message(rt, message.body, message.message_id, message.receipt_handle)
+    except Exception:  # noqa: BLE001 - handle_work_message logged why; SQS delivers it again
+        return False
+    return True
 
 
 def _come_back_soon(rt: Runtime, receipt_handle: str) -> None:

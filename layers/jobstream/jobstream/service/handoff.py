@@ -6,30 +6,33 @@ Kept light: it is on every write path. A failed send loses nothing; the sweep re
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
+from jobstream.domain import IntentRef
 from jobstream.service.runtime import Runtime
-from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.callbacks")
+T = TypeVar("T")
 
 
 def hand_off(rt: Runtime, refs: Sequence[IntentRef]) -> None:
     """Send committed intents to the callback queue. A failure here loses nothing: each intent
     stays due in the sweep index and the next sweep sends it."""
-    if not refs:
-        return
-    try:
-        rt.callback_queue.send(refs)
-    except Exception:
-        logger.exception("callback hand-off failed; the sweep will send it")
+    _send_or_leave_to_sweep(rt.callback_queue.send, refs, "callback hand-off")
 
 
 def dispatch(rt: Runtime, job_ids: Sequence[str]) -> None:
     """Send admitted jobs to the work queue; a lost send is re-sent by the sweep."""
-    if not job_ids:
+    _send_or_leave_to_sweep(rt.work_queue.send, job_ids, "job dispatch")
+
+
+def _send_or_leave_to_sweep(
+    send: Callable[[Sequence[T]], int], items: Sequence[T], what: str
+) -> None:
+    if not items:
         return
     try:
-        rt.work_queue.send(job_ids)
+        send(items)
     except Exception:
-        logger.exception("job dispatch failed; the sweep will send it")
+        logger.exception("%s failed; the sweep will send it", what)

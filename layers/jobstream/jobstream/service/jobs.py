@@ -32,11 +32,10 @@ def capabilities(rt: Runtime) -> dict[str, Any]:
     settings = rt.settings
     return documents.capabilities(
         job_types=registry.declarations(),
-        targets=rt.targets(),
         queued_timeout_ms=settings.queued_timeout_ms,
         stall_timeout_ms=settings.stall_timeout_ms,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
-        default_deadline_fallback_ms=settings.default_deadline_ms,
+        default_deadline_ms=rt.targets().longest_ceiling_ms(settings.default_deadline_ms),
         now=rt.clock(),
     )
 

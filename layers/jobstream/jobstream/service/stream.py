@@ -10,6 +10,7 @@ from jobstream import observability
 from jobstream.domain import CallbackRecord, JobRecord, StoredEvent
 from jobstream.protocol import documents
 from jobstream.protocol.events import (
+    ONCE_PER_JOB_KINDS,
     TERMINAL_KIND_BY_STATUS,
     TERMINAL_KINDS,
     EventKind,
@@ -204,5 +205,6 @@ def _commit(
         job_expires_at=(
             job_expiry(record, event.at, rt.settings) if event.kind in TERMINAL_KINDS else None
         ),
+        once_per_job=event.kind in ONCE_PER_JOB_KINDS,
     )
     observability.count("events_recorded", dimension=event.kind)

@@ -12,14 +12,19 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from jobstream import observability
-from jobstream.domain import CALLBACK_IN_FLIGHT, CALLBACK_OPEN_STATES, JobRecord, JobStatus
+from jobstream.domain import (
+    CALLBACK_IN_FLIGHT,
+    CALLBACK_OPEN_STATES,
+    IntentRef,
+    JobRecord,
+    JobStatus,
+)
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import reconcile
 from jobstream.store import keys
-from jobstream.store.callbacks import IntentRef
 
 logger = logging.getLogger("jobstream.sweep")
 

@@ -10,7 +10,6 @@ attempt does not move it there (its claim writes no index key), only a retry's n
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
@@ -22,8 +21,8 @@ from jobstream.domain import (
     CALLBACK_PENDING,
     CALLBACK_RETRY_WAIT,
     CallbackRecord,
+    IntentRef,
 )
-from jobstream.protocol.events import event_id
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client, error_code
 from jobstream.store.codec import from_item, to_item
@@ -45,18 +44,6 @@ _OPTIONAL: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class IntentRef:
-    """Names one callback: the job and the sequence of the event it carries."""
-
-    job_id: str
-    sequence: int
-
-    @property
-    def item_id(self) -> str:
-        return keys.intent_item_id(self.job_id, self.sequence)
-
-
 def _record(item: Mapping[str, Any]) -> CallbackRecord | None:
     """The callback an event item carries; None when it carries none."""
     values = from_item(item)
@@ -65,12 +52,9 @@ def _record(item: Mapping[str, Any]) -> CallbackRecord | None:
     job_id = keys.job_id_of(values[keys.PK])
     sequence = keys.sequence_of(values[keys.SK])
     at = int(values["at"])
-    identifier = event_id(job_id, at, sequence)
     return CallbackRecord(
         job_id=job_id,
         sequence=sequence,
-        event_id=identifier,
-        idempotency_key=f"job-event:{job_id}:{identifier}",
         kind=values["kind"],
         state=values["state"],
         attempts=int(values["attempts"]),
@@ -78,6 +62,11 @@ def _record(item: Mapping[str, Any]) -> CallbackRecord | None:
         next_attempt_at=int(values["next_attempt_at"]),
         **{name: values[name] for name in _OPTIONAL if name in values},
     )
+
+
+def _answer(status: int | None, error: str) -> dict[str, Any]:
+    """The last answer's values (`last_status`, `last_error`) of an attempt that failed."""
+    return {":status": status, ":error": error[:MAX_ERROR_CHARS]}
 
 
 def _ref_from_sweep_key(sort_key: str) -> IntentRef:
@@ -217,9 +206,8 @@ class CallbackStore:
             {
                 ":retry_wait": CALLBACK_RETRY_WAIT,
                 ":next": next_attempt_at,
-                ":status": status,
-                ":error": error[:MAX_ERROR_CHARS],
                 ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, ref.item_id),
+                **_answer(status, error),
             },
         )
 
@@ -235,10 +223,9 @@ class CallbackStore:
             {
                 ":dead": CALLBACK_DEAD,
                 ":now": now,
-                ":status": status,
-                ":error": error[:MAX_ERROR_CHARS],
                 ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
                 ":dead_sk": keys.sweep_sk(now, ref.item_id),
+                **_answer(status, error),
             },
         )
 

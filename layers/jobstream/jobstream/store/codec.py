@@ -7,6 +7,16 @@ from typing import Any
 
 
 def to_attribute(value: Any) -> dict[str, Any]:
+    if isinstance(value, frozenset | set):
+        return {"SS": sorted(value)}
+    if isinstance(value, Mapping):
+        return {"M": to_item(value)}
+    if isinstance(value, list | tuple):
+        return {"L": [to_attribute(item) for item in value]}
+    return _scalar_attribute(value)
+
+
+def _scalar_attribute(value: Any) -> dict[str, Any]:
     if value is None:
         return {"NULL": True}
     if isinstance(value, bool):
@@ -17,12 +27,6 @@ def to_attribute(value: Any) -> dict[str, Any]:
         return {"N": repr(value)}
     if isinstance(value, str):
         return {"S": value}
-    if isinstance(value, frozenset | set):
-        return {"SS": sorted(value)}
-    if isinstance(value, Mapping):
-        return {"M": to_item(value)}
-    if isinstance(value, list | tuple):
-        return {"L": [to_attribute(item) for item in value]}
     raise TypeError(f"cannot store a {type(value).__name__}")
 
 

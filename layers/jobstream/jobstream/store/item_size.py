@@ -11,7 +11,7 @@ A number holds at most 38 significant digits, and its magnitude is 0 or lies fro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
@@ -30,27 +30,39 @@ def number_size(text: str) -> int:
     return (max(1, len(digits)) + 1) // 2 + 1
 
 
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _list_size(elements: list[AttributeValue]) -> int:
+    return 3 + sum(value_size(element) + 1 for element in elements)
+
+
+def _map_size(members: Mapping[str, AttributeValue]) -> int:
+    return 3 + sum(_utf8_size(name) + value_size(v) + 1 for name, v in members.items())
+
+
+# The size of each type's content, by its DynamoDB tag (the rules above).
+_CONTENT_SIZE: Final[dict[str, Callable[[Any], int]]] = {
+    "S": _utf8_size,
+    "N": number_size,
+    "B": len,
+    "BOOL": lambda _: 1,
+    "NULL": lambda _: 1,
+    "L": _list_size,
+    "M": _map_size,
+    "SS": lambda members: sum(map(_utf8_size, members)),
+    "NS": lambda members: sum(map(number_size, members)),
+    "BS": lambda members: sum(map(len, members)),
+}
+
+
 def value_size(value: AttributeValue) -> int:
     ((tag, content),) = value.items()
-    if tag == "S":
-        return len(content.encode("utf-8"))
-    if tag == "N":
-        return number_size(content)
-    if tag == "B":
-        return len(content)
-    if tag in {"BOOL", "NULL"}:
-        return 1
-    if tag == "L":
-        return 3 + sum(value_size(element) + 1 for element in content)
-    if tag == "M":
-        return 3 + sum(len(name.encode("utf-8")) + value_size(v) + 1 for name, v in content.items())
-    if tag == "SS":
-        return sum(len(member.encode("utf-8")) for member in content)
-    if tag == "NS":
-        return sum(number_size(member) for member in content)
-    if tag == "BS":
-        return sum(len(member) for member in content)
-    raise ValueError(f"unknown attribute type {tag}")
+    size = _CONTENT_SIZE.get(tag)
+    if size is None:
+        raise ValueError(f"unknown attribute type {tag}")
+    return size(content)
 
 
 def attribute_size(name: str, value: AttributeValue) -> int:

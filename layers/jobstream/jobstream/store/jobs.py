@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import ClientError
 
 from jobstream.domain import CALLBACK_PENDING, JobChange, JobRecord, JobStatus, StoredEvent
-from jobstream.protocol.events import ONCE_PER_JOB_KINDS, TERMINAL_KINDS
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys
 from jobstream.store.callbacks import CallbackStore
@@ -229,18 +228,18 @@ class JobStore:
         change: StateChange | None = None,
         intent: CallbackIntent | None = None,
         job_expires_at: int | None = None,
+        once_per_job: bool = False,
     ) -> None:
         """Record `event` as the job's next event, with an optional state change and callback,
         atomically. The event expires at `expires_at`; a terminal event gives the job its own
-        expiry, `job_expires_at`, and takes it off the sweep's active set.
+        expiry, `job_expires_at`, and takes it off the sweep's active set. The caller says what
+        the event is (the store knows no event kinds): `once_per_job`, its kind may stand once in
+        the job's stream; `job_expires_at`, it is the terminal event.
 
         Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
         if event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
-        terminal = event.kind in TERMINAL_KINDS
-        if terminal != (job_expires_at is not None):
-            raise ValueError("a terminal event, and only one, sets the job's expiry")
         names: dict[str, str] = {"#count": "event_count", "#last": "last_event_at"}
         values: dict[str, Any] = {
             ":expected": record.event_count,
@@ -250,22 +249,12 @@ class JobStore:
         assignments = ["#count = :next", "#last = :at"]
         # The sequence check makes concurrent appenders serialise: exactly one wins each slot.
         conditions = ["#count = :expected"]
-        add_clause = ""
-        if event.kind in ONCE_PER_JOB_KINDS:
-            names["#kinds"] = "recorded_kinds"
-            values[":kind"] = event.kind
-            values[":kinds"] = frozenset({event.kind})
-            # At most once per lifecycle kind, whoever races us.
-            conditions.append("NOT contains(#kinds, :kind)")
-            add_clause = " ADD #kinds :kinds"
+        add_clause = (
+            _once_per_job_clause(event.kind, names, values, conditions) if once_per_job else ""
+        )
         removed: list[str] = []
         if job_expires_at is not None:
-            # The stream is complete: the job leaves the sweep's active set in the same write,
-            # and is kept for the retention period from now on.
-            removed += ["sweep_pk", "sweep_sk"]
-            names["#expires"] = keys.TTL_ATTRIBUTE
-            values[":expires"] = job_expires_at
-            assignments.append("#expires = :expires")
+            removed += _terminal_clause(job_expires_at, names, values, assignments)
         if change is not None:
             removed += _apply_change(change, names, values, assignments, conditions)
         for index, name in enumerate(removed):
@@ -466,6 +455,30 @@ class JobStore:
             if "LastEvaluatedKey" not in response:
                 return items
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def _once_per_job_clause(
+    kind: str, names: dict[str, str], values: dict[str, Any], conditions: list[str]
+) -> str:
+    """The guard and the ADD clause of an event whose kind may stand once in its job's stream."""
+    names["#kinds"] = "recorded_kinds"
+    values[":kind"] = kind
+    values[":kinds"] = frozenset({kind})
+    # At most once per lifecycle kind, whoever races us.
+    conditions.append("NOT contains(#kinds, :kind)")
+    return " ADD #kinds :kinds"
+
+
+def _terminal_clause(
+    expires_at: int, names: dict[str, str], values: dict[str, Any], assignments: list[str]
+) -> list[str]:
+    """The terminal event's update of its job; returns the attributes it removes."""
+    # The stream is complete: the job leaves the sweep's active set in the same write, and is
+    # kept for the retention period from now on.
+    names["#expires"] = keys.TTL_ATTRIBUTE
+    values[":expires"] = expires_at
+    assignments.append("#expires = :expires")
+    return ["sweep_pk", "sweep_sk"]
 
 
 def _apply_change(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import zlib
 from typing import Final
 
+from jobstream.domain import IntentRef
 from jobstream.tenant_names import check_tenant_name
 
 PK: Final = "pk"
@@ -131,4 +132,4 @@ def sweep_due_bound(now: int) -> str:
 
 
 def intent_item_id(job_id: str, sequence: int) -> str:
-    return f"{job_id}#{sequence}"
+    return IntentRef(job_id, sequence).item_id

@@ -12,8 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from jobstream.domain import CallbackRecord, JobRecord, StoredEvent
-    from jobstream.store.callbacks import IntentRef
+    from jobstream.domain import CallbackRecord, IntentRef, JobRecord, StoredEvent
     from jobstream.store.jobs import CallbackIntent, StateChange
     from jobstream.store.listing import JobQuery, ListedJob
 
@@ -104,6 +103,7 @@ class JobStorePort(Protocol):
         change: StateChange | None = None,
         intent: CallbackIntent | None = None,
         job_expires_at: int | None = None,
+        once_per_job: bool = False,
     ) -> None: ...
 
     def put_result(

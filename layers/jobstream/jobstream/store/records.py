@@ -15,7 +15,6 @@ from dataclasses import fields, replace
 from typing import Any, Final
 
 from jobstream.domain import JobRecord, JobStatus
-from jobstream.protocol.events import TERMINAL_KINDS
 from jobstream.store import keys
 from jobstream.store.codec import from_attribute, from_item, to_item
 
@@ -36,8 +35,8 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
     if record.correlation_id:
         values["gsi2pk"] = keys.correlation_pk(record.tenant, record.correlation_id)
         values["gsi2sk"] = values["gsi1sk"]
-    if not record.recorded_kinds & TERMINAL_KINDS:
-        # The sweep visits the job until its terminal event is recorded.
+    if not record.is_terminal:
+        # The sweep visits the job until it finishes (with its terminal event, in one write).
         values["sweep_pk"] = keys.job_sweep_pk(keys.ACTIVE_JOBS, record.job_id)
         values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
     for name in _RECORD_FIELDS:

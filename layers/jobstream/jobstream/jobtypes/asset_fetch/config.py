@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from jobstream.delivery.origins import OriginPattern, parse_origins
+from jobstream.config.origins import OriginPattern, parse_origins
 from jobstream.jobtypes.candidate_search.sources.base import SourceError
 from jobstream.protocol.errors import Reason
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS, parse_params
 from jobstream.jobtypes.base import JobRun, JobType, Outcome
-from jobstream.protocol.targeting import resolve_target
+from jobstream.jobtypes.targeting import resolve_target
 
 NAME = "asset_fetch"
 SCHEMAS: dict[str, dict[str, Any]] = json.loads(

@@ -11,12 +11,14 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
+from jobstream.config.origins import OriginPattern
 from jobstream.delivery.http import pinned_connection
-from jobstream.delivery.origins import OriginPattern, access_for
+from jobstream.delivery.origins import access_for
 from jobstream.delivery.ssrf import (
     CallbackRefused,
+    CallbackTarget,
     RefusalReason,
     Resolver,
     check_callback_url,
@@ -54,21 +56,7 @@ def fetch(
     resolver: Resolver = system_resolver,
 ) -> Fetched:
     """GET `url`; SourceError when refused, failed, or larger than `max_bytes`."""
-    try:
-        access = access_for(parse_callback_url(url, allow_http=True), origins)
-        target = check_callback_url(
-            url,
-            allow_http=access.allow_http,
-            allow_private=access.allow_private,
-            resolver=resolver,
-        )
-    except CallbackRefused as refusal:
-        # A name that does not resolve now may resolve later; a refused URL never passes.
-        unresolvable = refusal.reason == RefusalReason.UNRESOLVABLE
-        raise SourceError(
-            (Reason.NETWORK_ERROR if unresolvable else Reason.DOWNLOAD_FAILED).value,
-            f"asset {asset_id}: the URL is not fetched ({refusal.reason}: {refusal.message})",
-        ) from None
+    target = _checked_target(url, asset_id, origins, resolver)
     last: OSError | None = None
     for address in target.addresses:
         connection = pinned_connection(target, address, timeout_s)
@@ -76,17 +64,8 @@ def fetch(
             connection.request("GET", target.path_and_query, headers=dict(headers))
             response = connection.getresponse()
             _check_status(asset_id, response.status)
-            declared = response.getheader("Content-Length")
-            if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-                raise too_large(asset_id, max_bytes)
-            body = bytearray()
-            while chunk := response.read(CHUNK_BYTES):
-                body.extend(chunk)
-                if len(body) > max_bytes:
-                    raise too_large(asset_id, max_bytes)
-                # A large download must not outlive a cancel, a lost lease or the deadline.
-                checkpoint()
-            return Fetched(bytes(body), response.getheader("Content-Type"))
+            body = _read_bounded(response, asset_id, max_bytes, checkpoint)
+            return Fetched(body, response.getheader("Content-Type"))
         except (ConnectionRefusedError, socket.gaierror) as error:
             last = error  # the next address of the host may answer
         except TimeoutError:
@@ -103,6 +82,44 @@ def fetch(
         Reason.NETWORK_ERROR.value,
         f"asset {asset_id}: no address of {target.host} accepted a connection ({last})",
     )
+
+
+def _checked_target(
+    url: str, asset_id: str, origins: Sequence[OriginPattern], resolver: Resolver
+) -> CallbackTarget:
+    """The URL checked against the source's origins, resolved and pinned (the SSRF rules)."""
+    try:
+        access = access_for(parse_callback_url(url, allow_http=True), origins)
+        return check_callback_url(
+            url,
+            allow_http=access.allow_http,
+            allow_private=access.allow_private,
+            resolver=resolver,
+        )
+    except CallbackRefused as refusal:
+        # A name that does not resolve now may resolve later; a refused URL never passes.
+        unresolvable = refusal.reason == RefusalReason.UNRESOLVABLE
+        raise SourceError(
+            (Reason.NETWORK_ERROR if unresolvable else Reason.DOWNLOAD_FAILED).value,
+            f"asset {asset_id}: the URL is not fetched ({refusal.reason}: {refusal.message})",
+        ) from None
+
+
+def _read_bounded(
+    response: Any, asset_id: str, max_bytes: int, checkpoint: Callable[[], None]
+) -> bytes:
+    """The body, refused as soon as it is declared or read larger than `max_bytes`."""
+    declared = response.getheader("Content-Length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise too_large(asset_id, max_bytes)
+    body = bytearray()
+    while chunk := response.read(CHUNK_BYTES):
+        body.extend(chunk)
+        if len(body) > max_bytes:
+            raise too_large(asset_id, max_bytes)
+        # A large download must not outlive a cancel, a lost lease or the deadline.
+        checkpoint()
+    return bytes(body)
 
 
 def _check_status(asset_id: str, status: int) -> None:

@@ -72,19 +72,7 @@ def _parse_assets(assets: Any) -> list[dict[str, str]]:
     return normalized
 
 
-def _parse_asset(index: int, asset: Any) -> dict[str, str]:
-    field = f"params.assets[{index}]"
-    if not isinstance(asset, dict):
-        raise invalid_params(f"{field} must be an Asset object")
-    asset_id = asset.get("asset_id")
-    if not isinstance(asset_id, str) or not non_blank_string(asset_id, MAX_ASSET_ID_LENGTH):
-        raise invalid_params(
-            f"{field}.asset_id must be a non-empty string of at most {MAX_ASSET_ID_LENGTH} chars"
-        )
-    locator = asset.get("locator")
-    if not isinstance(locator, dict) or locator.get("kind") != "url":
-        raise invalid_params(f"{field}.locator must be a locator of kind 'url'")
-    url = locator.get("value")
+def _parse_url(field: str, url: Any) -> str:
     if not isinstance(url, str) or js_length(url) > MAX_URL_LENGTH:
         raise invalid_params(
             f"{field}.locator.value must be a URL of at most {MAX_URL_LENGTH} characters"
@@ -97,6 +85,22 @@ def _parse_asset(index: int, asset: Any) -> dict[str, str]:
             f"{field}.locator.value is not a URL jobstream fetches: {refusal.message}",
             detail={"reason": "asset_url_refused", "refusal": refusal.reason},
         ) from None
+    return url
+
+
+def _parse_asset(index: int, asset: Any) -> dict[str, str]:
+    field = f"params.assets[{index}]"
+    if not isinstance(asset, dict):
+        raise invalid_params(f"{field} must be an Asset object")
+    asset_id = asset.get("asset_id")
+    if not isinstance(asset_id, str) or not non_blank_string(asset_id, MAX_ASSET_ID_LENGTH):
+        raise invalid_params(
+            f"{field}.asset_id must be a non-empty string of at most {MAX_ASSET_ID_LENGTH} chars"
+        )
+    locator = asset.get("locator")
+    if not isinstance(locator, dict) or locator.get("kind") != "url":
+        raise invalid_params(f"{field}.locator must be a locator of kind 'url'")
+    url = _parse_url(field, locator.get("value"))
     normalized = {"asset_id": js_trim(asset_id), "url": url}
     for name, allowed in (("type", ASSET_TYPES), ("role", ASSET_ROLES)):
         value = asset.get(name)

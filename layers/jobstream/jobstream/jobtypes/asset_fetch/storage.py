@@ -6,13 +6,12 @@ bucket never grows without bound; a re-run of the same job overwrites its own ob
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Final, Protocol
 from urllib.parse import quote
 
-from jobstream.store.client import ENDPOINT_VARIABLE
+from jobstream.aws import endpoint_url
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -44,7 +43,7 @@ def _s3_client() -> S3Client:
         read_timeout=30,
         signature_version="s3v4",
     )
-    return boto3.client("s3", endpoint_url=os.environ.get(ENDPOINT_VARIABLE) or None, config=config)
+    return boto3.client("s3", endpoint_url=endpoint_url(), config=config)
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,28 +116,34 @@ def _parse_constraints(constraints: Any) -> dict[str, Any] | None:
         normalized["exclude"] = _parse_exclude(exclude)
     for name in ("limit", "scan_limit"):
         value = constraints.get(name)
-        if value is None:
-            continue
-        if not is_js_integer(value) or value < 1:
-            raise invalid_params(f"params.constraints.{name} must be an integer of at least 1")
-        if name == "limit" and value > MAX_SAFE_INTEGER:
-            # It is stored, and DynamoDB cannot hold every integer a JSON number can write
-            # (1e300 has 301 digits); no consumer's JavaScript can hold one this large exactly.
-            raise invalid_params(
-                f"params.constraints.limit must be at most {MAX_SAFE_INTEGER}",
-                detail={"field": "params.constraints.limit", "max": MAX_SAFE_INTEGER},
-            )
-        normalized[name] = min(int(value), MAX_SCAN_LIMIT) if name == "scan_limit" else int(value)
+        if value is not None:
+            normalized[name] = _parse_count(name, value)
     work_types = constraints.get("work_types")
     if work_types is not None:
-        if not isinstance(work_types, list) or not all(
-            isinstance(item, str) and item != "" for item in work_types
-        ):
-            raise invalid_params(
-                "params.constraints.work_types must be an array of non-empty strings"
-            )
-        normalized["work_types"] = list(work_types)
+        normalized["work_types"] = _parse_work_types(work_types)
     return normalized
+
+
+def _parse_count(name: str, value: Any) -> int:
+    """`limit` or `scan_limit`: an integer of at least 1 (scan_limit capped, limit bounded)."""
+    if not is_js_integer(value) or value < 1:
+        raise invalid_params(f"params.constraints.{name} must be an integer of at least 1")
+    if name == "limit" and value > MAX_SAFE_INTEGER:
+        # It is stored, and DynamoDB cannot hold every integer a JSON number can write
+        # (1e300 has 301 digits); no consumer's JavaScript can hold one this large exactly.
+        raise invalid_params(
+            f"params.constraints.limit must be at most {MAX_SAFE_INTEGER}",
+            detail={"field": "params.constraints.limit", "max": MAX_SAFE_INTEGER},
+        )
+    return min(int(value), MAX_SCAN_LIMIT) if name == "scan_limit" else int(value)
+
+
+def _parse_work_types(work_types: Any) -> list[str]:
+    if not isinstance(work_types, list) or not all(
+        isinstance(item, str) and item != "" for item in work_types
+    ):
+        raise invalid_params("params.constraints.work_types must be an array of non-empty strings")
+    return list(work_types)
 
 
 def _parse_exclude(exclude: Any) -> list[dict[str, str]]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from jobstream.config.targets import Target, TargetsFile
 from jobstream.jobtypes.candidate_search.params import CandidateSearchParams
+from jobstream.jobtypes.targeting import resolve_target
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.js import js_trim
-from jobstream.protocol.targeting import resolve_target
 from jobstream.protocol.task import ParsedParams
 
 

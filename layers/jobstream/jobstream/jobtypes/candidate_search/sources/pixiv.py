@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from pixivpy3 import AppPixivAPI, PixivError
@@ -341,27 +341,29 @@ def _illust_assets(
     if large is not None:
         # Pixiv reports the original's dimensions; `large` is a rendition of at most 600x1200.
         assets.append(
-            SourceAsset(
-                asset_id=f"{work_id}-primary",
-                type="image",
-                role="primary",
-                url=_text(large),
-                width=_dimension(width),
-                height=_dimension(height),
-                mime=_mime(_text(large)),
-            )
+            _image(work_id, "primary", _text(large), _dimension(width), _dimension(height))
         )
     if medium is not None:
-        assets.append(
-            SourceAsset(
-                asset_id=f"{work_id}-preview",
-                type="image",
-                role="preview",
-                url=_text(medium),
-                mime=_mime(_text(medium)),
-            )
-        )
+        assets.append(_image(work_id, "preview", _text(medium)))
     return tuple(assets)
+
+
+def _image(
+    work_id: str,
+    role: Literal["primary", "preview"],
+    url: str,
+    width: int | None = None,
+    height: int | None = None,
+) -> SourceAsset:
+    return SourceAsset(
+        asset_id=f"{work_id}-{role}",
+        type="image",
+        role=role,
+        url=url,
+        width=width,
+        height=height,
+        mime=_mime(url),
+    )
 
 
 def _novel_assets(work_id: str, image_urls: dict[str, Any]) -> tuple[SourceAsset, ...]:

@@ -1,30 +1,33 @@
-"""`python -m jobstream_local.openapi` (`make openapi`): render the job types' schemas from the
-job-type registry into schemas/jobstream.schema.json (each type's `$defs` and the Task's
-params branch per job type), then bundle schemas/openapi.yaml with those JSON Schemas into one
-self-contained document, served by the API at `GET /openapi.json`.
+"""`python -m tools.openapi [--schema] OUT...`: bundle schemas/openapi.yaml with the JSON Schemas it
+points to (schemas/jobstream.schema.json, with every registered job type's schemas rendered from
+the job-type registry) into one self-contained OpenAPI document, written to each OUT; with
+`--schema`, rewrite schemas/jobstream.schema.json from the registry first.
 
-Written to schemas/jobstream.schema.json, schemas/openapi.json and into the layer (the function
-serves the layer's copy); a test keeps all three equal to a fresh rendering.
+A build step (Makefile): `make openapi` rewrites schemas/jobstream.schema.json and
+schemas/openapi.json, the committed copies (a test says when they are stale); every build (`make
+setup`, hence `sam build` through `make deploy-check` and `make rehearse`) writes the copy the API
+serves at `GET /openapi.json` into the layer (layers/jobstream/jobstream/http/openapi.json,
+generated, never committed).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from jobstream.jobtypes import registry
 from jobstream.jobtypes.base import JobType
-from jobstream_local.template import REPOSITORY
 
+REPOSITORY = Path(__file__).resolve().parent.parent
 SOURCE = REPOSITORY / "schemas" / "openapi.yaml"
 SCHEMA = REPOSITORY / "schemas" / "jobstream.schema.json"
-OUTPUTS = (
-    REPOSITORY / "schemas" / "openapi.json",
-    REPOSITORY / "layers" / "jobstream" / "jobstream" / "http" / "openapi.json",
-)
+PUBLISHED = REPOSITORY / "schemas" / "openapi.json"
+SERVED = REPOSITORY / "layers" / "jobstream" / "jobstream" / "http" / "openapi.json"
 _EXTERNAL = "./jobstream.schema.json#/$defs/"
 _INTERNAL = "#/$defs/"
 _COMPONENT = "#/components/schemas/"
@@ -98,14 +101,21 @@ def render() -> str:
     return json.dumps(bundle(), indent=2, ensure_ascii=False) + "\n"
 
 
-def main() -> None:
-    SCHEMA.write_text(render_schema(), encoding="utf-8")
-    print(f"wrote {SCHEMA.relative_to(REPOSITORY)}")
+def main(arguments: list[str]) -> int:
+    outputs = [argument for argument in arguments if argument != "--schema"]
+    if not outputs:
+        print("usage: python -m tools.openapi [--schema] OUT...", file=sys.stderr)
+        return 2
+    if "--schema" in arguments:
+        SCHEMA.write_text(render_schema(), encoding="utf-8")
+        print(f"wrote {SCHEMA.relative_to(REPOSITORY)}")
     text = render()
-    for path in OUTPUTS:
+    for output in outputs:
+        path = Path(output)
         path.write_text(text, encoding="utf-8")
-        print(f"wrote {path.relative_to(REPOSITORY)}")
+        print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,37 @@
+"""The SQS handler shell: a batch of messages in, one service call, the partial batch response
+out (the messages SQS must deliver again). Both queue-triggered functions go through here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from jobstream import observability
+from jobstream.queue import QueueMessage
+from jobstream.service import runtime as runtime_module
+from jobstream.service.runtime import Runtime
+
+PartialBatchResponse = dict[str, list[dict[str, str]]]
+# Handles a batch within the invocation's remaining time (None: unknown); returns the ids of
+# the messages SQS must keep.
+BatchService = Callable[[Runtime, Sequence[QueueMessage], Callable[[], int] | None], list[str]]
+
+
+def sqs_handler(service: BatchService) -> Callable[[Mapping[str, Any], Any], PartialBatchResponse]:
+    """A Lambda handler for an SQS trigger that reports batch item failures."""
+
+    def handler(event: Mapping[str, Any], context: Any) -> PartialBatchResponse:
+        messages = [
+            QueueMessage(
+                message_id=record["messageId"],
+                body=record["body"],
+                receipt_handle=record["receiptHandle"],
+            )
+            for record in event.get("Records", [])
+        ]
+        remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
+        kept = service(runtime_module.runtime(), messages, remaining_ms)
+        return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in kept]}
+
+    # Log keys reset and metrics flushed per invocation, as for the HTTP functions.
+    return observability.instrument(handler)

@@ -1,0 +1,83 @@
+"""The queue-triggered functions (worker, callbacks) through their one handler shell
+(jobstream/sqs_handler.py): records in, one service call, the partial batch response out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from jobstream.queue import QueueMessage
+from jobstream.service import runtime as runtime_module
+from jobstream.service.runtime import Runtime
+from jobstream.sqs_handler import sqs_handler
+from jobstream_local.gateway import load_handler
+from jobstream_local.template import Template
+
+NAMING_NOTHING = ["not json", "[]", '{"job_id": 7, "sequence": "1"}', '{"job_id": ""}']
+
+
+def function_of(queue: str) -> Any:
+    (source,) = [s for s in Template.load().queue_sources() if s.queue == queue]
+    return load_handler(source.function)
+
+
+def records(*bodies: str) -> dict[str, Any]:
+    return {
+        "Records": [
+            {"messageId": f"m-{index}", "body": body, "receiptHandle": f"r-{index}"}
+            for index, body in enumerate(bodies)
+        ]
+    }
+
+
+def context(remaining_ms: int = 30_000) -> SimpleNamespace:
+    return SimpleNamespace(
+        function_name="f", aws_request_id="req-1", get_remaining_time_in_millis=lambda: remaining_ms
+    )
+
+
+@pytest.mark.parametrize("queue", ["WorkQueue", "CallbackQueue"])
+def test_a_message_naming_nothing_is_dropped_not_redelivered(
+    crt: Runtime, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing could ever process it: no batch item failure (SQS deletes it), an error logged."""
+    with caplog.at_level(logging.ERROR, logger="jobstream.messages"):
+        assert function_of(queue)(records(*NAMING_NOTHING), context()) == {"batchItemFailures": []}
+    dropped = [r for r in caplog.records if r.getMessage().startswith("dropping a queue message")]
+    assert len(dropped) == len(NAMING_NOTHING)
+
+
+@pytest.mark.parametrize("queue", ["WorkQueue", "CallbackQueue"])
+def test_an_empty_batch_keeps_nothing(crt: Runtime, queue: str) -> None:
+    assert function_of(queue)({"Records": []}, context()) == {"batchItemFailures": []}
+
+
+def test_the_shell_hands_the_service_the_batch_and_reports_what_it_keeps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runtime = object()
+    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
+    seen: list[Any] = []
+
+    def service(
+        rt: Any, messages: Sequence[QueueMessage], remaining_ms: Callable[[], int] | None
+    ) -> list[str]:
+        seen.append((rt, list(messages), remaining_ms() if remaining_ms else None))
+        return [messages[1].message_id]
+
+    response = sqs_handler(service)(records("a", "b", "c"), context(remaining_ms=12_345))
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert seen == [
+        (
+            runtime,
+            [QueueMessage(f"m-{i}", body, f"r-{i}") for i, body in enumerate("abc")],
+            12_345,
+        )
+    ]
+    # Without a Lambda context (the local stack's pollers may pass none) the time is unknown.
+    sqs_handler(service)(records("a", "b"), None)
+    assert seen[-1][2] is None

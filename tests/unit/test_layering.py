@@ -1,0 +1,179 @@
+"""Imports go downward: each unit of the layer imports only the units below it
+(docs/architecture.md, "Layering"), and the functions only the handler shells and the services.
+Read with `ast`, nothing is imported: a deferred import inside a function counts too."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator, Mapping
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+PACKAGE = REPOSITORY / "layers" / "jobstream" / "jobstream"
+FUNCTIONS = REPOSITORY / "functions"
+
+# Plain data and pure helpers, importing nothing of the layer.
+BASE = frozenset({"clock", "domain", "tenant_names", "backoff", "callback_url", "observability"})
+# Each unit (a package of the layer, or a module at its top) and the units directly below it. A
+# unit may import every unit below it, directly or through others, and nothing else. Units that
+# are not below one another are independent: the store knows no protocol words and no queue,
+# the queue no store, the protocol facade no configuration.
+DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
+    **{unit: frozenset() for unit in BASE},
+    "protocol": BASE,  # the pure facade: documents, validation, errors, event kinds
+    "retries": BASE,  # which AWS failures are transient, and retrying them
+    "aws": frozenset({"retries"}),  # the boto3 clients
+    "config": frozenset({"aws"}),  # settings, targets, the consumer registry
+    "store": frozenset({"config"}),  # the only DynamoDB user
+    "queue": frozenset({"config"}),  # SQS
+    "delivery": frozenset({"config"}),  # callback POSTs: SSRF guard, signing, classification
+    "jobtypes": frozenset({"protocol", "delivery"}),  # what each job type does
+    "service": frozenset({"store", "queue", "jobtypes"}),  # one function per operation
+    "http": frozenset({"service"}),  # the HTTP API's handler shell
+    "sqs_handler": frozenset({"service"}),  # the SQS triggers' handler shell
+}
+# What functions/*/app.py may import of the layer: handlers are thin.
+FUNCTION_IMPORTS = frozenset({"http", "sqs_handler", "service", "observability"})
+
+
+@cache
+def below(unit: str) -> frozenset[str]:
+    found: set[str] = set()
+    for lower in DIRECTLY_BELOW[unit]:
+        found |= {lower} | below(lower)
+    return frozenset(found)
+
+
+def unit_of(module: str) -> str | None:
+    """`jobstream.store.jobs` -> `store`; None for a module outside the layer."""
+    parts = module.split(".")
+    if parts[0] != "jobstream":
+        return None
+    return parts[1] if len(parts) > 1 else ""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
+    """Every module an import statement of `path` names, relative imports resolved; `from
+    jobstream import x` names `jobstream.x`."""
+    is_package = path.name == "__init__.py"
+    module = module_name(path) if path.is_relative_to(PACKAGE) else ""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                origin = ".".join([*base, node.module] if node.module else base)
+            else:
+                origin = node.module or ""
+            yield node.lineno, origin
+            if origin == "jobstream":
+                for alias in node.names:
+                    yield node.lineno, f"jobstream.{alias.name}"
+
+
+def layer_files() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def upward_imports(path: Path) -> list[str]:
+    unit = unit_of(module_name(path))
+    assert unit is not None
+    problems = []
+    for line, target in imported_modules(path):
+        target_unit = unit_of(target)
+        if target_unit in (None, "", unit):
+            continue
+        if target_unit not in DIRECTLY_BELOW:
+            problems.append(f"{path.name}:{line} imports {target}: {target_unit} has no layer")
+        elif target_unit not in below(unit):
+            problems.append(
+                f"{path.name}:{line} imports {target}: {target_unit} is not below {unit}"
+            )
+    return problems
+
+
+def test_every_unit_of_the_layer_has_its_place() -> None:
+    units = {unit_of(module_name(path)) for path in layer_files()} - {""}
+    assert sorted(units - set(DIRECTLY_BELOW)) == [], "give each new unit its place above"
+    assert sorted(set(DIRECTLY_BELOW) - units) == [], "a unit that is gone"
+
+
+def test_the_layering_has_no_cycle() -> None:
+    assert [unit for unit in DIRECTLY_BELOW if unit in below(unit)] == []
+
+
+@pytest.mark.parametrize("path", layer_files(), ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_imports_go_downward(path: Path) -> None:
+    assert upward_imports(path) == []
+
+
+@pytest.mark.parametrize(
+    "path", sorted(FUNCTIONS.glob("*/app.py")), ids=lambda path: path.parent.name
+)
+def test_functions_import_only_handler_shells_and_services(path: Path) -> None:
+    units = {unit_of(target) for _, target in imported_modules(path)}
+    assert units - {None} <= FUNCTION_IMPORTS
+    third_party = {
+        target.split(".")[0]
+        for _, target in imported_modules(path)
+        if unit_of(target) is None and target.split(".")[0] not in {"__future__", "typing"}
+    }
+    assert third_party == set(), "functions reach AWS and libraries only through the layer"
+
+
+# --- the check itself -------------------------------------------------------------------------
+
+
+def write(root: Path, relative: str, text: str) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("relative", "source", "found"),
+    [
+        (
+            "queue.py",
+            "from jobstream.store.callbacks import IntentRef\n",
+            "store is not below queue",
+        ),
+        ("store/jobs.py", "from jobstream.protocol import events\n", "protocol is not below store"),
+        ("protocol/task.py", "import jobstream.config.targets\n", "config is not below protocol"),
+        ("config/settings.py", "from jobstream.delivery import ssrf\n", "delivery is not below"),
+        ("store/jobs.py", "from jobstream import queue\n", "queue is not below store"),
+        ("store/jobs.py", "from ..service import runtime\n", "service is not below store"),
+        ("store/jobs.py", "def f():\n    from jobstream.http import api\n", "http is not below"),
+        ("domain.py", "from jobstream.novelty import x\n", "novelty has no layer"),
+    ],
+)
+def test_an_upward_import_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: str, source: str, found: str
+) -> None:
+    package = tmp_path / "jobstream"
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
+    path = write(package, relative, source)
+    (problem,) = upward_imports(path)
+    assert found in problem
+
+
+def test_a_downward_import_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "jobstream"
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
+    source = (
+        "from jobstream.store.jobs import JobStore\nfrom jobstream import domain\nimport json\n"
+    )
+    assert upward_imports(write(package, "service/jobs.py", source)) == []

@@ -1,0 +1,1 @@
+"""Build steps run by the Makefile (not shipped, not part of the local stack)."""
