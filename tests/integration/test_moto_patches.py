@@ -547,7 +547,7 @@ def test_a_merged_read_of_shards_is_their_union_in_index_order(
     if not forward:
         wanted.reverse()
     assert got == [(pk, sk) for _gr, pk, sk in wanted]
-    assert merged.exhausted
+    assert list(merged) == []  # nothing left unread: iterating again yields nothing
 
 
 # ------------------------------------------------------------------- SQS message move tasks

@@ -20,7 +20,7 @@ from jobstream.retries import after_lost_answer
 from jobstream.store import keys
 from jobstream.store.callbacks import CallbackStore
 from jobstream.store.client import dynamodb_client, error_code
-from jobstream.store.codec import from_attribute, from_item, to_item
+from jobstream.store.codec import from_attribute, to_item
 from jobstream.store.listing import (
     InvalidCursorError,
     JobQuery,
@@ -177,11 +177,6 @@ class JobStore:
         """Jobs whose stream has no terminal event yet, oldest first (read lazily)."""
         for sort_key in sweep_entries(self.client, self.table_name, keys.ACTIVE_JOBS):
             yield sort_key.split("#", 1)[1]
-
-    def callback_intents(self, job_id: str) -> list[dict[str, Any]]:
-        """Every event of the job that carries a callback, in event order, as stored."""
-        items = self._job_range(job_id, keys.event_sk(1), keys.event_sk(_LAST_SEQUENCE))
-        return [from_item(item) for item in items if "state" in item]
 
     # -- writes ------------------------------------------------------------------------------
 

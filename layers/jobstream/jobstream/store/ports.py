@@ -80,8 +80,6 @@ class JobStorePort(Protocol):
 
     def active_jobs(self) -> Iterator[str]: ...
 
-    def callback_intents(self, job_id: str) -> list[dict[str, Any]]: ...
-
     # -- writes (each conditional: see the implementation for the condition and why)
 
     def create_job(
