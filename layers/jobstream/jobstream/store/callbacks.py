@@ -9,8 +9,8 @@ attempt does not move it there (its claim writes no index key), only a retry's n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
@@ -24,12 +24,9 @@ from jobstream.domain import (
     IntentRef,
 )
 from jobstream.store import keys
-from jobstream.store.client import dynamodb_client, error_code
+from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.sweep_index import sweep_entries
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
 
 MAX_ERROR_CHARS: Final = 1000
 _OPTIONAL: Final = (
@@ -75,20 +72,7 @@ def _ref_from_sweep_key(sort_key: str) -> IntentRef:
     return IntentRef(job_id, int(sequence))
 
 
-class CallbackStore:
-    def __init__(
-        self, table_name: str, client_factory: Callable[[], DynamoDBClient] = dynamodb_client
-    ) -> None:
-        self.table_name = table_name
-        self._client_factory = client_factory
-
-    @property
-    def client(self) -> DynamoDBClient:
-        return self._client_factory()
-
-    def connect(self) -> None:
-        self._client_factory()
-
+class CallbackStore(TableStore):
     def _key(self, ref: IntentRef) -> dict[str, Any]:
         return to_item({keys.PK: keys.job_pk(ref.job_id), keys.SK: keys.event_sk(ref.sequence)})
 

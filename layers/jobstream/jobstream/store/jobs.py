@@ -9,7 +9,7 @@ predecessor: the job item once expired, an event item whose `at` is older than t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -19,7 +19,7 @@ from jobstream.domain import CALLBACK_PENDING, JobChange, JobRecord, JobStatus, 
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys
 from jobstream.store.callbacks import CallbackStore
-from jobstream.store.client import dynamodb_client, error_code
+from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_attribute, to_item
 from jobstream.store.listing import (
     InvalidCursorError,
@@ -41,16 +41,17 @@ from jobstream.store.records import (
 from jobstream.store.sweep_index import sweep_entries
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 __all__ = [
     "MAX_CALLBACK_ATTEMPTS",
+    "Append",
     "CallbackIntent",
     "InvalidCursorError",
     "JobQuery",
     "JobStore",
     "ListedJob",
+    "NewEvent",
     "StaleJobError",
     "StateChange",
     "decode_cursor",
@@ -99,20 +100,28 @@ class StateChange:
     require_lease_expired_at: int | None = None
 
 
-class JobStore:
-    def __init__(
-        self, table_name: str, client_factory: Callable[[], DynamoDBClient] = dynamodb_client
-    ) -> None:
-        self.table_name = table_name
-        self.client_factory = client_factory
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to record: its item's expiry (`expires_at`, epoch seconds) and its callback."""
 
-    @property
-    def client(self) -> DynamoDBClient:
-        return self.client_factory()
+    event: StoredEvent
+    expires_at: int
+    intent: CallbackIntent | None = None
 
-    def connect(self) -> None:
-        self.client_factory()
 
+@dataclass(frozen=True, slots=True)
+class Append(NewEvent):
+    """An event appended to a job's stream, with what its job takes in the same transaction: a
+    state change, and what the event is (the store knows no event kinds): `once_per_job`, its
+    kind may stand once in the job's stream; `job_expires_at`, it is the terminal event and
+    gives the job its own expiry."""
+
+    change: StateChange | None = None
+    job_expires_at: int | None = None
+    once_per_job: bool = False
+
+
+class JobStore(TableStore):
     def callbacks(self) -> CallbackStore:
         return CallbackStore(self.table_name, self.client_factory)
 
@@ -180,18 +189,10 @@ class JobStore:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def create_job(
-        self,
-        record: JobRecord,
-        accepted: StoredEvent,
-        intent: CallbackIntent | None,
-        *,
-        expires_at: int,
-        now_s: int,
-    ) -> bool:
-        """Admission: the job and its first event (with its callback) in one transaction; the
-        event expires at `expires_at`. False when a job with this id exists (nothing was
-        written). An expired job under the same key is replaced."""
+    def create_job(self, record: JobRecord, first: NewEvent, *, now_s: int) -> bool:
+        """Admission: the job and its first event (with its callback) in one transaction.
+        False when a job with this id exists (nothing was written). An expired job under the
+        same key is replaced."""
         items: list[TransactWriteItemTypeDef] = [
             {
                 "Put": {
@@ -204,7 +205,7 @@ class JobStore:
                     "ExpressionAttributeValues": to_item({":now": now_s}),
                 }
             },
-            self._put_event(record, accepted, expires_at=expires_at, intent=intent),
+            self._put_event(record, first),
         ]
         try:
             self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
@@ -214,25 +215,14 @@ class JobStore:
             raise
         return True
 
-    def append_event(
-        self,
-        record: JobRecord,
-        event: StoredEvent,
-        *,
-        expires_at: int,
-        change: StateChange | None = None,
-        intent: CallbackIntent | None = None,
-        job_expires_at: int | None = None,
-        once_per_job: bool = False,
-    ) -> None:
-        """Record `event` as the job's next event, with an optional state change and callback,
-        atomically. The event expires at `expires_at`; a terminal event gives the job its own
-        expiry, `job_expires_at`, and takes it off the sweep's active set. The caller says what
-        the event is (the store knows no event kinds): `once_per_job`, its kind may stand once in
-        the job's stream; `job_expires_at`, it is the terminal event.
+    def append_event(self, record: JobRecord, append: Append) -> None:
+        """Record `append.event` as the job's next event, with its state change and callback,
+        atomically. A terminal event gives the job its own expiry and takes it off the sweep's
+        active set.
 
         Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
+        event = append.event
         if event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
         names: dict[str, str] = {"#count": "event_count", "#last": "last_event_at"}
@@ -245,13 +235,15 @@ class JobStore:
         # The sequence check makes concurrent appenders serialise: exactly one wins each slot.
         conditions = ["#count = :expected"]
         add_clause = (
-            _once_per_job_clause(event.kind, names, values, conditions) if once_per_job else ""
+            _once_per_job_clause(event.kind, names, values, conditions)
+            if append.once_per_job
+            else ""
         )
         removed: list[str] = []
-        if job_expires_at is not None:
-            removed += _terminal_clause(job_expires_at, names, values, assignments)
-        if change is not None:
-            removed += _apply_change(change, names, values, assignments, conditions)
+        if append.job_expires_at is not None:
+            removed += _terminal_clause(append.job_expires_at, names, values, assignments)
+        if append.change is not None:
+            removed += _apply_change(append.change, names, values, assignments, conditions)
         for index, name in enumerate(removed):
             names[f"#r{index}"] = name
         remove_clause = (
@@ -267,7 +259,7 @@ class JobStore:
                 "ExpressionAttributeValues": to_item(values),
             }
         }
-        items = [update, self._put_event(record, event, expires_at=expires_at, intent=intent)]
+        items = [update, self._put_event(record, append)]
         try:
             self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
@@ -379,20 +371,14 @@ class JobStore:
 
     # -- items -------------------------------------------------------------------------------
 
-    def _put_event(
-        self,
-        record: JobRecord,
-        event: StoredEvent,
-        *,
-        expires_at: int,
-        intent: CallbackIntent | None,
-    ) -> TransactWriteItemTypeDef:
+    def _put_event(self, record: JobRecord, new: NewEvent) -> TransactWriteItemTypeDef:
+        event, intent = new.event, new.intent
         values: dict[str, Any] = {
             keys.PK: keys.job_pk(event.job_id),
             keys.SK: keys.event_sk(event.sequence),
             "kind": event.kind,
             "at": event.at,
-            keys.TTL_ATTRIBUTE: expires_at,
+            keys.TTL_ATTRIBUTE: new.expires_at,
         }
         if intent is not None:
             item_id = keys.intent_item_id(event.job_id, event.sequence)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from jobstream.domain import CallbackRecord, IntentRef, JobRecord, StoredEvent
-    from jobstream.store.jobs import CallbackIntent, StateChange
+    from jobstream.store.jobs import Append, NewEvent
     from jobstream.store.listing import JobQuery, ListedJob
 
 
@@ -82,27 +82,9 @@ class JobStorePort(Protocol):
 
     # -- writes (each conditional: see the implementation for the condition and why)
 
-    def create_job(
-        self,
-        record: JobRecord,
-        accepted: StoredEvent,
-        intent: CallbackIntent | None,
-        *,
-        expires_at: int,
-        now_s: int,
-    ) -> bool: ...
+    def create_job(self, record: JobRecord, first: NewEvent, *, now_s: int) -> bool: ...
 
-    def append_event(
-        self,
-        record: JobRecord,
-        event: StoredEvent,
-        *,
-        expires_at: int,
-        change: StateChange | None = None,
-        intent: CallbackIntent | None = None,
-        job_expires_at: int | None = None,
-        once_per_job: bool = False,
-    ) -> None: ...
+    def append_event(self, record: JobRecord, append: Append) -> None: ...
 
     def put_result(
         self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int
