@@ -20,6 +20,7 @@ from jobstream.domain import (
     CALLBACK_IN_FLIGHT,
     CALLBACK_PENDING,
     CALLBACK_RETRY_WAIT,
+    AttemptAnswer,
     CallbackRecord,
     IntentRef,
 )
@@ -61,9 +62,9 @@ def _record(item: Mapping[str, Any]) -> CallbackRecord | None:
     )
 
 
-def _answer(status: int | None, error: str) -> dict[str, Any]:
+def _answer(answer: AttemptAnswer) -> dict[str, Any]:
     """The last answer's values (`last_status`, `last_error`) of an attempt that failed."""
-    return {":status": status, ":error": error[:MAX_ERROR_CHARS]}
+    return {":status": answer.status, ":error": answer.error[:MAX_ERROR_CHARS]}
 
 
 def _ref_from_sweep_key(sort_key: str) -> IntentRef:
@@ -142,7 +143,7 @@ class CallbackStore(TableStore):
         names: Mapping[str, str] | None = None,
     ) -> CallbackRecord | None:
         return self._update(
-            IntentRef(intent.job_id, intent.sequence),
+            intent.ref,
             update,
             # Only the attempt that claimed the callback records its outcome.
             "#state = :in_flight AND attempts = :attempts",
@@ -175,14 +176,8 @@ class CallbackStore(TableStore):
         )
 
     def mark_retry(
-        self,
-        intent: CallbackRecord,
-        *,
-        next_attempt_at: int,
-        status: int | None,
-        error: str,
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, next_attempt_at: int
     ) -> CallbackRecord | None:
-        ref = IntentRef(intent.job_id, intent.sequence)
         return self._finish(
             intent,
             "SET #state = :retry_wait, next_attempt_at = :next, last_status = :status, "
@@ -190,15 +185,15 @@ class CallbackStore(TableStore):
             {
                 ":retry_wait": CALLBACK_RETRY_WAIT,
                 ":next": next_attempt_at,
-                ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, ref.item_id),
-                **_answer(status, error),
+                ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, intent.ref.item_id),
+                **_answer(answer),
             },
         )
 
     def mark_dead(
-        self, intent: CallbackRecord, *, now: int, status: int | None, error: str
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int
     ) -> CallbackRecord | None:
-        ref = IntentRef(intent.job_id, intent.sequence)
+        ref = intent.ref
         return self._close(
             intent,
             "#state = :dead, dead_at = :now, last_status = :status, last_error = :error, "
@@ -209,7 +204,7 @@ class CallbackStore(TableStore):
                 ":now": now,
                 ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
                 ":dead_sk": keys.sweep_sk(now, ref.item_id),
-                **_answer(status, error),
+                **_answer(answer),
             },
         )
 
@@ -236,7 +231,7 @@ class CallbackStore(TableStore):
 
         An open callback never expires: its expiry is removed, kept in `retain_until` for the
         close that follows."""
-        ref = IntentRef(dead.job_id, dead.sequence)
+        ref = dead.ref
         retain = dead.expires_at if dead.expires_at is not None else dead.retain_until
         return self._update(
             ref,

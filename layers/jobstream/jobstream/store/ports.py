@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from jobstream.domain import CallbackRecord, IntentRef, JobRecord, StoredEvent
+    from jobstream.domain import AttemptAnswer, CallbackRecord, IntentRef, JobRecord, StoredEvent
     from jobstream.store.jobs import Append, NewEvent
     from jobstream.store.listing import JobQuery, ListedJob
 
@@ -32,16 +32,11 @@ class CallbackStorePort(Protocol):
     ) -> CallbackRecord | None: ...
 
     def mark_retry(
-        self,
-        intent: CallbackRecord,
-        *,
-        next_attempt_at: int,
-        status: int | None,
-        error: str,
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, next_attempt_at: int
     ) -> CallbackRecord | None: ...
 
     def mark_dead(
-        self, intent: CallbackRecord, *, now: int, status: int | None, error: str
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int
     ) -> CallbackRecord | None: ...
 
     def postpone(self, ref: IntentRef, *, now: int, due: int) -> bool: ...
