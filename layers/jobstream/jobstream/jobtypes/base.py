@@ -61,7 +61,8 @@ class JobType:
     - `fit_result` cuts a result larger than the job item holds, or returns None (the job fails).
     - `home` is the type's package directory: its `schema.json` holds the JSON Schema `$defs`
       the type contributes to schemas/ and the OpenAPI document (`schemas`, read by `make
-      openapi` only); two of them are named after the type (`params_def`, `result_def`).
+      openapi` only); two of them, named after the type, are its params and result schemas
+      (`params_schema`, `result_schema`: `word_count` has `WordCountParams`, `Result_WordCount`).
     - `result_model()` returns the model every result is checked against before it is recorded
       (a mismatch is internal_error); a function, so admission never imports the model.
     """
@@ -78,16 +79,6 @@ class JobType:
     limits: Mapping[str, int] = field(default_factory=dict)
 
     @property
-    def params_def(self) -> str:
-        """`<Name>Params` (`word_count`: `WordCountParams`)."""
-        return f"{_camel(self.name)}Params"
-
-    @property
-    def result_def(self) -> str:
-        """`Result_<Name>` (`word_count`: `Result_WordCount`)."""
-        return f"Result_{_camel(self.name)}"
-
-    @property
     def schemas(self) -> dict[str, dict[str, Any]]:
         """The `$defs` of the type's `schema.json` (read on demand: the runtime needs none)."""
         defs: dict[str, dict[str, Any]] = json.loads(
@@ -97,11 +88,11 @@ class JobType:
 
     @property
     def params_schema(self) -> str:
-        return f"#/$defs/{self.params_def}"
+        return f"#/$defs/{_camel(self.name)}Params"
 
     @property
     def result_schema(self) -> str:
-        return f"#/$defs/{self.result_def}"
+        return f"#/$defs/Result_{_camel(self.name)}"
 
 
 def _camel(name: str) -> str:
