@@ -9,7 +9,7 @@ predecessor: the job item once expired, an event item whose `at` is older than t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -207,13 +207,11 @@ class JobStore(TableStore):
             },
             self._put_event(record, first),
         ]
-        try:
-            self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            raise
-        return True
+        return _applied(
+            lambda: self.client.transact_write_items(
+                TransactItems=items, ReturnConsumedCapacity="TOTAL"
+            )
+        )
 
     def append_event(self, record: JobRecord, append: Append) -> None:
         """Record `append.event` as the job's next event, with its state change and callback,
@@ -307,8 +305,8 @@ class JobStore(TableStore):
     def _update_held_job(
         self, job_id: str, owner: str, update: str, values: Mapping[str, Any]
     ) -> bool:
-        try:
-            self.client.update_item(
+        return _applied(
+            lambda: self.client.update_item(
                 TableName=self.table_name,
                 Key=job_key(job_id),
                 UpdateExpression=update,
@@ -319,16 +317,12 @@ class JobStore(TableStore):
                     {**values, ":running": JobStatus.RUNNING.value, ":owner": owner}
                 ),
             )
-        except ClientError as error:
-            if error_code(error) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        )
 
     def mark_dispatched(self, job_id: str, *, now: int) -> bool:
         """Note a (re-)dispatch of a queued job; False when it is no longer queued."""
-        try:
-            self.client.update_item(
+        return _applied(
+            lambda: self.client.update_item(
                 TableName=self.table_name,
                 Key=job_key(job_id),
                 UpdateExpression="SET dispatched_at = :now",
@@ -337,18 +331,14 @@ class JobStore(TableStore):
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues=to_item({":now": now, ":queued": JobStatus.QUEUED.value}),
             )
-        except ClientError as error:
-            if error_code(error) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        )
 
     def advance_ack(self, record: JobRecord, sequence: int, *, expires_at: int) -> bool:
         """Move the job's ack cursor forward to `sequence`; False when that would not move it
         forward (nothing written). The caller has checked that the event exists. The cursor is
         an item of its own: an ack rewrites neither the job nor its listing entries."""
-        try:
-            self.client.update_item(
+        return _applied(
+            lambda: self.client.update_item(
                 TableName=self.table_name,
                 Key=part_key(record.job_id, keys.ACK_SK),
                 UpdateExpression="SET ack_sequence = :seq, #gen = :created, #expires = :expires",
@@ -363,11 +353,7 @@ class JobStore(TableStore):
                 ),
                 ReturnConsumedCapacity="TOTAL",
             )
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            raise
-        return True
+        )
 
     # -- items -------------------------------------------------------------------------------
 
@@ -502,6 +488,17 @@ def _item_to_event(job_id: str, item: Mapping[str, Any]) -> StoredEvent:
         kind=item["kind"]["S"],
         at=int(item["at"]["N"]),
     )
+
+
+def _applied(write: Callable[[], object]) -> bool:
+    """Run one conditional write; False when its condition did not hold (nothing written)."""
+    try:
+        write()
+    except ClientError as error:
+        if _condition_failed(error):
+            return False
+        raise
+    return True
 
 
 def _condition_failed(error: ClientError) -> bool:
