@@ -12,7 +12,7 @@ import pytest
 from jobstream.service import admission, jobs, stream
 from jobstream.service.runtime import Runtime
 from tests.support.harness import Api, Clock, canonical_task
-from tests.support.state import mark_failed
+from tests.support.state import callback_intents, mark_failed
 
 T = TypeVar("T")
 RACERS = 4
@@ -44,7 +44,7 @@ def test_racing_admissions_make_one_job(rt: Runtime) -> None:
     assert len(job_ids) == 1
     (job_id,) = job_ids
     assert kinds(rt, job_id) == ["job.requested"]
-    assert len(rt.store.callback_intents(job_id)) == 1
+    assert len(callback_intents(rt, job_id)) == 1
 
 
 def test_racing_reconciles_record_one_terminal_event(rt: Runtime, api: Api, clock: Clock) -> None:
@@ -55,7 +55,7 @@ def test_racing_reconciles_record_one_terminal_event(rt: Runtime, api: Api, cloc
     # Every racer starts from the same stale read, so each one tries to write the event.
     race(lambda: stream.reconcile(rt, stale))
     assert kinds(rt, job_id) == ["job.requested", "job.outcome_failed"]
-    assert len(rt.store.callback_intents(job_id)) == 2
+    assert len(callback_intents(rt, job_id)) == 2
     record = rt.store.get_job(job_id)
     assert record is not None
     assert record.event_count == 2

@@ -11,7 +11,7 @@ from jobstream.domain import IntentRef
 from jobstream.protocol.events import callback_event_id, callback_idempotency_key
 from jobstream.service.runtime import Runtime
 from tests.support.harness import Api, Clock, canonical_task
-from tests.support.state import mark_failed, mark_running, mark_succeeded
+from tests.support.state import callback_intents, mark_failed, mark_running, mark_succeeded
 from tests.support.validation import validate, validate_error
 
 
@@ -216,14 +216,14 @@ def test_42_no_callback_no_intent(api: Api, rt: Runtime, clock: Clock) -> None:
     body = page(api, job_id)
     assert types(body) == ["job.accepted", "job.failed"]
     assert body["unacked"] == 2
-    assert rt.store.callback_intents(job_id) == []
+    assert callback_intents(rt, job_id) == []
 
 
 def test_43_callback_intents_are_recorded_once_per_event(
     api: Api, rt: Runtime, clock: Clock
 ) -> None:
     job_id = submit(api)
-    (stored,) = rt.store.callback_intents(job_id)
+    (stored,) = callback_intents(rt, job_id)
     accepted_intent = rt.callbacks.get(IntentRef(job_id, 1))
     assert accepted_intent is not None
     accepted_id = page(api, job_id)["events"][0]["event_id"]
@@ -240,7 +240,7 @@ def test_43_callback_intents_are_recorded_once_per_event(
     mark_failed(rt, job_id, at=clock.advance(1_000), reason="no_candidate")
     page(api, job_id)
     page(api, job_id)
-    intents = rt.store.callback_intents(job_id)
+    intents = callback_intents(rt, job_id)
     assert [intent["kind"] for intent in intents] == ["job.requested", "job.outcome_failed"]
 
 

@@ -12,7 +12,7 @@ import pytest
 from jobstream.service.runtime import Runtime
 from tests.conftest import REFERENCE_TARGETS
 from tests.support.harness import Api, Clock, canonical_task
-from tests.support.state import mark_running, mark_succeeded
+from tests.support.state import callback_intents, mark_running, mark_succeeded
 from tests.support.validation import business_keys, validate, validate_error
 
 
@@ -99,7 +99,7 @@ def test_14_replay_returns_the_same_job_and_records_nothing_new(api: Api, rt: Ru
     assert replay.body["job"] == job
     listed = api.get("/jobs?idempotency_key=6eb50329-20f2-4ea7-b95b-e4676b50d9f1").body["jobs"]
     assert len(listed) == 1
-    assert len(rt.store.callback_intents(job["job_id"])) == 1
+    assert len(callback_intents(rt, job["job_id"])) == 1
     assert api.get(f"/jobs/{job['job_id']}/events").body["unacked"] == 1
 
 

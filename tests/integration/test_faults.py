@@ -42,7 +42,7 @@ from jobstream_local.template import Template
 from tests.support.dispatch import dispatch_stream
 from tests.support.faults import KINDS, Faults, injected
 from tests.support.harness import START_MS, Api, Clock, Response, canonical_task
-from tests.support.state import mark_failed
+from tests.support.state import callback_intents, mark_failed
 from tests.support.validation import validate_error
 
 MODES = ("before", "after")
@@ -124,7 +124,7 @@ def state(rt: Runtime, job_id: str) -> dict[str, Any]:
     record = rt.store.get_job(job_id)
     assert record is not None
     events, _ = rt.store.events_after(job_id, 0, 200)
-    intents = rt.store.callback_intents(job_id)
+    intents = callback_intents(rt, job_id)
     return {
         "status": record.status,
         "reason": record.reason,
@@ -416,7 +416,7 @@ def final_state(w: World) -> dict[str, Any]:
         record = w.rt.store.get_job(job_id)
         assert record is not None
         events, _ = w.rt.store.events_after(job_id, 0, 200)
-        intents = w.rt.store.callback_intents(job_id)
+        intents = callback_intents(w.rt, job_id)
         result[job_id] = {
             "status": record.status,
             "reason": record.reason,

@@ -30,7 +30,7 @@ from jobstream.service.retention import expiry_of, item_expiry
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
-from jobstream.store.jobs import StaleJobError
+from jobstream.store.jobs import Append, StaleJobError
 from tests.conftest import REFERENCE_TARGETS
 from tests.integration.test_conformance_jobs import FOUR_TARGETS
 from tests.support.dispatch import dispatch_stream
@@ -96,10 +96,12 @@ def test_the_store_refuses_a_lifecycle_kind_already_recorded(rt: Runtime, kind: 
     with pytest.raises(StaleJobError):
         rt.store.append_event(
             current,
-            event,
-            expires_at=item_expiry(current, rt.settings),
-            job_expires_at=expiry,
-            once_per_job=True,
+            Append(
+                event,
+                expires_at=item_expiry(current, rt.settings),
+                job_expires_at=expiry,
+                once_per_job=True,
+            ),
         )
     assert kinds(rt, job_id) == before
 

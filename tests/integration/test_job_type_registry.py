@@ -172,5 +172,5 @@ def test_the_job_types_doc_lists_exactly_the_registered_types() -> None:
     listed = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
     assert listed == list(registry.names())
     for job_type in registry.job_types():
-        assert f"`{job_type.params_def}`" in table
-        assert f"`{job_type.result_def}`" in table
+        for schema in (job_type.params_schema, job_type.result_schema):
+            assert f"`{schema.removeprefix('#/$defs/')}`" in table

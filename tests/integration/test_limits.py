@@ -32,7 +32,7 @@ from tests.integration.test_callbacks import drain
 from tests.support.event_ids import parse_event_id
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.receiver import receiver
-from tests.support.state import whole_table
+from tests.support.state import callback_intents, whole_table
 from tests.support.validation import validate
 
 LABELS_205_KB = {f"label-{index:03d}": "v" * 1_000 for index in range(205)}
@@ -238,7 +238,7 @@ def test_a_burst_of_jobs_in_one_millisecond_shares_no_event_id(
     intent_ids = [
         callback_event_id(callback)
         for job_id in job_ids
-        for intent in crt.store.callback_intents(job_id)
+        for intent in callback_intents(crt, job_id)
         if (callback := crt.callbacks.get(IntentRef(job_id, int(intent["sk"][4:])))) is not None
     ]
     assert sorted(intent_ids) == sorted(ids)

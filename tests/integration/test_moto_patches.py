@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from jobstream.domain import StoredEvent
 from jobstream.service.runtime import Runtime
-from jobstream.store.jobs import CallbackIntent
+from jobstream.store.jobs import CallbackIntent, NewEvent
 from jobstream.store.shards import MergedQuery
 
 PARTITIONS = ["a", "b", "c"]
@@ -479,7 +479,9 @@ def test_a_refused_admission_leaves_no_job_event_or_callback(crt: Runtime) -> No
     before = whole_table(crt)
     with pytest.raises(ClientError):
         crt.store.create_job(
-            unstorable, accepted, intent, expires_at=2_000_000_000, now_s=stored.created_at // 1000
+            unstorable,
+            NewEvent(accepted, expires_at=2_000_000_000, intent=intent),
+            now_s=stored.created_at // 1000,
         )
     assert whole_table(crt) == before
     crt.clock.advance(keys.HANDOFF_GRACE_MS * 2)  # type: ignore[attr-defined]
@@ -547,7 +549,7 @@ def test_a_merged_read_of_shards_is_their_union_in_index_order(
     if not forward:
         wanted.reverse()
     assert got == [(pk, sk) for _gr, pk, sk in wanted]
-    assert merged.exhausted
+    assert list(merged) == []  # nothing left unread: iterating again yields nothing
 
 
 # ------------------------------------------------------------------- SQS message move tasks

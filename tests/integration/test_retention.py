@@ -32,6 +32,7 @@ from jobstream.service.retention import (
 )
 from jobstream.service.runtime import Runtime
 from jobstream.store import keys
+from jobstream.store.jobs import NewEvent
 from tests.support.harness import Clock, canonical_task
 from tests.support.state import mark_failed, whole_table
 
@@ -421,5 +422,5 @@ def test_an_unexpired_job_is_not_replaced(hrt: Runtime, clock: Clock) -> None:
     fresh = replace(record, created_at=clock.now, expires_at=None)
     accepted = stream.next_event(fresh, stream.EventKind.REQUESTED, clock.now)
     assert not hrt.store.create_job(
-        fresh, accepted, None, expires_at=2_000_000_000, now_s=record.expires_at - 1
+        fresh, NewEvent(accepted, expires_at=2_000_000_000), now_s=record.expires_at - 1
     )

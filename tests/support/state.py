@@ -9,7 +9,7 @@ from typing import Any
 
 from jobstream.service.runtime import Runtime
 from jobstream.store import keys
-from jobstream.store.codec import to_attribute, to_item
+from jobstream.store.codec import from_item, to_attribute, to_item
 
 
 def set_job_attributes(rt: Runtime, job_id: str, **values: Any) -> None:
@@ -80,4 +80,24 @@ def whole_table(rt: Runtime) -> dict[tuple[str, str], dict[str, Any]]:
             items[(item[keys.PK]["S"], item[keys.SK]["S"])] = item
         if "LastEvaluatedKey" not in response:
             return items
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def callback_intents(rt: Runtime, job_id: str) -> list[dict[str, Any]]:
+    """Every event of the job that carries a callback, in event order, as stored."""
+    request: dict[str, Any] = {
+        "TableName": rt.settings.table_name,
+        "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :events)",
+        "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
+        "ExpressionAttributeValues": to_item(
+            {":pk": keys.job_pk(job_id), ":events": keys.EVENT_PREFIX}
+        ),
+        "ConsistentRead": True,
+    }
+    intents: list[dict[str, Any]] = []
+    while True:
+        response = rt.store.client.query(**request)
+        intents += [from_item(item) for item in response.get("Items", []) if "state" in item]
+        if "LastEvaluatedKey" not in response:
+            return intents
         request["ExclusiveStartKey"] = response["LastEvaluatedKey"]

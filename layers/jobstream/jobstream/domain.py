@@ -158,3 +158,16 @@ class CallbackRecord:
     # in `retain_until`, which the close that follows sets again.
     expires_at: int | None = None
     retain_until: int | None = None
+
+    @property
+    def ref(self) -> IntentRef:
+        return IntentRef(self.job_id, self.sequence)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptAnswer:
+    """How a failed attempt to deliver a callback ended: the endpoint's HTTP status (None when
+    it gave none) and what went wrong."""
+
+    status: int | None
+    error: str

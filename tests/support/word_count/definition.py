@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +37,10 @@ class ResultWordCount(ProtocolModel):
 
 JOB_TYPE = JobType(
     name="word_count",
+    home=Path(__file__).parent,
     parse_params=parse_params,
     select_target=resolve_target,
     run=run,
     result_model=lambda: ResultWordCount,
-    params_def="WordCountParams",
-    result_def="Result_WordCount",
-    schemas=json.loads(Path(__file__).with_name("schema.json").read_text(encoding="utf-8")),
     features=("events", "progress", "cancel", "idempotency"),
 )

@@ -7,8 +7,10 @@ and the CLI read the registry.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -57,8 +59,10 @@ class JobType:
       the job (ProtocolError 400/404/409 otherwise).
     - `run` executes a job (see `JobRun`); JobInterruptedError from `checkpoint()` propagates.
     - `fit_result` cuts a result larger than the job item holds, or returns None (the job fails).
-    - `schemas` are the JSON Schema `$defs` the type contributes to schemas/ and the OpenAPI
-      document (`make openapi` renders them); `params_def`/`result_def` name two of them.
+    - `home` is the type's package directory: its `schema.json` holds the JSON Schema `$defs`
+      the type contributes to schemas/ and the OpenAPI document (`schemas`, read by `make
+      openapi` only); two of them, named after the type, are its params and result schemas
+      (`params_schema`, `result_schema`: `word_count` has `WordCountParams`, `Result_WordCount`).
     - `result_model()` returns the model every result is checked against before it is recorded
       (a mismatch is internal_error); a function, so admission never imports the model.
     """
@@ -68,18 +72,28 @@ class JobType:
     select_target: Callable[[ParsedParams, TargetsFile], Target]
     run: Callable[[JobRun], Outcome]
     result_model: Callable[[], type[BaseModel]]
-    params_def: str
-    result_def: str
-    schemas: Mapping[str, dict[str, Any]]
+    home: Path
     features: tuple[str, ...] = ()
     fit_result: Callable[[dict[str, Any], ResultFits], dict[str, Any] | None] = keep_whole_result
     description: str = ""
     limits: Mapping[str, int] = field(default_factory=dict)
 
     @property
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """The `$defs` of the type's `schema.json` (read on demand: the runtime needs none)."""
+        defs: dict[str, dict[str, Any]] = json.loads(
+            (self.home / "schema.json").read_text(encoding="utf-8")
+        )
+        return defs
+
+    @property
     def params_schema(self) -> str:
-        return f"#/$defs/{self.params_def}"
+        return f"#/$defs/{_camel(self.name)}Params"
 
     @property
     def result_schema(self) -> str:
-        return f"#/$defs/{self.result_def}"
+        return f"#/$defs/Result_{_camel(self.name)}"
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))

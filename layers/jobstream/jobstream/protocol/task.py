@@ -128,12 +128,7 @@ def _parse_job_type(job_type: Any, job_types: Mapping[str, ParamsParser]) -> str
 
 
 def _parse_idempotency_key(value: Any) -> str:
-    if not isinstance(value, str) or is_blank(value):
-        raise invalid_params("idempotency_key must be a non-empty string")
-    key = js_trim(value)
-    if js_length(key) > MAX_IDEMPOTENCY_KEY:
-        raise invalid_params(f"idempotency_key must be at most {MAX_IDEMPOTENCY_KEY} characters")
-    return key
+    return _trimmed_string(value, "idempotency_key", MAX_IDEMPOTENCY_KEY)
 
 
 def _parse_labels(labels: Any) -> dict[str, str] | None:
@@ -154,9 +149,14 @@ def non_blank_string(value: Any, max_length: int) -> bool:
 def parse_target_id(target_id: Any) -> str | None:
     if target_id is None:
         return None
-    if not isinstance(target_id, str) or is_blank(target_id):
-        raise invalid_params("params.target_id must be a non-empty string")
-    trimmed = js_trim(target_id)
-    if js_length(trimmed) > MAX_TARGET_ID:
-        raise invalid_params(f"params.target_id must be at most {MAX_TARGET_ID} characters")
+    return _trimmed_string(target_id, "params.target_id", MAX_TARGET_ID)
+
+
+def _trimmed_string(value: Any, name: str, max_length: int) -> str:
+    """A non-blank string, trimmed as JavaScript trims, of at most `max_length` characters."""
+    if not isinstance(value, str) or is_blank(value):
+        raise invalid_params(f"{name} must be a non-empty string")
+    trimmed = js_trim(value)
+    if js_length(trimmed) > max_length:
+        raise invalid_params(f"{name} must be at most {max_length} characters")
     return trimmed

@@ -19,6 +19,7 @@ from jobstream.service.retention import has_expired, item_expiry
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import after_append, callback_intent, next_event, reconcile
 from jobstream.store import budgets
+from jobstream.store.jobs import NewEvent
 
 NEW = 202
 REPLAYED = 200
@@ -43,13 +44,8 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
         intent = callback_intent(record, accepted, base_url)
         admitted = after_append(record, accepted)
         _check_storable(admitted)
-        if rt.store.create_job(
-            admitted,
-            accepted,
-            intent,
-            expires_at=item_expiry(admitted, rt.settings),
-            now_s=record.created_at // 1000,
-        ):
+        first = NewEvent(accepted, expires_at=item_expiry(admitted, rt.settings), intent=intent)
+        if rt.store.create_job(admitted, first, now_s=record.created_at // 1000):
             # The job and its callback go to their queues from the table's stream
             # (service/dispatcher.py): admission waits for no send.
             observability.count("events_recorded", dimension=accepted.kind)

@@ -15,6 +15,7 @@ from jobstream.delivery.signing import webhook_headers
 from jobstream.domain import (
     CALLBACK_IN_FLIGHT,
     CALLBACK_RETRY_WAIT,
+    AttemptAnswer,
     CallbackRecord,
     IntentRef,
     JobRecord,
@@ -63,7 +64,7 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     body = callback_body(job, intent, now) if job is not None else None
     if job is None or body is None:
         # Nothing left to send: the job is gone (past its retention).
-        return _dead(rt, intent, now=now, status=None, error="the job no longer exists")
+        return _dead(rt, intent, AttemptAnswer(None, "the job no longer exists"), now=now)
     verdict, retry_after_ms = _attempt(rt, intent, job, body)
     finished_at = rt.clock()
     if verdict.outcome is Outcome.DELIVERED:
@@ -71,7 +72,8 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
         observability.count("callbacks_delivered")
         return AttemptResult(Disposition.DONE, outcome="delivered")
     if verdict.outcome is Outcome.DEAD or intent.attempts >= intent.max_attempts:
-        return _dead(rt, intent, now=finished_at, status=verdict.status, error=verdict.error)
+        answer = AttemptAnswer(verdict.status, verdict.error)
+        return _dead(rt, intent, answer, now=finished_at)
     delay = retry_delay_ms(
         intent.attempts,
         base_ms=settings.callback_retry_base_ms,
@@ -79,17 +81,15 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
         retry_after_ms=retry_after_ms,
     )
     rt.callbacks.mark_retry(
-        intent, next_attempt_at=finished_at + delay, status=verdict.status, error=verdict.error
+        intent, AttemptAnswer(verdict.status, verdict.error), next_attempt_at=finished_at + delay
     )
     observability.count("callbacks_retried")
     return AttemptResult(Disposition.RETRY, delay_ms=delay, outcome="retry")
 
 
-def _dead(
-    rt: Runtime, intent: CallbackRecord, *, now: int, status: int | None, error: str
-) -> AttemptResult:
-    rt.callbacks.mark_dead(intent, now=now, status=status, error=error)
-    rt.callback_queue.dead_letter(IntentRef(intent.job_id, intent.sequence))
+def _dead(rt: Runtime, intent: CallbackRecord, answer: AttemptAnswer, *, now: int) -> AttemptResult:
+    rt.callbacks.mark_dead(intent, answer, now=now)
+    rt.callback_queue.dead_letter(intent.ref)
     observability.count("callbacks_dead_lettered")
     return AttemptResult(Disposition.DONE, outcome="dead")
 

@@ -74,7 +74,7 @@ def redrive(
     for done, (record, job) in enumerate(dead, start=1):
         # None: no longer dead (delivered or revived meanwhile); not ours to count.
         if job is not None and rt.callbacks.revive(record, now=now) is not None:
-            revived.append(IntentRef(record.job_id, record.sequence))
+            revived.append(record.ref)
         if on_progress is not None:
             on_progress(done, len(dead))
     queue = rt.callback_queue

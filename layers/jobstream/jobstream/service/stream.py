@@ -21,7 +21,7 @@ from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
 from jobstream.service.ownership import load_owned_job, load_owned_job_and_event_at
 from jobstream.service.retention import item_expiry, job_expiry
 from jobstream.service.runtime import Runtime
-from jobstream.store.jobs import CallbackIntent, StaleJobError, StateChange
+from jobstream.store.jobs import Append, CallbackIntent, StaleJobError, StateChange
 
 # Each loss of a race re-reads the job; a job has at most a handful of lifecycle events.
 MAX_RECORD_ATTEMPTS: Final = 8
@@ -198,13 +198,15 @@ def _commit(
     # item's own retention period (service/retention.py).
     rt.store.append_event(
         record,
-        event,
-        change=change,
-        intent=intent,
-        expires_at=item_expiry(record, rt.settings),
-        job_expires_at=(
-            job_expiry(record, event.at, rt.settings) if event.kind in TERMINAL_KINDS else None
+        Append(
+            event,
+            expires_at=item_expiry(record, rt.settings),
+            intent=intent,
+            change=change,
+            job_expires_at=(
+                job_expiry(record, event.at, rt.settings) if event.kind in TERMINAL_KINDS else None
+            ),
+            once_per_job=event.kind in ONCE_PER_JOB_KINDS,
         ),
-        once_per_job=event.kind in ONCE_PER_JOB_KINDS,
     )
     observability.count("events_recorded", dimension=event.kind)

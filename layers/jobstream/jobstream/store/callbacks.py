@@ -9,8 +9,8 @@ attempt does not move it there (its claim writes no index key), only a retry's n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
@@ -20,16 +20,14 @@ from jobstream.domain import (
     CALLBACK_IN_FLIGHT,
     CALLBACK_PENDING,
     CALLBACK_RETRY_WAIT,
+    AttemptAnswer,
     CallbackRecord,
     IntentRef,
 )
 from jobstream.store import keys
-from jobstream.store.client import dynamodb_client, error_code
+from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.sweep_index import sweep_entries
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
 
 MAX_ERROR_CHARS: Final = 1000
 _OPTIONAL: Final = (
@@ -64,9 +62,9 @@ def _record(item: Mapping[str, Any]) -> CallbackRecord | None:
     )
 
 
-def _answer(status: int | None, error: str) -> dict[str, Any]:
+def _answer(answer: AttemptAnswer) -> dict[str, Any]:
     """The last answer's values (`last_status`, `last_error`) of an attempt that failed."""
-    return {":status": status, ":error": error[:MAX_ERROR_CHARS]}
+    return {":status": answer.status, ":error": answer.error[:MAX_ERROR_CHARS]}
 
 
 def _ref_from_sweep_key(sort_key: str) -> IntentRef:
@@ -75,20 +73,7 @@ def _ref_from_sweep_key(sort_key: str) -> IntentRef:
     return IntentRef(job_id, int(sequence))
 
 
-class CallbackStore:
-    def __init__(
-        self, table_name: str, client_factory: Callable[[], DynamoDBClient] = dynamodb_client
-    ) -> None:
-        self.table_name = table_name
-        self._client_factory = client_factory
-
-    @property
-    def client(self) -> DynamoDBClient:
-        return self._client_factory()
-
-    def connect(self) -> None:
-        self._client_factory()
-
+class CallbackStore(TableStore):
     def _key(self, ref: IntentRef) -> dict[str, Any]:
         return to_item({keys.PK: keys.job_pk(ref.job_id), keys.SK: keys.event_sk(ref.sequence)})
 
@@ -158,7 +143,7 @@ class CallbackStore:
         names: Mapping[str, str] | None = None,
     ) -> CallbackRecord | None:
         return self._update(
-            IntentRef(intent.job_id, intent.sequence),
+            intent.ref,
             update,
             # Only the attempt that claimed the callback records its outcome.
             "#state = :in_flight AND attempts = :attempts",
@@ -191,14 +176,8 @@ class CallbackStore:
         )
 
     def mark_retry(
-        self,
-        intent: CallbackRecord,
-        *,
-        next_attempt_at: int,
-        status: int | None,
-        error: str,
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, next_attempt_at: int
     ) -> CallbackRecord | None:
-        ref = IntentRef(intent.job_id, intent.sequence)
         return self._finish(
             intent,
             "SET #state = :retry_wait, next_attempt_at = :next, last_status = :status, "
@@ -206,15 +185,15 @@ class CallbackStore:
             {
                 ":retry_wait": CALLBACK_RETRY_WAIT,
                 ":next": next_attempt_at,
-                ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, ref.item_id),
-                **_answer(status, error),
+                ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, intent.ref.item_id),
+                **_answer(answer),
             },
         )
 
     def mark_dead(
-        self, intent: CallbackRecord, *, now: int, status: int | None, error: str
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int
     ) -> CallbackRecord | None:
-        ref = IntentRef(intent.job_id, intent.sequence)
+        ref = intent.ref
         return self._close(
             intent,
             "#state = :dead, dead_at = :now, last_status = :status, last_error = :error, "
@@ -225,7 +204,7 @@ class CallbackStore:
                 ":now": now,
                 ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
                 ":dead_sk": keys.sweep_sk(now, ref.item_id),
-                **_answer(status, error),
+                **_answer(answer),
             },
         )
 
@@ -252,7 +231,7 @@ class CallbackStore:
 
         An open callback never expires: its expiry is removed, kept in `retain_until` for the
         close that follows."""
-        ref = IntentRef(dead.job_id, dead.sequence)
+        ref = dead.ref
         retain = dead.expires_at if dead.expires_at is not None else dead.retain_until
         return self._update(
             ref,

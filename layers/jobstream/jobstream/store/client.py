@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,3 +24,21 @@ def error_code(error: Exception) -> str:
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code", ""))
     return ""
+
+
+class TableStore:
+    """A store of the one table: its name, and its client (created on first use)."""
+
+    def __init__(
+        self, table_name: str, client_factory: Callable[[], DynamoDBClient] = dynamodb_client
+    ) -> None:
+        self.table_name = table_name
+        self.client_factory = client_factory
+
+    @property
+    def client(self) -> DynamoDBClient:
+        return self.client_factory()
+
+    def connect(self) -> None:
+        """Create the client now (before threads share it)."""
+        self.client_factory()

@@ -19,8 +19,8 @@ from jobstream.domain import CALLBACK_PENDING, JobChange, JobRecord, JobStatus, 
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys
 from jobstream.store.callbacks import CallbackStore
-from jobstream.store.client import dynamodb_client, error_code
-from jobstream.store.codec import from_attribute, from_item, to_item
+from jobstream.store.client import TableStore, error_code
+from jobstream.store.codec import from_attribute, to_item
 from jobstream.store.listing import (
     InvalidCursorError,
     JobQuery,
@@ -41,16 +41,17 @@ from jobstream.store.records import (
 from jobstream.store.sweep_index import sweep_entries
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 __all__ = [
     "MAX_CALLBACK_ATTEMPTS",
+    "Append",
     "CallbackIntent",
     "InvalidCursorError",
     "JobQuery",
     "JobStore",
     "ListedJob",
+    "NewEvent",
     "StaleJobError",
     "StateChange",
     "decode_cursor",
@@ -99,20 +100,28 @@ class StateChange:
     require_lease_expired_at: int | None = None
 
 
-class JobStore:
-    def __init__(
-        self, table_name: str, client_factory: Callable[[], DynamoDBClient] = dynamodb_client
-    ) -> None:
-        self.table_name = table_name
-        self.client_factory = client_factory
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to record: its item's expiry (`expires_at`, epoch seconds) and its callback."""
 
-    @property
-    def client(self) -> DynamoDBClient:
-        return self.client_factory()
+    event: StoredEvent
+    expires_at: int
+    intent: CallbackIntent | None = None
 
-    def connect(self) -> None:
-        self.client_factory()
 
+@dataclass(frozen=True, slots=True)
+class Append(NewEvent):
+    """An event appended to a job's stream, with what its job takes in the same transaction: a
+    state change, and what the event is (the store knows no event kinds): `once_per_job`, its
+    kind may stand once in the job's stream; `job_expires_at`, it is the terminal event and
+    gives the job its own expiry."""
+
+    change: StateChange | None = None
+    job_expires_at: int | None = None
+    once_per_job: bool = False
+
+
+class JobStore(TableStore):
     def callbacks(self) -> CallbackStore:
         return CallbackStore(self.table_name, self.client_factory)
 
@@ -178,25 +187,12 @@ class JobStore:
         for sort_key in sweep_entries(self.client, self.table_name, keys.ACTIVE_JOBS):
             yield sort_key.split("#", 1)[1]
 
-    def callback_intents(self, job_id: str) -> list[dict[str, Any]]:
-        """Every event of the job that carries a callback, in event order, as stored."""
-        items = self._job_range(job_id, keys.event_sk(1), keys.event_sk(_LAST_SEQUENCE))
-        return [from_item(item) for item in items if "state" in item]
-
     # -- writes ------------------------------------------------------------------------------
 
-    def create_job(
-        self,
-        record: JobRecord,
-        accepted: StoredEvent,
-        intent: CallbackIntent | None,
-        *,
-        expires_at: int,
-        now_s: int,
-    ) -> bool:
-        """Admission: the job and its first event (with its callback) in one transaction; the
-        event expires at `expires_at`. False when a job with this id exists (nothing was
-        written). An expired job under the same key is replaced."""
+    def create_job(self, record: JobRecord, first: NewEvent, *, now_s: int) -> bool:
+        """Admission: the job and its first event (with its callback) in one transaction.
+        False when a job with this id exists (nothing was written). An expired job under the
+        same key is replaced."""
         items: list[TransactWriteItemTypeDef] = [
             {
                 "Put": {
@@ -209,35 +205,22 @@ class JobStore:
                     "ExpressionAttributeValues": to_item({":now": now_s}),
                 }
             },
-            self._put_event(record, accepted, expires_at=expires_at, intent=intent),
+            self._put_event(record, first),
         ]
-        try:
-            self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            raise
-        return True
+        return _applied(
+            lambda: self.client.transact_write_items(
+                TransactItems=items, ReturnConsumedCapacity="TOTAL"
+            )
+        )
 
-    def append_event(
-        self,
-        record: JobRecord,
-        event: StoredEvent,
-        *,
-        expires_at: int,
-        change: StateChange | None = None,
-        intent: CallbackIntent | None = None,
-        job_expires_at: int | None = None,
-        once_per_job: bool = False,
-    ) -> None:
-        """Record `event` as the job's next event, with an optional state change and callback,
-        atomically. The event expires at `expires_at`; a terminal event gives the job its own
-        expiry, `job_expires_at`, and takes it off the sweep's active set. The caller says what
-        the event is (the store knows no event kinds): `once_per_job`, its kind may stand once in
-        the job's stream; `job_expires_at`, it is the terminal event.
+    def append_event(self, record: JobRecord, append: Append) -> None:
+        """Record `append.event` as the job's next event, with its state change and callback,
+        atomically. A terminal event gives the job its own expiry and takes it off the sweep's
+        active set.
 
         Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
+        event = append.event
         if event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
         names: dict[str, str] = {"#count": "event_count", "#last": "last_event_at"}
@@ -250,13 +233,15 @@ class JobStore:
         # The sequence check makes concurrent appenders serialise: exactly one wins each slot.
         conditions = ["#count = :expected"]
         add_clause = (
-            _once_per_job_clause(event.kind, names, values, conditions) if once_per_job else ""
+            _once_per_job_clause(event.kind, names, values, conditions)
+            if append.once_per_job
+            else ""
         )
         removed: list[str] = []
-        if job_expires_at is not None:
-            removed += _terminal_clause(job_expires_at, names, values, assignments)
-        if change is not None:
-            removed += _apply_change(change, names, values, assignments, conditions)
+        if append.job_expires_at is not None:
+            removed += _terminal_clause(append.job_expires_at, names, values, assignments)
+        if append.change is not None:
+            removed += _apply_change(append.change, names, values, assignments, conditions)
         for index, name in enumerate(removed):
             names[f"#r{index}"] = name
         remove_clause = (
@@ -272,7 +257,7 @@ class JobStore:
                 "ExpressionAttributeValues": to_item(values),
             }
         }
-        items = [update, self._put_event(record, event, expires_at=expires_at, intent=intent)]
+        items = [update, self._put_event(record, append)]
         try:
             self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
@@ -320,8 +305,8 @@ class JobStore:
     def _update_held_job(
         self, job_id: str, owner: str, update: str, values: Mapping[str, Any]
     ) -> bool:
-        try:
-            self.client.update_item(
+        return _applied(
+            lambda: self.client.update_item(
                 TableName=self.table_name,
                 Key=job_key(job_id),
                 UpdateExpression=update,
@@ -332,16 +317,12 @@ class JobStore:
                     {**values, ":running": JobStatus.RUNNING.value, ":owner": owner}
                 ),
             )
-        except ClientError as error:
-            if error_code(error) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        )
 
     def mark_dispatched(self, job_id: str, *, now: int) -> bool:
         """Note a (re-)dispatch of a queued job; False when it is no longer queued."""
-        try:
-            self.client.update_item(
+        return _applied(
+            lambda: self.client.update_item(
                 TableName=self.table_name,
                 Key=job_key(job_id),
                 UpdateExpression="SET dispatched_at = :now",
@@ -350,18 +331,14 @@ class JobStore:
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues=to_item({":now": now, ":queued": JobStatus.QUEUED.value}),
             )
-        except ClientError as error:
-            if error_code(error) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        )
 
     def advance_ack(self, record: JobRecord, sequence: int, *, expires_at: int) -> bool:
         """Move the job's ack cursor forward to `sequence`; False when that would not move it
         forward (nothing written). The caller has checked that the event exists. The cursor is
         an item of its own: an ack rewrites neither the job nor its listing entries."""
-        try:
-            self.client.update_item(
+        return _applied(
+            lambda: self.client.update_item(
                 TableName=self.table_name,
                 Key=part_key(record.job_id, keys.ACK_SK),
                 UpdateExpression="SET ack_sequence = :seq, #gen = :created, #expires = :expires",
@@ -376,28 +353,18 @@ class JobStore:
                 ),
                 ReturnConsumedCapacity="TOTAL",
             )
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            raise
-        return True
+        )
 
     # -- items -------------------------------------------------------------------------------
 
-    def _put_event(
-        self,
-        record: JobRecord,
-        event: StoredEvent,
-        *,
-        expires_at: int,
-        intent: CallbackIntent | None,
-    ) -> TransactWriteItemTypeDef:
+    def _put_event(self, record: JobRecord, new: NewEvent) -> TransactWriteItemTypeDef:
+        event, intent = new.event, new.intent
         values: dict[str, Any] = {
             keys.PK: keys.job_pk(event.job_id),
             keys.SK: keys.event_sk(event.sequence),
             "kind": event.kind,
             "at": event.at,
-            keys.TTL_ATTRIBUTE: expires_at,
+            keys.TTL_ATTRIBUTE: new.expires_at,
         }
         if intent is not None:
             item_id = keys.intent_item_id(event.job_id, event.sequence)
@@ -521,6 +488,17 @@ def _item_to_event(job_id: str, item: Mapping[str, Any]) -> StoredEvent:
         kind=item["kind"]["S"],
         at=int(item["at"]["N"]),
     )
+
+
+def _applied(write: Callable[[], object]) -> bool:
+    """Run one conditional write; False when its condition did not hold (nothing written)."""
+    try:
+        write()
+    except ClientError as error:
+        if _condition_failed(error):
+            return False
+        raise
+    return True
 
 
 def _condition_failed(error: ClientError) -> bool:

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from jobstream.domain import CallbackRecord, IntentRef, JobRecord, StoredEvent
-    from jobstream.store.jobs import CallbackIntent, StateChange
+    from jobstream.domain import AttemptAnswer, CallbackRecord, IntentRef, JobRecord, StoredEvent
+    from jobstream.store.jobs import Append, NewEvent
     from jobstream.store.listing import JobQuery, ListedJob
 
 
@@ -32,16 +32,11 @@ class CallbackStorePort(Protocol):
     ) -> CallbackRecord | None: ...
 
     def mark_retry(
-        self,
-        intent: CallbackRecord,
-        *,
-        next_attempt_at: int,
-        status: int | None,
-        error: str,
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, next_attempt_at: int
     ) -> CallbackRecord | None: ...
 
     def mark_dead(
-        self, intent: CallbackRecord, *, now: int, status: int | None, error: str
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int
     ) -> CallbackRecord | None: ...
 
     def postpone(self, ref: IntentRef, *, now: int, due: int) -> bool: ...
@@ -80,31 +75,11 @@ class JobStorePort(Protocol):
 
     def active_jobs(self) -> Iterator[str]: ...
 
-    def callback_intents(self, job_id: str) -> list[dict[str, Any]]: ...
-
     # -- writes (each conditional: see the implementation for the condition and why)
 
-    def create_job(
-        self,
-        record: JobRecord,
-        accepted: StoredEvent,
-        intent: CallbackIntent | None,
-        *,
-        expires_at: int,
-        now_s: int,
-    ) -> bool: ...
+    def create_job(self, record: JobRecord, first: NewEvent, *, now_s: int) -> bool: ...
 
-    def append_event(
-        self,
-        record: JobRecord,
-        event: StoredEvent,
-        *,
-        expires_at: int,
-        change: StateChange | None = None,
-        intent: CallbackIntent | None = None,
-        job_expires_at: int | None = None,
-        once_per_job: bool = False,
-    ) -> None: ...
+    def append_event(self, record: JobRecord, append: Append) -> None: ...
 
     def put_result(
         self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int

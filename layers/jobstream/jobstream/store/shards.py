@@ -73,11 +73,6 @@ class MergedQuery:
             # Keep the invariant: a shard with items left has its next one at hand.
             self._fill(shard)
 
-    @property
-    def exhausted(self) -> bool:
-        """True when nothing is left to yield (no shard has an item at hand or unread)."""
-        return self._started and all(not shard.items and shard.done for shard in self._shards)
-
     def _fill(self, shard: _Shard) -> None:
         # A filtered read may match nothing and still not be the shard's last: read on.
         while not shard.items and not shard.done:

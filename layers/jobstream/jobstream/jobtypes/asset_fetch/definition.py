@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS, parse_params
 from jobstream.jobtypes.base import JobRun, JobType, Outcome
 from jobstream.jobtypes.targeting import resolve_target
-
-NAME = "asset_fetch"
-SCHEMAS: dict[str, dict[str, Any]] = json.loads(
-    Path(__file__).with_name("schema.json").read_text(encoding="utf-8")
-)
 
 
 def _result_model() -> type[BaseModel]:
@@ -43,15 +36,13 @@ def run(job: JobRun) -> Outcome:
 
 
 JOB_TYPE = JobType(
-    name=NAME,
+    name="asset_fetch",
+    home=Path(__file__).parent,
     description="Download the assets a candidate names into jobstream's asset bucket.",
     parse_params=parse_params,
     select_target=resolve_target,
     run=run,
     result_model=_result_model,
-    params_def="AssetFetchParams",
-    result_def="Result_AssetFetch",
-    schemas=SCHEMAS,
     features=("events", "progress", "cancel", "idempotency", "target_selector"),
     limits={"max_assets": MAX_ASSETS},
 )

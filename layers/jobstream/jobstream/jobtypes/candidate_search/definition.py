@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,11 +14,6 @@ from jobstream.protocol.documents import FEATURES
 
 if TYPE_CHECKING:
     from jobstream.jobtypes.candidate_search.sources.base import Source
-
-NAME = "candidate_search"
-SCHEMAS: dict[str, dict[str, Any]] = json.loads(
-    Path(__file__).with_name("schema.json").read_text(encoding="utf-8")
-)
 
 
 def open_source(kind: str, scan_delay_ms: int = 0) -> Source:
@@ -65,16 +59,14 @@ def _fit_result(result: dict[str, Any], fits: Any) -> dict[str, Any] | None:
 
 
 JOB_TYPE = JobType(
-    name=NAME,
+    name="candidate_search",
+    home=Path(__file__).parent,
     description="Find candidate works for a tag query on a configured target.",
     parse_params=parse_params,
     select_target=admit_target,
     run=run,
     fit_result=_fit_result,
     result_model=_result_model,
-    params_def="CandidateSearchParams",
-    result_def="Result_CandidateSearch",
-    schemas=SCHEMAS,
     # Every feature the protocol names: exclusions, tag expansion and the target selector too.
     features=FEATURES,
 )

@@ -5,6 +5,7 @@ Pure. The Task envelope around them is checked by `protocol.task`; `target_id` i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -48,25 +49,21 @@ def parse_params(params: Any) -> CandidateSearchParams:
     if not isinstance(params, dict):
         raise invalid_params("params must be a JSON object")
     normalized: dict[str, Any] = {}
-    source = _parse_source(params.get("source"))
-    if source is not None:
-        normalized["source"] = source
-    query = _parse_query(params.get("query"))
-    if query is not None:
-        normalized["query"] = query
-    constraints = _parse_constraints(params.get("constraints"))
-    if constraints is not None:
-        normalized["constraints"] = constraints
+    for name, parse in _PARTS:
+        part = params.get(name)
+        if part is None:
+            continue
+        if not isinstance(part, dict):
+            raise invalid_params(f"params.{name} must be a JSON object")
+        parsed = parse(part)
+        if parsed is not None:
+            normalized[name] = parsed
     return CandidateSearchParams(
         params=normalized, target_id=parse_target_id(params.get("target_id"))
     )
 
 
-def _parse_source(source: Any) -> dict[str, Any] | None:
-    if source is None:
-        return None
-    if not isinstance(source, dict):
-        raise invalid_params("params.source must be a JSON object")
+def _parse_source(source: dict[str, Any]) -> dict[str, Any] | None:
     normalized: dict[str, Any] = {}
     platform = source.get("platform")
     if platform is not None:
@@ -83,11 +80,7 @@ def _parse_source(source: Any) -> dict[str, Any] | None:
     return normalized or None
 
 
-def _parse_query(query: Any) -> dict[str, Any] | None:
-    if query is None:
-        return None
-    if not isinstance(query, dict):
-        raise invalid_params("params.query must be a JSON object")
+def _parse_query(query: dict[str, Any]) -> dict[str, Any]:
     tags = query.get("tags")
     tags_message = "params.query.tags must be a non-empty array of strings"
     if not isinstance(tags, list) or not tags:
@@ -105,11 +98,7 @@ def _parse_query(query: Any) -> dict[str, Any] | None:
     return normalized
 
 
-def _parse_constraints(constraints: Any) -> dict[str, Any] | None:
-    if constraints is None:
-        return None
-    if not isinstance(constraints, dict):
-        raise invalid_params("params.constraints must be a JSON object")
+def _parse_constraints(constraints: dict[str, Any]) -> dict[str, Any]:
     normalized: dict[str, Any] = {}
     exclude = constraints.get("exclude")
     if exclude is not None:
@@ -122,6 +111,15 @@ def _parse_constraints(constraints: Any) -> dict[str, Any] | None:
     if work_types is not None:
         normalized["work_types"] = _parse_work_types(work_types)
     return normalized
+
+
+# The params' objects in the order their errors are reported (reference §7.1); each parser
+# gets the object and returns its normalized form (None: nothing to keep).
+_PARTS: Final[tuple[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]], ...]] = (
+    ("source", _parse_source),
+    ("query", _parse_query),
+    ("constraints", _parse_constraints),
+)
 
 
 def _parse_count(name: str, value: Any) -> int:

@@ -74,27 +74,11 @@ class _CatalogFile(_Strict):
 
 
 def _to_work(work: _CatalogWork) -> Work:
+    # The catalog's models have the fields of the source's, validated: copy them by name.
     return Work(
-        work_id=work.work_id,
-        work_type=work.work_type,
-        title=work.title,
+        **work.model_dump(exclude={"tags", "assets"}),
         tags=tuple(work.tags),
-        url=work.url,
-        author=work.author,
-        bookmarks=work.bookmarks,
-        assets=tuple(
-            SourceAsset(
-                asset_id=asset.asset_id,
-                type=asset.type,
-                role=asset.role,
-                url=asset.url,
-                width=asset.width,
-                height=asset.height,
-                mime=asset.mime,
-                file=asset.file,
-            )
-            for asset in work.assets
-        ),
+        assets=tuple(SourceAsset(**asset.model_dump()) for asset in work.assets),
     )
 
 
