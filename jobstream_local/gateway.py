@@ -21,6 +21,7 @@ from jobstream.http.api import error_response
 from jobstream.http.request import MAX_BODY_BYTES
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.pages import MAX_RESPONSE_BYTES
+from jobstream_local.http_answer import send_body
 from jobstream_local.request_body import BODY_TIMEOUT_S, OversizedBody, UnreadableBody, read_body
 from jobstream_local.template import FunctionSpec, HttpRoute
 
@@ -251,12 +252,7 @@ def make_server(api: LocalHttpApi, host: str, port: int) -> ThreadingHTTPServer:
                 else str(payload).encode("utf-8")
             )
             self.send_response(int(response.get("statusCode", 200)))
-            for name, value in (response.get("headers") or {}).items():
-                self.send_header(name, str(value))
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
+            send_body(self, (response.get("headers") or {}).items(), data)
 
         def __getattr__(self, name: str) -> Any:
             # Every method reaches the API, as behind API Gateway: unknown routes and methods

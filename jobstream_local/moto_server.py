@@ -28,12 +28,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 from urllib.parse import unquote
 
+from jobstream_local.http_answer import send_body
 from jobstream_local.moto_patches import patch_moto
 
 # Served by the lean path: the services of the job path (the rest goes to moto's application).
 FAST_SERVICES: Final = frozenset({"dynamodb", "dynamodbstreams", "sqs"})
 LISTEN_BACKLOG: Final = 1024
 READY: Final = "moto ready at"
+# Headers of moto's answers that this front writes itself (or that HTTP/1.1 framing forbids).
+_FRAMING: Final = frozenset({"content-length", "status", "transfer-encoding", "connection"})
 
 MotoCallback = Callable[[Any, str, dict[str, str]], tuple[int, dict[str, Any], Any]]
 
@@ -199,13 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, status: int, headers: Iterable[tuple[str, Any]], content: Any) -> None:
         data = content.encode("utf-8") if isinstance(content, str) else bytes(content or b"")
         self.send_response_only(status, _reason(status))
-        for name, value in headers:
-            if name.lower() not in ("content-length", "status", "transfer-encoding", "connection"):
-                self.send_header(name, str(value))
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        send_body(self, [header for header in headers if header[0].lower() not in _FRAMING], data)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("do_"):

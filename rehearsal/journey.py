@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from jobstream_client.webhooks import CallbackVerificationError, verify_callback
+from jobstream_conformance.callbacks import ACCEPT, Receiver
 from rehearsal.api import Answer, ApiClient
 from rehearsal.logs import FunctionLogs
 from rehearsal.plan import Credentials
-from rehearsal.receiver import Receiver
 from rehearsal.stack import Stack
 from rehearsal.toolchain import RehearsalError
 
@@ -86,7 +86,7 @@ class Journey:
             "params": {"target_id": TARGET_ID},
         }
         if callback:
-            task["callback_url"] = self.receiver.url
+            task["callback_url"] = self.receiver.url + ACCEPT
         return task
 
     def _events(self, step: str, job_id: str) -> list[dict[str, Any]]:
@@ -193,7 +193,7 @@ class Journey:
 
         def all_delivered() -> list[Any] | None:
             seen = {}
-            for delivery in self.receiver.received():
+            for delivery in self.receiver.received(ACCEPT):
                 event = json.loads(delivery.body)
                 if event.get("job_id") == job_id:
                     seen[event["event_id"]] = delivery

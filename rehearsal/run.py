@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobstream_conformance.callbacks import receiver
 from jobstream_local.template import Template
 from rehearsal import deploy, emulator_main, plugins, tenants
 from rehearsal.api import ApiClient
@@ -23,7 +24,6 @@ from rehearsal.plan import (
     python_version,
     registry_secret,
 )
-from rehearsal.receiver import receiver
 from rehearsal.stack import Stack
 from rehearsal.toolchain import REPOSITORY, WORK_DIR, RehearsalError
 
@@ -158,7 +158,7 @@ def _drive(options: Options, stack: Stack, emulator: Emulator, registry: str,
     logs = FunctionLogs(stack.client("logs"), stack.log_groups())
     # The conformance kit's own callback listener: a second origin of tenant A.
     kit_receiver = f"127.0.0.1:{free_port()}"
-    with receiver() as callbacks:
+    with receiver("127.0.0.1:0", None) as callbacks:
         origins = [_origin(callbacks.url), f"http://{kit_receiver}"]
         credentials = _add_tenants(options, stack, emulator, registry, origins)
         with serve_api(emulator.endpoint, stack.api_id()) as base_url:
