@@ -24,7 +24,7 @@ from tests.support.harness import Api
 from tests.support.validation import validate, validate_error
 
 LAYER = Path(__file__).resolve().parents[2] / "layers" / "jobstream" / "jobstream"
-CATALOG_FILES = LAYER / "jobtypes" / "candidate_search" / "catalog-files"
+CATALOG_FILES = LAYER / "jobtypes" / "sources" / "catalog-files"
 WORK_ID = "118416466"
 
 

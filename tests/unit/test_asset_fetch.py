@@ -22,9 +22,9 @@ from jobstream.jobtypes.asset_fetch.fetch import fetch
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS, parse_params
 from jobstream.jobtypes.asset_fetch.sources import CatalogAssets, PixivAssets, Read
 from jobstream.jobtypes.base import JobRun
-from jobstream.jobtypes.candidate_search.sources.base import SourceAsset, SourceError
-from jobstream.jobtypes.candidate_search.sources.catalog import CatalogSource
 from jobstream.jobtypes.context import JobInterruptedError
+from jobstream.jobtypes.sources.base import SourceAsset, SourceError
+from jobstream.jobtypes.sources.catalog import CatalogSource
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from tests.support.recorded_http import Canned, recorded_server
 from tests.support.validation import validate_error

@@ -14,19 +14,19 @@ from jobstream.config.targets import Target
 from jobstream.jobtypes.candidate_search import executor
 from jobstream.jobtypes.candidate_search.executor import Outcome, run
 from jobstream.jobtypes.candidate_search.plan import SearchPlan, build_plan
-from jobstream.jobtypes.candidate_search.sources.base import (
+from jobstream.jobtypes.context import JobInterruptedError
+from jobstream.jobtypes.sources.base import (
     SearchRequest,
     SourceAsset,
     SourceError,
     Work,
 )
-from jobstream.jobtypes.candidate_search.sources.catalog import (
+from jobstream.jobtypes.sources.catalog import (
     DEFAULT_CATALOG,
     CatalogSource,
     catalog_path,
     load_catalog,
 )
-from jobstream.jobtypes.context import JobInterruptedError
 from tests.support.validation import validate
 
 # --- fakes ---------------------------------------------------------------------------------------

@@ -675,7 +675,7 @@ def target(
 def caps(*targets: dict[str, Any], fallback: int = 1_800_000) -> dict[str, Any]:
     targets_file = TargetsFile.model_validate({"targets": list(targets)})
     return capabilities(
-        job_types=registry.declarations(),
+        job_types=registry.job_types(),
         queued_timeout_ms=1_800_000,
         stall_timeout_ms=900_000,
         heartbeat_interval_ms=30_000,
@@ -728,7 +728,7 @@ def test_capabilities_document() -> None:
 
 def test_capabilities_report_the_live_budgets() -> None:
     document = capabilities(
-        job_types=registry.declarations(),
+        job_types=registry.job_types(),
         queued_timeout_ms=660_000,
         stall_timeout_ms=420_000,
         heartbeat_interval_ms=30_000,

@@ -119,6 +119,32 @@ def test_imports_go_downward(path: Path) -> None:
     assert upward_imports(path) == []
 
 
+def job_type_of(module: str) -> str | None:
+    """The job type whose package holds `module` (a package of jobtypes/ with a definition.py);
+    None for the shared units of jobtypes/ (its top modules, `sources`) and everything else."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[:2] != ["jobstream", "jobtypes"]:
+        return None
+    return parts[2] if (PACKAGE / "jobtypes" / parts[2] / "definition.py").is_file() else None
+
+
+def cross_job_type_imports(path: Path) -> list[str]:
+    own = job_type_of(module_name(path))
+    problems = []
+    for line, target in imported_modules(path):
+        other = job_type_of(target)
+        if other is not None and other != own:
+            problems.append(f"{path.name}:{line} imports {target}: the job type {other}'s own")
+    return problems
+
+
+@pytest.mark.parametrize("path", layer_files(), ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_a_job_type_imports_no_other_job_type(path: Path) -> None:
+    """Job types share what is below them (jobtypes/base, sources, ...), never each other's
+    packages: one can be removed or changed without touching another."""
+    assert cross_job_type_imports(path) == []
+
+
 @pytest.mark.parametrize(
     "path", sorted(FUNCTIONS.glob("*/app.py")), ids=lambda path: path.parent.name
 )
@@ -177,3 +203,24 @@ def test_a_downward_import_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "from jobstream.store.jobs import JobStore\nfrom jobstream import domain\nimport json\n"
     )
     assert upward_imports(write(package, "service/jobs.py", source)) == []
+
+
+def test_an_import_of_another_job_type_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "jobstream"
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
+    for name in ("search", "fetch"):
+        write(package, f"jobtypes/{name}/definition.py", "")
+    write(package, "jobtypes/sources/base.py", "")
+    path = write(
+        package,
+        "jobtypes/fetch/executor.py",
+        "from jobstream.jobtypes.sources.base import SourceError\n"
+        "from jobstream.jobtypes.fetch import definition\n"
+        "def f():\n    from jobstream.jobtypes.search.params import parse\n",
+    )
+    (problem,) = cross_job_type_imports(path)
+    assert "jobstream.jobtypes.search.params: the job type search's own" in problem
+    shared = write(package, "jobtypes/runner.py", "from jobstream.jobtypes.search import x\n")
+    assert cross_job_type_imports(shared) != []

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from jobstream.domain import JobRecord, StoredEvent
 from jobstream.protocol import documents
-from jobstream.protocol.models import MODELS_BY_DEF, ErrorEnvelope, Job, JobReceipt
+from tests.support.protocol_models import MODELS_BY_DEF, ErrorEnvelope, Job, JobReceipt
 from tests.support.validation import FIXTURES, PUBLISHED_SCHEMA
 
 FIXTURE_MODELS = {

@@ -18,15 +18,15 @@ import requests
 import responses
 from responses import matchers
 
-from jobstream.jobtypes.candidate_search.sources import pixiv as pixiv_module
-from jobstream.jobtypes.candidate_search.sources.base import (
+from jobstream.jobtypes.sources import pixiv as pixiv_module
+from jobstream.jobtypes.sources.base import (
     SearchRequest,
     SourceAsset,
     SourceError,
     Work,
     WorkType,
 )
-from jobstream.jobtypes.candidate_search.sources.pixiv import (
+from jobstream.jobtypes.sources.pixiv import (
     PixivSource,
     refresh_token_from_environment,
 )

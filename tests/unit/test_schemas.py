@@ -421,7 +421,7 @@ def test_produced_job_pages_validate() -> None:
 def test_produced_capabilities_validate() -> None:
     for targets in (_targets(), TargetsFile(targets=[])):
         document = documents.capabilities(
-            job_types=registry.declarations(),
+            job_types=registry.job_types(),
             queued_timeout_ms=1_800_000,
             stall_timeout_ms=900_000,
             heartbeat_interval_ms=30_000,

@@ -43,9 +43,9 @@ QUEUE = "AWS::SQS::Queue"
 READ_ELSEWHERE = {
     "JOBSTREAM_AWS_ENDPOINT_URL": "layers/jobstream/jobstream/aws.py",
     "JOBSTREAM_PIXIV_REFRESH_TOKEN_PARAMETER": (
-        "layers/jobstream/jobstream/jobtypes/candidate_search/sources/pixiv.py"
+        "layers/jobstream/jobstream/jobtypes/sources/pixiv.py"
     ),
-    "JOBSTREAM_CATALOG": "layers/jobstream/jobstream/jobtypes/candidate_search/sources/catalog.py",
+    "JOBSTREAM_CATALOG": "layers/jobstream/jobstream/jobtypes/sources/catalog.py",
     # asset_fetch's own configuration, read when one of its jobs runs.
     "JOBSTREAM_ASSET_BUCKET": "layers/jobstream/jobstream/jobtypes/asset_fetch/config.py",
     "JOBSTREAM_ASSET_URL_TTL_S": "layers/jobstream/jobstream/jobtypes/asset_fetch/config.py",

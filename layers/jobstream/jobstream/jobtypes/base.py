@@ -1,6 +1,6 @@
 """What a job type is: its params parser, target rules, executor, result rule and declaration.
 
-A job type is one package that builds a `JobType` and one registration (`registry.py`). Nothing
+A job type is one package whose `JobType` subclass is registered once (`registry.py`). Nothing
 outside a job type's package names it: admission, the worker, capabilities, the OpenAPI document
 and the CLI read the registry.
 """
@@ -8,15 +8,19 @@ and the CLI read the registry.
 from __future__ import annotations
 
 import json
+import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
 from jobstream.config.targets import Target, TargetsFile
 from jobstream.jobtypes.context import ExecutionContext
+from jobstream.jobtypes.targeting import resolve_target
 from jobstream.protocol.task import ParsedParams
 
 ResultFits = Callable[[dict[str, Any]], bool]
@@ -49,34 +53,53 @@ def keep_whole_result(result: dict[str, Any], fits: ResultFits) -> dict[str, Any
     return result if fits(result) else None
 
 
-@dataclass(frozen=True, slots=True)
-class JobType:
-    """One kind of work.
+class JobType(ABC):
+    """One kind of work: a subclass per type, registered as one instance (`JOB_TYPE`).
 
+    - `name` is the Task's `job_type`; `features` and `limits` are its capabilities entry.
     - `parse_params` validates and normalizes `Task.params`; it raises `ProtocolError`
       (`invalid_params`, HTTP 400) in the job type's own order and words.
     - `select_target` applies the target rules and returns the configured target that serves
-      the job (ProtocolError 400/404/409 otherwise).
+      the job (ProtocolError 400/404/409 otherwise); by default the target `target_id` names,
+      else the only enabled one.
     - `run` executes a job (see `JobRun`); JobInterruptedError from `checkpoint()` propagates.
-    - `fit_result` cuts a result larger than the job item holds, or returns None (the job fails).
-    - `home` is the type's package directory: its `schema.json` holds the JSON Schema `$defs`
-      the type contributes to schemas/ and the OpenAPI document (`schemas`, read by `make
-      openapi` only); two of them, named after the type, are its params and result schemas
-      (`params_schema`, `result_schema`: `word_count` has `WordCountParams`, `Result_WordCount`).
+      Heavy clients are imported inside it, so admission never pays for them.
     - `result_model()` returns the model every result is checked against before it is recorded
-      (a mismatch is internal_error); a function, so admission never imports the model.
+      (a mismatch is internal_error); a method, so admission never imports the model.
+    - `fit_result` cuts a result larger than the job item holds, or returns None (the job
+      fails, the default).
+    - `home` is the directory of the type's package: its `schema.json` holds the JSON Schema
+      `$defs` the type contributes to schemas/ and the OpenAPI document (`schemas`, read by
+      `make openapi` only); two of them, named after the type, are its params and result
+      schemas (`params_schema`, `result_schema`: `word_count` has `WordCountParams`,
+      `Result_WordCount`).
     """
 
-    name: str
-    parse_params: Callable[[Any], ParsedParams]
-    select_target: Callable[[ParsedParams, TargetsFile], Target]
-    run: Callable[[JobRun], Outcome]
-    result_model: Callable[[], type[BaseModel]]
-    home: Path
-    features: tuple[str, ...] = ()
-    fit_result: Callable[[dict[str, Any], ResultFits], dict[str, Any] | None] = keep_whole_result
-    description: str = ""
-    limits: Mapping[str, int] = field(default_factory=dict)
+    name: ClassVar[str]
+    features: ClassVar[tuple[str, ...]] = ()
+    limits: ClassVar[Mapping[str, int]] = MappingProxyType({})
+
+    @abstractmethod
+    def parse_params(self, params: Any) -> ParsedParams: ...
+
+    def select_target(self, params: ParsedParams, targets: TargetsFile) -> Target:
+        return resolve_target(params, targets)
+
+    @abstractmethod
+    def run(self, job: JobRun) -> Outcome: ...
+
+    @abstractmethod
+    def result_model(self) -> type[BaseModel]: ...
+
+    def fit_result(self, result: dict[str, Any], fits: ResultFits) -> dict[str, Any] | None:
+        return keep_whole_result(result, fits)
+
+    @property
+    def home(self) -> Path:
+        module_file = sys.modules[type(self).__module__].__file__
+        if module_file is None:
+            raise RuntimeError(f"job type {self.name!r} is not defined in a file")
+        return Path(module_file).parent
 
     @property
     def schemas(self) -> dict[str, dict[str, Any]]:

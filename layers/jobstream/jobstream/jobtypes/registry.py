@@ -13,7 +13,7 @@ import threading
 from typing import Any, Final
 
 from jobstream.jobtypes.base import JobType
-from jobstream.protocol.documents import FEATURES, JobTypeEntry
+from jobstream.protocol.documents import FEATURES
 from jobstream.protocol.task import AdmissionRequest, ParsedParams
 from jobstream.protocol.task import parse_task as parse_task_envelope
 
@@ -74,20 +74,6 @@ def names() -> tuple[str, ...]:
     return tuple(job_type.name for job_type in job_types())
 
 
-def declarations() -> list[JobTypeEntry]:
-    """What capabilities says about each registered job type."""
-    return [
-        JobTypeEntry(
-            name=job_type.name,
-            params_schema=job_type.params_schema,
-            result_schema=job_type.result_schema,
-            features=job_type.features,
-            limits=job_type.limits,
-        )
-        for job_type in job_types()
-    ]
-
-
 def parse_task(body: Any) -> tuple[AdmissionRequest, JobType]:
     """A Task validated in the reference order: the envelope, then its job type's params."""
     registered = {job_type.name: job_type for job_type in job_types()}
@@ -98,7 +84,6 @@ def parse_task(body: Any) -> tuple[AdmissionRequest, JobType]:
 __all__ = [
     "JobType",
     "ParsedParams",
-    "declarations",
     "get",
     "job_types",
     "names",

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from jobstream.domain import JobRecord, JobStatus, StoredEvent
 from jobstream.protocol.errors import (
@@ -193,20 +192,28 @@ def submission(record: JobRecord, now: int, base_url: str | None = None) -> dict
     return {"job": job_document(record, now, base_url)}
 
 
-@dataclass(frozen=True, slots=True)
-class JobTypeEntry:
-    """What capabilities says about one job type (from the job-type registry)."""
+class DeclaredJobType(Protocol):
+    """What capabilities says about a job type (the job-type registry's `JobType` is one)."""
 
-    name: str
-    params_schema: str
-    result_schema: str
-    features: tuple[str, ...]
-    limits: Mapping[str, int]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def params_schema(self) -> str: ...
+
+    @property
+    def result_schema(self) -> str: ...
+
+    @property
+    def features(self) -> Sequence[str]: ...
+
+    @property
+    def limits(self) -> Mapping[str, int]: ...
 
 
 def capabilities(
     *,
-    job_types: Sequence[JobTypeEntry],
+    job_types: Sequence[DeclaredJobType],
     queued_timeout_ms: int,
     stall_timeout_ms: int,
     heartbeat_interval_ms: int,

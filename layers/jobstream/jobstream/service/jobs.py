@@ -31,7 +31,7 @@ MAX_CANCEL_ATTEMPTS: Final = 8
 def capabilities(rt: Runtime) -> dict[str, Any]:
     settings = rt.settings
     return documents.capabilities(
-        job_types=registry.declarations(),
+        job_types=registry.job_types(),
         queued_timeout_ms=settings.queued_timeout_ms,
         stall_timeout_ms=settings.stall_timeout_ms,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,

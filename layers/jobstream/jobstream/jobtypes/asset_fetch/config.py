@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from jobstream.config.origins import OriginPattern, parse_origins
-from jobstream.jobtypes.candidate_search.sources.base import SourceError
+from jobstream.jobtypes.sources.base import SourceError
 from jobstream.protocol.errors import Reason
 
 BUCKET_ENV: Final = "JOBSTREAM_ASSET_BUCKET"

@@ -12,7 +12,7 @@ from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS
 from jobstream.jobtypes.asset_fetch.sources import AssetSource, Read
 from jobstream.jobtypes.asset_fetch.storage import AssetStore, object_key
 from jobstream.jobtypes.base import JobRun, Outcome
-from jobstream.jobtypes.candidate_search.sources.base import SourceAsset, SourceError
+from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.protocol.errors import Reason
 
 logger = logging.getLogger("jobstream.execution")
@@ -53,7 +53,7 @@ def run(
     try:
         wanted = wanted_assets(job.params, source)
     except SourceError as error:
-        return Outcome(reason=error.reason, message=error.message)
+        return error.outcome()
     if not wanted:
         return Outcome(reason=Reason.NO_CANDIDATE.value, message="the work has no assets")
     expires_at = now_ms + config.url_ttl_s * 1000
@@ -67,7 +67,7 @@ def run(
             if len(read.body) > config.max_bytes:
                 raise too_large(asset.asset_id, config.max_bytes)
         except SourceError as error:
-            return Outcome(reason=error.reason, message=error.message)
+            return error.outcome()
         digest = hashlib.sha256(read.body).hexdigest()
         key = object_key(job.job_id, index, asset.asset_id)
         try:

@@ -25,7 +25,7 @@ from jobstream.delivery.ssrf import (
     parse_callback_url,
     system_resolver,
 )
-from jobstream.jobtypes.candidate_search.sources.base import SourceError
+from jobstream.jobtypes.sources.base import SourceError
 from jobstream.protocol.errors import Reason
 
 CHUNK_BYTES: Final = 64 * 1024

@@ -12,8 +12,8 @@ from jobstream.config.targets import Target
 from jobstream.delivery.ssrf import Resolver, system_resolver
 from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig
 from jobstream.jobtypes.asset_fetch.fetch import fetch
-from jobstream.jobtypes.candidate_search.sources.base import SourceAsset, SourceError
-from jobstream.jobtypes.candidate_search.sources.catalog import CatalogSource, catalog_path
+from jobstream.jobtypes.sources.base import SourceAsset, SourceError
+from jobstream.jobtypes.sources.catalog import CatalogSource, catalog_path
 from jobstream.protocol.errors import Reason
 
 # Pixiv's image hosts answer 403 without the app's Referer (and expect an app User-Agent).
@@ -101,7 +101,7 @@ class PixivAssets:
         self._resolver = resolver
 
     def assets_of(self, work_id: str) -> tuple[SourceAsset, ...]:
-        from jobstream.jobtypes.candidate_search.sources.pixiv import (  # noqa: PLC0415
+        from jobstream.jobtypes.sources.pixiv import (  # noqa: PLC0415
             PixivSource,
             refresh_token_from_environment,
         )

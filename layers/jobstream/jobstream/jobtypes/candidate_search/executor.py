@@ -7,14 +7,14 @@ from typing import Any, Final, Literal
 
 from jobstream.jobtypes.base import Outcome
 from jobstream.jobtypes.candidate_search.plan import SearchPlan
-from jobstream.jobtypes.candidate_search.sources.base import (
+from jobstream.jobtypes.context import ExecutionContext
+from jobstream.jobtypes.sources.base import (
     SearchRequest,
     Source,
     SourceAsset,
     SourceError,
     Work,
 )
-from jobstream.jobtypes.context import ExecutionContext
 from jobstream.protocol.errors import Reason
 
 PLATFORM: Final = "pixiv"
@@ -59,7 +59,7 @@ def run(plan: SearchPlan, source: Source, context: ExecutionContext) -> Outcome:
             if len(candidates) >= plan.limit or scanned >= plan.scan_limit:
                 break
     except SourceError as error:
-        return Outcome(reason=error.reason, message=error.message)
+        return error.outcome()
     if not candidates:
         return _empty_outcome(scanned, filtered)
     context.progress("ranking")

@@ -139,7 +139,7 @@ class PixivSource:
             params = next_params
 
     def work(self, work_id: str, work_type: WorkType) -> Work:
-        """One work by id, with its assets (asset_fetch downloads them)."""
+        """One work by id, with its assets (for downloading them)."""
         key = "illust" if work_type == "illustration" else "novel"
 
         def detail(api: Any) -> Any:

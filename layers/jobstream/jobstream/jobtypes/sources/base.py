@@ -1,10 +1,12 @@
-"""The source interface every candidate_search source implements."""
+"""The source interface: what the job types read works and their assets through."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from jobstream.jobtypes.base import Outcome
 
 WorkType = Literal["illustration", "novel"]
 
@@ -18,7 +20,7 @@ class SourceAsset:
     width: int | None = None
     height: int | None = None
     mime: str | None = None
-    # The catalog's local copy of the file (a path relative to the catalog), read by asset_fetch.
+    # The catalog's local copy of the file (a path relative to the catalog): what a download reads.
     file: str | None = None
 
 
@@ -55,6 +57,10 @@ class SourceError(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+    def outcome(self) -> Outcome:
+        """How the job ends when this failure stops it."""
+        return Outcome(reason=self.reason, message=self.message)
 
 
 class Source(Protocol):

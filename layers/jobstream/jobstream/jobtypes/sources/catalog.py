@@ -11,14 +11,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from jobstream.jobtypes.candidate_search.sources.base import (
+from jobstream.jobtypes.sources.base import (
     SearchRequest,
     SourceAsset,
     SourceError,
     Work,
 )
 
-DEFAULT_CATALOG: Path = Path(__file__).resolve().parents[1] / "catalog.sample.json"
+DEFAULT_CATALOG: Path = Path(__file__).resolve().parent / "catalog.sample.json"
 CATALOG_ENV = "JOBSTREAM_CATALOG"
 
 _NonEmpty = Annotated[str, Field(min_length=1)]
@@ -43,7 +43,7 @@ class _CatalogAsset(_Strict):
     width: Annotated[int, Field(ge=0)] | None = None
     height: Annotated[int, Field(ge=0)] | None = None
     mime: str | None = None
-    # The file's local copy, relative to the catalog file (asset_fetch reads it).
+    # The file's local copy, relative to the catalog file (what a download reads).
     file: Annotated[str, Field(min_length=1)] | None = None
 
 
