@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 
 from jobstream import observability
 from jobstream.jobtypes import runner
+from jobstream.protocol.errors import Reason
 from jobstream.service import admission, completion, execution
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
@@ -193,7 +194,7 @@ def test_the_sweep_lands_a_kept_outcome_instead_of_a_stall_verdict(
     wrt.clock.advance(wrt.settings.stall_timeout_ms + wrt.settings.lease_ms)  # type: ignore[attr-defined]
     report = sweep(wrt)
     assert report.outcomes_landed == 1
-    assert report.stalled_no_heartbeat == 0
+    assert report.expired[Reason.STALLED_NO_HEARTBEAT] == 0
     done = wrt.store.get_job(job_id)
     assert done is not None
     assert done.status == "succeeded"

@@ -30,16 +30,7 @@ from hypothesis.stateful import (
 )
 
 from jobstream.delivery.http import HttpResult
-from jobstream.domain import (
-    CALLBACK_DEAD,
-    CALLBACK_DELIVERED,
-    CALLBACK_IN_FLIGHT,
-    CALLBACK_PENDING,
-    CALLBACK_RETRY_WAIT,
-    IntentRef,
-    JobRecord,
-    StoredEvent,
-)
+from jobstream.domain import CallbackState, IntentRef, JobRecord, StoredEvent
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from jobstream.protocol.events import (
@@ -70,13 +61,13 @@ TENANTS = ("acme", "globex")
 KEYS = ("key-1", "key-2", "key-3")
 WORKERS = ("worker-a", "worker-b")
 INTENT_STATES = {
-    CALLBACK_PENDING,
-    CALLBACK_IN_FLIGHT,
-    CALLBACK_RETRY_WAIT,
-    CALLBACK_DELIVERED,
-    CALLBACK_DEAD,
+    CallbackState.PENDING,
+    CallbackState.IN_FLIGHT,
+    CallbackState.RETRY_WAIT,
+    CallbackState.DELIVERED,
+    CallbackState.DEAD,
 }
-FINAL_INTENT_STATES = {CALLBACK_DELIVERED, CALLBACK_DEAD}
+FINAL_INTENT_STATES = {CallbackState.DELIVERED, CallbackState.DEAD}
 GARBAGE_IDS = ("garbage", "evt-", "evt-abc-1", "evt-0-1", "evt-1-0", "evt-99999999999999-999999")
 # Large steps cross the lease (3 min), the stall and the deadline (15 min), the queued
 # budget (30 min) and the longest callback back-off (6 h).
@@ -335,9 +326,9 @@ class World:
                 assert intent["state"] == self.final_intents[ref], f"intent {ref} reopened"
             if intent["state"] in FINAL_INTENT_STATES:
                 self.final_intents[ref] = intent["state"]
-            if intent["state"] == CALLBACK_DELIVERED:
+            if intent["state"] == CallbackState.DELIVERED:
                 assert "sweep_pk" not in intent
-            elif intent["state"] == CALLBACK_DEAD:
+            elif intent["state"] == CallbackState.DEAD:
                 assert keys.sweep_kind(intent["sweep_pk"]) == keys.CALLBACK_DEAD
             else:
                 assert keys.sweep_kind(intent["sweep_pk"]) == keys.CALLBACK_HANDOFF
@@ -692,9 +683,9 @@ class ServiceMachine(RuleBasedStateMachine):
         item_key = (keys.job_pk(model.job_id), keys.event_sk(ref.sequence))
         now = self.world.clock.now
         claimable = (
-            intent["state"] in {CALLBACK_PENDING, CALLBACK_RETRY_WAIT}
+            intent["state"] in {CallbackState.PENDING, CallbackState.RETRY_WAIT}
             and intent["next_attempt_at"] <= now
-        ) or (intent["state"] == CALLBACK_IN_FLIGHT and intent["lease_until"] < now)
+        ) or (intent["state"] == CallbackState.IN_FLIGHT and intent["lease_until"] < now)
         snapshot = self.world.snapshot()
         posts = len(self.world.posts)
         self.world.poster_status = status
@@ -713,11 +704,11 @@ class ServiceMachine(RuleBasedStateMachine):
         assert self.world.posts[-1]["event_id"] == intent["event_id"]
         assert after.attempts == intent["attempts"] + 1
         if status == 204:
-            assert after.state == CALLBACK_DELIVERED
+            assert after.state == CallbackState.DELIVERED
         elif status == 404 or after.attempts >= MAX_CALLBACK_ATTEMPTS:
-            assert after.state == CALLBACK_DEAD
+            assert after.state == CallbackState.DEAD
         else:
-            assert after.state == CALLBACK_RETRY_WAIT
+            assert after.state == CallbackState.RETRY_WAIT
             assert after.next_attempt_at > now
 
     @precondition(has_jobs)
@@ -783,9 +774,8 @@ class ServiceMachine(RuleBasedStateMachine):
     @rule()
     def run_sweep(self) -> None:
         report = sweep(self.rt)
-        for reason in ("queued_too_long", "stalled_no_heartbeat", "execution_timeout"):
-            if getattr(report, reason):
-                event(f"sweep: {reason}")
+        for reason in report.expired:
+            event(f"sweep: {reason.value}")
         assert report.errors == 0
         # Nothing was missing from any stream, and every verdict due has been issued.
         assert report.events_repaired == 0

@@ -123,14 +123,20 @@ class IntentRef:
         return f"{self.job_id}#{self.sequence}"
 
 
-CALLBACK_PENDING: Final = "pending"
-CALLBACK_IN_FLIGHT: Final = "in_flight"
-CALLBACK_RETRY_WAIT: Final = "retry_wait"
-CALLBACK_DELIVERED: Final = "delivered"
-CALLBACK_DEAD: Final = "dead"
+class CallbackState(StrEnum):
+    """Where a callback's delivery stands. Stored as its value; equal to that string."""
+
+    PENDING = "pending"
+    IN_FLIGHT = "in_flight"
+    RETRY_WAIT = "retry_wait"
+    DELIVERED = "delivered"
+    DEAD = "dead"
+
+
 # States in which a callback still has to be sent.
-CALLBACK_OPEN_STATES: Final = frozenset({CALLBACK_PENDING, CALLBACK_IN_FLIGHT, CALLBACK_RETRY_WAIT})
-CALLBACK_CLOSED_STATES: Final = frozenset({CALLBACK_DELIVERED, CALLBACK_DEAD})
+OPEN_CALLBACK_STATES: Final = frozenset(
+    {CallbackState.PENDING, CallbackState.IN_FLIGHT, CallbackState.RETRY_WAIT}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +148,7 @@ class CallbackRecord:
     job_id: str
     sequence: int
     kind: str
-    state: str
+    state: CallbackState
     attempts: int
     created_at: int  # the event's `at`
     next_attempt_at: int
@@ -158,6 +164,10 @@ class CallbackRecord:
     # in `retain_until`, which the close that follows sets again.
     expires_at: int | None = None
     retain_until: int | None = None
+
+    def __post_init__(self) -> None:
+        # A state read as text (an item, a test's literal) becomes the enum it names, or fails.
+        object.__setattr__(self, "state", CallbackState(self.state))
 
     @property
     def ref(self) -> IntentRef:

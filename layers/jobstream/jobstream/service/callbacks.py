@@ -12,14 +12,7 @@ from jobstream.config.settings import ConfigurationError
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.origins import check_at_delivery
 from jobstream.delivery.signing import webhook_headers
-from jobstream.domain import (
-    CALLBACK_IN_FLIGHT,
-    CALLBACK_RETRY_WAIT,
-    AttemptAnswer,
-    CallbackRecord,
-    IntentRef,
-    JobRecord,
-)
+from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, IntentRef, JobRecord
 from jobstream.protocol.events import TERMINAL_KINDS, callback_event_id, callback_idempotency_key
 from jobstream.queue import parse_message_body
 from jobstream.service.messages import parse_or_drop
@@ -115,10 +108,10 @@ def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
 
 def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
     current = rt.callbacks.get(ref)
-    if current is not None and current.state == CALLBACK_RETRY_WAIT:
+    if current is not None and current.state == CallbackState.RETRY_WAIT:
         # An early duplicate: come back when the intent is due.
         return AttemptResult(Disposition.RETRY, delay_ms=max(0, current.next_attempt_at - now))
-    if current is not None and current.state == CALLBACK_IN_FLIGHT:
+    if current is not None and current.state == CallbackState.IN_FLIGHT:
         # Another attempt holds it; if that one dies, the sweep re-sends after its lease.
         return AttemptResult(Disposition.DONE, outcome="held")
     # Delivered, dead, or unknown: acknowledged without a second POST.

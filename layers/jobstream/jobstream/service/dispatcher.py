@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from jobstream import observability
-from jobstream.domain import CALLBACK_PENDING, IntentRef
+from jobstream.domain import CallbackState, IntentRef
 from jobstream.service.runtime import Runtime
 from jobstream.store import keys
 
@@ -62,7 +62,7 @@ def handoffs(records: Iterable[Mapping[str, Any]]) -> Handoffs:
             found.jobs.append((sequence_number, job_id))
         elif (
             sk.startswith(keys.EVENT_PREFIX)
-            and image.get("state", {}).get("S") == CALLBACK_PENDING
+            and image.get("state", {}).get("S") == CallbackState.PENDING
             and _number(image, "attempts") == 0
             and "resent_at" not in image
         ):

@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from jobstream import observability
-from jobstream.domain import (
-    CALLBACK_IN_FLIGHT,
-    CALLBACK_OPEN_STATES,
-    IntentRef,
-    JobRecord,
-    JobStatus,
-)
+from jobstream.domain import OPEN_CALLBACK_STATES, CallbackState, IntentRef, JobRecord, JobStatus
+from jobstream.protocol.errors import Reason
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
-from jobstream.service.liveness import expire, verdict
+from jobstream.service.liveness import VERDICTS, expire, verdict
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import reconcile
 from jobstream.store import keys
@@ -35,15 +31,19 @@ class SweepReport:
     jobs_checked: int = 0
     jobs_redispatched: int = 0
     outcomes_landed: int = 0
-    queued_too_long: int = 0
-    stalled_no_heartbeat: int = 0
-    execution_timeout: int = 0
     events_repaired: int = 0
     errors: int = 0
     budget_exhausted: bool = False
+    # Jobs the sweep ended `expired`, by its verdict.
+    expired: Counter[Reason] = field(default_factory=Counter)
 
     def counts(self) -> dict[str, int | bool]:
-        return asdict(self)
+        """Flat, for logs and the operator: every verdict is named, counted or not."""
+        counts: dict[str, int | bool] = {
+            name: value for name, value in asdict(self).items() if name != "expired"
+        }
+        counts.update({reason.value: self.expired[reason] for reason in VERDICTS})
+        return counts
 
     @property
     def did_work(self) -> bool:
@@ -94,9 +94,9 @@ def _resend_due_callbacks(rt: Runtime, report: SweepReport, in_time: Callable[[]
 
 def _resend(rt: Runtime, ref: IntentRef, now: int) -> int:
     intent = rt.callbacks.get(ref)
-    if intent is None or intent.state not in CALLBACK_OPEN_STATES:
+    if intent is None or intent.state not in OPEN_CALLBACK_STATES:
         return 0
-    if intent.state == CALLBACK_IN_FLIGHT and (intent.lease_until or 0) >= now:
+    if intent.state == CallbackState.IN_FLIGHT and (intent.lease_until or 0) >= now:
         # An attempt is under way (a claim does not move the due time): look again next time.
         return 0
     hand_off(rt, [ref])
@@ -134,7 +134,7 @@ def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
     elif reason is not None:
         expired = expire(rt, record, reason, now)
         if expired is not None:
-            setattr(report, reason.value, getattr(report, reason.value) + 1)
+            report.expired[reason] += 1
         record = rt.store.get_job_item(job_id) or record
     elif _dispatch_overdue(record, now) and rt.store.mark_dispatched(job_id, now=now):
         # Still waiting for a worker a while after its dispatch: send it again (a duplicate

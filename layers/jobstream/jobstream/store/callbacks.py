@@ -14,16 +14,7 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from jobstream.domain import (
-    CALLBACK_DEAD,
-    CALLBACK_DELIVERED,
-    CALLBACK_IN_FLIGHT,
-    CALLBACK_PENDING,
-    CALLBACK_RETRY_WAIT,
-    AttemptAnswer,
-    CallbackRecord,
-    IntentRef,
-)
+from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, IntentRef
 from jobstream.store import keys
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
@@ -125,9 +116,9 @@ class CallbackStore(TableStore):
             "(#state IN (:pending, :retry_wait) AND next_attempt_at <= :now) "
             "OR (#state = :in_flight AND lease_until < :now)",
             {
-                ":in_flight": CALLBACK_IN_FLIGHT,
-                ":pending": CALLBACK_PENDING,
-                ":retry_wait": CALLBACK_RETRY_WAIT,
+                ":in_flight": CallbackState.IN_FLIGHT,
+                ":pending": CallbackState.PENDING,
+                ":retry_wait": CallbackState.RETRY_WAIT,
                 ":one": 1,
                 ":now": now,
                 ":lease": now + lease_ms,
@@ -147,7 +138,7 @@ class CallbackStore(TableStore):
             update,
             # Only the attempt that claimed the callback records its outcome.
             "#state = :in_flight AND attempts = :attempts",
-            {**values, ":in_flight": CALLBACK_IN_FLIGHT, ":attempts": intent.attempts},
+            {**values, ":in_flight": CallbackState.IN_FLIGHT, ":attempts": intent.attempts},
             {**(names or {}), "#state": "state"},
         )
 
@@ -172,7 +163,7 @@ class CallbackStore(TableStore):
             intent,
             "#state = :delivered, delivered_at = :now, last_status = :status",
             "lease_until, last_error, sweep_pk, sweep_sk",
-            {":delivered": CALLBACK_DELIVERED, ":now": now, ":status": status},
+            {":delivered": CallbackState.DELIVERED, ":now": now, ":status": status},
         )
 
     def mark_retry(
@@ -183,7 +174,7 @@ class CallbackStore(TableStore):
             "SET #state = :retry_wait, next_attempt_at = :next, last_status = :status, "
             "last_error = :error, sweep_sk = :due REMOVE lease_until",
             {
-                ":retry_wait": CALLBACK_RETRY_WAIT,
+                ":retry_wait": CallbackState.RETRY_WAIT,
                 ":next": next_attempt_at,
                 ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, intent.ref.item_id),
                 **_answer(answer),
@@ -200,7 +191,7 @@ class CallbackStore(TableStore):
             "sweep_pk = :dead_pk, sweep_sk = :dead_sk",
             "lease_until",
             {
-                ":dead": CALLBACK_DEAD,
+                ":dead": CallbackState.DEAD,
                 ":now": now,
                 ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
                 ":dead_sk": keys.sweep_sk(now, ref.item_id),
@@ -243,12 +234,12 @@ class CallbackStore(TableStore):
             # Only dead letters are redriven; a live callback keeps its budget.
             "#state = :dead",
             {
-                ":pending": CALLBACK_PENDING,
+                ":pending": CallbackState.PENDING,
                 ":zero": 0,
                 ":now": now,
                 ":handoff": keys.job_sweep_pk(keys.CALLBACK_HANDOFF, ref.job_id),
                 ":due": keys.sweep_sk(now + keys.HANDOFF_GRACE_MS, ref.item_id),
-                ":dead": CALLBACK_DEAD,
+                ":dead": CallbackState.DEAD,
                 **({":retain": retain} if retain is not None else {}),
             },
             {"#state": "state", "#expires": keys.TTL_ATTRIBUTE},

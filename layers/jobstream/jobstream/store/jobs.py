@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
-from jobstream.domain import CALLBACK_PENDING, JobChange, JobRecord, JobStatus, StoredEvent
+from jobstream.domain import CallbackState, JobChange, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys
 from jobstream.store.callbacks import CallbackStore
@@ -370,7 +370,7 @@ class JobStore(TableStore):
             item_id = keys.intent_item_id(event.job_id, event.sequence)
             values.update(
                 {
-                    "state": CALLBACK_PENDING,
+                    "state": CallbackState.PENDING,
                     "attempts": 0,
                     "next_attempt_at": event.at,
                     # Sparse index entry while open: if no delivery closes the callback within
