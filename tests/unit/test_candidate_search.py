@@ -207,9 +207,17 @@ def test_plan_is_frozen() -> None:
 def test_candidate_document_shape_and_request() -> None:
     assets = (
         SourceAsset(
-            "10_p0", "image", "primary", "https://i.example/10_p0.png", 800, 600, "image/png"
+            asset_id="10_p0",
+            type="image",
+            role="primary",
+            url="https://i.example/10_p0.png",
+            width=800,
+            height=600,
+            mime="image/png",
         ),
-        SourceAsset("10_p1", "image", "preview", "https://i.example/10_p1.jpg"),
+        SourceAsset(
+            asset_id="10_p1", type="image", role="preview", url="https://i.example/10_p1.jpg"
+        ),
     )
     source = FakeSource([work("10", ("Landscape", "landscape_painting", "cat"), assets=assets)])
     plan = make_plan(tags=("landscape", "night"), expand=True, scan_limit=20)
@@ -476,7 +484,15 @@ def test_catalog_all_vs_any_newest_first(catalog: Path) -> None:
 def test_catalog_works_carry_assets(catalog: Path) -> None:
     [first] = CatalogSource(catalog).search(SearchRequest(("night",), False, "illustration", 1))
     assert first.assets == (
-        SourceAsset("100_p0", "image", "primary", "https://i.example/100.png", 10, 20, "image/png"),
+        SourceAsset(
+            asset_id="100_p0",
+            type="image",
+            role="primary",
+            url="https://i.example/100.png",
+            width=10,
+            height=20,
+            mime="image/png",
+        ),
     )
     assert (first.title, first.author, first.bookmarks) == ("t100", "a", 3)
 

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
+from jobstream.protocol.assets import AssetRole, AssetType
+
 NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
-AssetType = Literal["image", "novel", "metadata", "cover"]
-AssetRole = Literal["primary", "cover", "preview"]
 
 
 class ProtocolModel(BaseModel):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from jobstream.delivery.ssrf import CallbackRefused, parse_callback_url
+from jobstream.protocol.assets import ASSET_ROLES, ASSET_TYPES
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.js import is_blank, js_length, js_trim
 from jobstream.protocol.task import ParsedParams, non_blank_string, parse_target_id
@@ -16,8 +17,6 @@ MAX_ASSETS: Final = 20
 MAX_ASSET_ID_LENGTH: Final = 200
 MAX_URL_LENGTH: Final = 2000
 MAX_WORK_ID_LENGTH: Final = 32
-ASSET_TYPES: Final = ("image", "novel", "metadata", "cover")
-ASSET_ROLES: Final = ("primary", "cover", "preview")
 
 
 def parse_params(params: Any) -> ParsedParams:

@@ -3,29 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from jobstream.jobtypes.base import Outcome
+from jobstream.protocol.assets import AssetRole, AssetType
 
 WorkType = Literal["illustration", "novel"]
+NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
-@dataclass(frozen=True, slots=True)
-class SourceAsset:
+class _SourceValue(BaseModel):
+    # Validated once where a source builds it (a malformed Pixiv item, a typo in a hand-edited
+    # catalog: never a silently dropped field); frozen after that.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+
+
+class SourceAsset(_SourceValue):
+    # Ids and URLs may be empty here: what a job type does with such a work or asset is its own
+    # rule (the reference producer filters the work as invalid and drops the asset).
     asset_id: str
-    type: Literal["image", "novel", "metadata", "cover"]
-    role: Literal["primary", "cover", "preview"]
+    type: AssetType
+    role: AssetRole
     url: str
-    width: int | None = None
-    height: int | None = None
+    width: NonNegativeInt | None = None
+    height: NonNegativeInt | None = None
     mime: str | None = None
     # The catalog's local copy of the file (a path relative to the catalog): what a download reads.
-    file: str | None = None
+    file: Annotated[str, Field(min_length=1)] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Work:
+class Work(_SourceValue):
     """One work as a source returns it."""
 
     work_id: str
@@ -34,9 +44,9 @@ class Work:
     tags: tuple[str, ...]
     url: str
     author: str
-    bookmarks: int = 0
+    bookmarks: NonNegativeInt = 0
     assets: tuple[SourceAsset, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

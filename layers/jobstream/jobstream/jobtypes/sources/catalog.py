@@ -7,9 +7,8 @@ import time
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from jobstream.jobtypes.sources.base import (
     SearchRequest,
@@ -21,8 +20,6 @@ from jobstream.jobtypes.sources.base import (
 DEFAULT_CATALOG: Path = Path(__file__).resolve().parent / "catalog.sample.json"
 CATALOG_ENV = "JOBSTREAM_CATALOG"
 
-_NonEmpty = Annotated[str, Field(min_length=1)]
-
 
 def catalog_path() -> Path:
     """The catalog file: `JOBSTREAM_CATALOG`, else the sample shipped in the layer."""
@@ -30,56 +27,23 @@ def catalog_path() -> Path:
     return Path(configured) if configured else DEFAULT_CATALOG
 
 
-class _Strict(BaseModel):
-    # A typo in a hand-edited catalog should fail loudly, not silently drop a field.
+class _CatalogFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-
-class _CatalogAsset(_Strict):
-    asset_id: _NonEmpty
-    type: Literal["image", "novel", "metadata", "cover"]
-    role: Literal["primary", "cover", "preview"]
-    url: _NonEmpty
-    width: Annotated[int, Field(ge=0)] | None = None
-    height: Annotated[int, Field(ge=0)] | None = None
-    mime: str | None = None
-    # The file's local copy, relative to the catalog file (what a download reads).
-    file: Annotated[str, Field(min_length=1)] | None = None
-
-
-class _CatalogWork(_Strict):
-    # Numeric, because "newest first" orders by the id as a number.
-    work_id: Annotated[str, Field(pattern=r"^[0-9]+$")]
-    work_type: Literal["illustration", "novel"]
-    title: str
-    tags: list[_NonEmpty]
-    url: _NonEmpty
-    author: str
-    bookmarks: Annotated[int, Field(ge=0)] = 0
-    assets: list[_CatalogAsset] = []
-
-
-class _CatalogFile(_Strict):
-    works: list[_CatalogWork]
+    works: list[Work]
 
     @field_validator("works")
     @classmethod
-    def _unique_ids(cls, works: list[_CatalogWork]) -> list[_CatalogWork]:
+    def _numeric_unique_ids(cls, works: list[Work]) -> list[Work]:
         seen: set[str] = set()
         for work in works:
+            # Numeric, because "newest first" orders by the id as a number.
+            if not work.work_id.isascii() or not work.work_id.isdigit():
+                raise ValueError(f"work_id {work.work_id!r} is not a number")
             if work.work_id in seen:
                 raise ValueError(f"duplicate work_id {work.work_id}")
             seen.add(work.work_id)
         return works
-
-
-def _to_work(work: _CatalogWork) -> Work:
-    # The catalog's models have the fields of the source's, validated: copy them by name.
-    return Work(
-        **work.model_dump(exclude={"tags", "assets"}),
-        tags=tuple(work.tags),
-        assets=tuple(SourceAsset(**asset.model_dump()) for asset in work.assets),
-    )
 
 
 @lru_cache(maxsize=8)
@@ -104,7 +68,7 @@ def load_catalog(path: Path, mtime_ns: int) -> tuple[Work, ...]:
             "configuration_error", f"catalog {path.name} is invalid: {details}"
         ) from error
     works = sorted(document.works, key=lambda work: int(work.work_id), reverse=True)
-    return tuple(_to_work(work) for work in works)
+    return tuple(works)
 
 
 def _matches(work: Work, wanted: list[str], match_any: bool) -> bool:
