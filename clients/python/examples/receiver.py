@@ -47,6 +47,17 @@ class EventStore:
             return True
 
 
+_OUTPUT = threading.Lock()
+
+
+def announce(line: str) -> None:
+    """One whole line on stdout: the server answers callbacks on several threads at once, and
+    `print` writes its parts (and the newline) separately."""
+    with _OUTPUT:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
 def make_handler(
     store: EventStore, secrets: list[str], token: str | None
 ) -> type[BaseHTTPRequestHandler]:
@@ -59,7 +70,7 @@ def make_handler(
                 self.answer(400 if refused.reason == "body" else 401)
                 return
             if store.add(event.event_id, event.raw):
-                print(event.event_id, event.type, event.job_id, flush=True)
+                announce(f"{event.event_id} {event.type} {event.job_id}")
             self.answer(204)
 
         def answer(self, status: int) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Final
-
 from jobstream import observability
 from jobstream.config.settings import Settings
 from jobstream.domain import ACTIVE_STATUSES, JobChange, JobRecord, JobStatus
@@ -12,9 +10,6 @@ from jobstream.protocol.events import EventKind
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import record_transition
 from jobstream.store.jobs import StaleJobError, StateChange
-
-# Every reason a verdict can give.
-VERDICTS: Final = (Reason.EXECUTION_TIMEOUT, Reason.QUEUED_TOO_LONG, Reason.STALLED_NO_HEARTBEAT)
 
 
 def verdict(record: JobRecord, now: int, settings: Settings) -> Reason | None:

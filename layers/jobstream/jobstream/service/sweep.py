@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass, field
 
 from jobstream import observability
 from jobstream.domain import OPEN_CALLBACK_STATES, CallbackState, IntentRef, JobRecord, JobStatus
-from jobstream.protocol.errors import Reason
+from jobstream.protocol.errors import EXPIRY_REASONS, Reason
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
-from jobstream.service.liveness import VERDICTS, expire, verdict
+from jobstream.service.liveness import expire, verdict
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import reconcile
 from jobstream.store import keys
@@ -42,7 +42,7 @@ class SweepReport:
         counts: dict[str, int | bool] = {
             name: value for name, value in asdict(self).items() if name != "expired"
         }
-        counts.update({reason.value: self.expired[reason] for reason in VERDICTS})
+        counts.update({reason.value: self.expired[reason] for reason in sorted(EXPIRY_REASONS)})
         return counts
 
     @property
