@@ -2,7 +2,9 @@
 
 The registry is the document `jobstream.config.tenants` reads: a local file (JOBSTREAM_TENANTS)
 or a Secrets Manager secret (JOBSTREAM_TENANTS_SECRET). Every edit reads the document, changes
-one tenant and writes the whole document back, validated by the functions' own parser. New API
+one tenant and writes the whole document back, validated by the functions' own parser; an edit
+never loses another one made at the same time (a lock on the file; on the secret, a new version
+made current only if the one read still is). New API
 tokens and signing secrets are generated here (high-entropy random) and returned once: only
 a token's digest is stored.
 """
@@ -15,13 +17,13 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
+from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
 from jobstream.config.tenants import (
@@ -40,6 +42,12 @@ TOKEN_PREFIX: Final = "jst_"  # noqa: S105 - a prefix, not a token
 TOKEN_BYTES: Final = 32
 SECRET_BYTES: Final = 32  # Standard Webhooks: 24 to 64 bytes
 DEFAULT_OVERLAP: Final = timedelta(hours=24)
+# Secrets Manager's labels: the functions read AWSCURRENT only, so a written version waits under
+# a label of our own (the last one written keeps it) until the edit promotes it. Not AWSPENDING:
+# that one belongs to rotation.
+CURRENT: Final = "AWSCURRENT"
+WRITTEN: Final = "jobstream-edit"
+EDIT_ATTEMPTS: Final = 5
 _DURATION: Final = re.compile(r"(\d+)([smhd]?)", re.ASCII)
 _UNITS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -63,6 +71,12 @@ def parse_duration(text: str) -> timedelta:
 # ------------------------------------------------------------------------------------- storage
 
 
+R = TypeVar("R")
+# One edit: from the registry as read, the registry to write and what the command reports. It
+# may run more than once (the secret is read again when another edit landed first).
+Change = Callable[[TenantRegistry], tuple[TenantRegistry, R]]
+
+
 class RegistryStore(Protocol):
     """Where the registry document lives."""
 
@@ -72,21 +86,9 @@ class RegistryStore(Protocol):
     @property
     def takes_effect(self) -> str: ...
 
-    def editing(self) -> AbstractContextManager[Edit]: ...
+    def edit(self, change: Change[R]) -> R: ...
 
     def read(self) -> TenantRegistry: ...
-
-
-@dataclass
-class Edit:
-    """The registry as read; set `registry` to write it back when the block ends."""
-
-    registry: TenantRegistry
-    changed: bool = False
-
-    def update(self, registry: TenantRegistry) -> None:
-        self.registry = registry
-        self.changed = True
 
 
 @dataclass
@@ -113,8 +115,7 @@ class FileStore:
             raise CliError(f"cannot read {self.path}: {error.strerror}") from None
         return _parsed(text, self.description)
 
-    @contextmanager
-    def editing(self) -> Iterator[Edit]:
+    def edit(self, change: Change[R]) -> R:
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,10 +125,9 @@ class FileStore:
         with lock:
             # One writer at a time: a concurrent edit waits instead of losing this one.
             fcntl.flock(lock, fcntl.LOCK_EX)
-            edit = Edit(self.read())
-            yield edit
-            if edit.changed:
-                self._write(edit.registry.to_json())
+            registry, result = change(self.read())
+            self._write(registry.to_json())
+            return result
 
     def _write(self, text: str) -> None:
         handle, temporary = tempfile.mkstemp(prefix=".tenants-", dir=self.path.parent)
@@ -162,21 +162,48 @@ class SecretStore:
         )
 
     def read(self) -> TenantRegistry:
-        response = self.client.get_secret_value(SecretId=self.secret_id)
+        return self._read_current()[1]
+
+    def edit(self, change: Change[R]) -> R:
+        """Write the changed registry as a new version, then make it current only if the version
+        it was read from still is: an edit that landed in between is read again and kept."""
+        for _ in range(EDIT_ATTEMPTS):
+            version, registry = self._read_current()
+            changed, result = change(registry)
+            written = self.client.put_secret_value(
+                SecretId=self.secret_id, SecretString=changed.to_json(), VersionStages=[WRITTEN]
+            )
+            if self._promote(written["VersionId"], version):
+                return result
+        raise CliError(
+            f"{self.description} kept changing while this edit ran ({EDIT_ATTEMPTS} tries); "
+            "nothing of it took effect: run it again"
+        )
+
+    def _read_current(self) -> tuple[str, TenantRegistry]:
+        response = self.client.get_secret_value(SecretId=self.secret_id, VersionStage=CURRENT)
         text = response.get("SecretString")
         if text is None:
             raise CliError(f"{self.description} holds binary data, not a registry document")
-        return _parsed(text, self.description)
+        return response["VersionId"], _parsed(text, self.description)
 
-    @contextmanager
-    def editing(self) -> Iterator[Edit]:
-        # Secrets Manager has no conditional write: run one edit at a time (docs/operations.md).
-        edit = Edit(self.read())
-        yield edit
-        if edit.changed:
-            self.client.put_secret_value(
-                SecretId=self.secret_id, SecretString=edit.registry.to_json()
+    def _promote(self, written: str, read: str) -> bool:
+        """Move AWSCURRENT from the version read to the one written. Secrets Manager refuses the
+        move when AWSCURRENT is no longer on `read` (its one compare-and-swap): False then."""
+        try:
+            self.client.update_secret_version_stage(
+                SecretId=self.secret_id,
+                VersionStage=CURRENT,
+                MoveToVersionId=written,
+                RemoveFromVersionId=read,
             )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "InvalidParameterException" and (
+                self._read_current()[0] != read
+            ):
+                return False
+            raise
+        return True
 
 
 def _parsed(text: str | bytes, where: str) -> TenantRegistry:

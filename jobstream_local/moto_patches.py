@@ -9,6 +9,7 @@ from jobstream_local.moto_move_task import add_message_move_tasks
 from jobstream_local.moto_names import refuse_empty_attribute_names
 from jobstream_local.moto_queries import make_queries_cheap
 from jobstream_local.moto_responses import make_responses_cheap
+from jobstream_local.moto_secrets import follow_the_current_label
 from jobstream_local.moto_sqs import make_sqs_cheap
 from jobstream_local.moto_streams import make_streams_bounded
 
@@ -18,7 +19,8 @@ def patch_moto() -> None:
     and numbers checked by DynamoDB's rules (as on AWS); DynamoDB queries and SQS requests whose
     cost does not grow with the whole table or queue, update expressions parsed once and items
     answered without a walk of their shape; table streams whose memory does not grow with their
-    age; and SQS message move tasks (a redrive of a dead-letter queue), which moto lacks."""
+    age; SQS message move tasks (a redrive of a dead-letter queue), which moto lacks; and a
+    secret's unlabelled read answering the version AWSCURRENT was moved to."""
     make_dynamodb_atomic()
     refuse_empty_attribute_names()
     enforce_item_limits()
@@ -28,3 +30,4 @@ def patch_moto() -> None:
     make_sqs_cheap()
     make_streams_bounded()
     add_message_move_tasks()
+    follow_the_current_label()

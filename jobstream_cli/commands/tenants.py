@@ -205,16 +205,17 @@ def add(
     state = current(ctx)
     store = _store(ctx)
     token = _read_secret("API token") if api_token_stdin else None
-    with operator_errors(), store.editing() as edit:
-        registry, issued = add_tenant(
-            edit.registry,
-            name,
-            now=_now(),
-            origins=origin or None,
-            signing_secret=signing_secret,
-            api_token=token,
+    with operator_errors():
+        issued = store.edit(
+            lambda registry: add_tenant(
+                registry,
+                name,
+                now=_now(),
+                origins=origin or None,
+                signing_secret=signing_secret,
+                api_token=token,
+            )
         )
-        edit.update(registry)
     _issued(state, store, "added", issued)
 
 
@@ -238,9 +239,8 @@ def _rotate(ctx: typer.Context, name: str, overlap: str, rotation: Rotation, wha
     state = current(ctx)
     store = _store(ctx)
     period = _overlap(overlap)
-    with operator_errors(), store.editing() as edit:
-        registry, issued = rotation(edit.registry, name, now=_now(), overlap=period)
-        edit.update(registry)
+    with operator_errors():
+        issued = store.edit(lambda registry: rotation(registry, name, now=_now(), overlap=period))
     _issued(state, store, f"{what}, the old ones end in {overlap}", issued)
 
 
@@ -254,8 +254,8 @@ def set_callback_token_command(
     state = current(ctx)
     store = _store(ctx)
     token = None if clear else _read_secret("callback token")
-    with operator_errors(), store.editing() as edit:
-        edit.update(set_callback_token(edit.registry, name, token))
+    with operator_errors():
+        store.edit(lambda registry: (set_callback_token(registry, name, token), None))
     _done(state, store, name, "callback token cleared" if clear else "callback token set")
 
 
@@ -277,8 +277,9 @@ def set_origins_command(
     if bool(origins) == any_public:
         raise typer.BadParameter("give the origins, or --any-public")
     store = _store(ctx)
-    with operator_errors(), store.editing() as edit:
-        edit.update(set_origins(edit.registry, name, None if any_public else list(origins or [])))
+    allowed = None if any_public else list(origins or [])
+    with operator_errors():
+        store.edit(lambda registry: (set_origins(registry, name, allowed), None))
     _done(state, store, name, "origins: any public https" if any_public else "origins set")
 
 
@@ -297,8 +298,8 @@ def remove(
         typer.confirm(
             f"remove tenant {name}? Its tokens stop working and its callbacks die", abort=True
         )
-    with operator_errors(), store.editing() as edit:
-        edit.update(remove_tenant(edit.registry, name))
+    with operator_errors():
+        store.edit(lambda registry: (remove_tenant(registry, name), None))
     _done(state, store, name, "removed")
 
 

@@ -5,24 +5,37 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from typer.testing import CliRunner, Result
 
 from jobstream.config import registry as registry_module
 from jobstream.config.registry import load_registry
 from jobstream.config.signing_secrets import decode_secret
-from jobstream.config.tenants import parse_registry, token_digest
+from jobstream.config.tenants import TenantRegistry, parse_registry, token_digest
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
 from jobstream_cli import state
 from jobstream_cli.app import app
+from jobstream_cli.errors import CliError
+from jobstream_cli.tenant_registry import (
+    EDIT_ATTEMPTS,
+    FileStore,
+    Issued,
+    SecretStore,
+    add_tenant,
+)
 from tests.support.harness import Api, canonical_task
+
+NOW = datetime(2026, 12, 3, tzinfo=UTC)
 
 
 @pytest.fixture(autouse=True)
@@ -214,3 +227,94 @@ def test_the_deployed_registry_is_edited_in_secrets_manager(
     assert [row["tenant"] for row in ok("list")] == ["acme"]
     missing = cli("--secret", "no-such-secret", "list")
     assert (missing.exit_code, "AWS ResourceNotFoundException" in missing.stderr) == (1, True)
+
+
+# --- concurrent edits -------------------------------------------------------------------------
+
+
+def _adding(name: str) -> Callable[[TenantRegistry], tuple[TenantRegistry, Issued]]:
+    def change(registry: TenantRegistry) -> tuple[TenantRegistry, Issued]:
+        return add_tenant(registry, name, now=NOW, origins=None, signing_secret=False)
+
+    return change
+
+
+def _current(secret: str) -> tuple[str, set[str]]:
+    response = boto3.client("secretsmanager").get_secret_value(SecretId=secret)
+    return response["VersionId"], set(parse_registry(response["SecretString"]).tenants)
+
+
+def test_a_secret_edit_racing_another_keeps_both(secret: str) -> None:
+    """Another operator's edit lands between this edit's read and its write: this one is read
+    again and applied on top, so neither is lost."""
+    store = SecretStore(secret, boto3.client("secretsmanager"))
+    other = SecretStore(secret, boto3.client("secretsmanager"))
+    runs: list[set[str]] = []
+
+    def racing(registry: TenantRegistry) -> tuple[TenantRegistry, Issued]:
+        runs.append(set(registry.tenants))
+        if len(runs) == 1:
+            other.edit(_adding("globex"))
+        return _adding("acme")(registry)
+
+    assert store.edit(racing).tenant == "acme"
+    assert runs == [set(), {"globex"}]
+    assert _current(secret)[1] == {"acme", "globex"}
+
+
+def test_a_secret_edit_that_always_loses_the_race_takes_no_effect(secret: str) -> None:
+    store = SecretStore(secret, boto3.client("secretsmanager"))
+    other = SecretStore(secret, boto3.client("secretsmanager"))
+    rivals = iter(f"rival-{index}" for index in range(EDIT_ATTEMPTS))
+
+    def always_racing(registry: TenantRegistry) -> tuple[TenantRegistry, Issued]:
+        other.edit(_adding(next(rivals)))
+        return _adding("acme")(registry)
+
+    with pytest.raises(CliError, match=f"kept changing while this edit ran \\({EDIT_ATTEMPTS}"):
+        store.edit(always_racing)
+    _, tenants = _current(secret)
+    assert tenants == {f"rival-{index}" for index in range(EDIT_ATTEMPTS)}
+
+
+def test_a_refused_promotion_that_is_no_race_is_an_error(
+    secret: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = boto3.client("secretsmanager")
+    version, _ = _current(secret)
+
+    def refuse(**_kwargs: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "InvalidParameterException", "Message": "no"}},
+            "UpdateSecretVersionStage",
+        )
+
+    monkeypatch.setattr(client, "update_secret_version_stage", refuse)
+    with pytest.raises(ClientError):
+        SecretStore(secret, client).edit(_adding("acme"))
+    # The version written is not current: the functions still read the one before.
+    assert _current(secret) == (version, set())
+
+
+def test_each_cli_edit_of_the_secret_is_a_promoted_version(secret: str) -> None:
+    versions = [_current(secret)[0]]
+    for name in ("acme", "globex"):
+        ok("--secret", secret, "add", name, "--no-signing-secret")
+        versions.append(_current(secret)[0])
+    assert len(set(versions)) == 3
+    assert _current(secret)[1] == {"acme", "globex"}
+    labels = {
+        entry["VersionId"]: entry["VersionStages"]
+        for entry in boto3.client("secretsmanager").list_secret_version_ids(SecretId=secret)[
+            "Versions"
+        ]
+    }
+    assert sorted(labels[versions[2]]) == ["AWSCURRENT", "jobstream-edit"]
+    assert labels[versions[1]] == ["AWSPREVIOUS"]
+
+
+def test_concurrent_file_edits_are_all_kept(registry_file: Path) -> None:
+    names = [f"tenant-{index}" for index in range(12)]
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        list(pool.map(lambda name: FileStore(registry_file).edit(_adding(name)), names))
+    assert set(FileStore(registry_file).read().tenants) == set(names)

@@ -832,3 +832,31 @@ def test_handler_methods_are_listed_as_moto_lists_them() -> None:
     before = listed.method_names_from_class(Handler)
     Handler.added_action = lambda self: None  # type: ignore[attr-defined]
     assert listed.method_names_from_class(Handler) == sorted([*before, "added_action"])
+
+
+def test_an_unlabelled_secret_read_answers_the_version_awscurrent_was_moved_to(aws: None) -> None:
+    client = boto3.client("secretsmanager")
+    name = f"moved-{uuid.uuid4().hex[:8]}"
+    first = client.create_secret(Name=name, SecretString="one")["VersionId"]
+    second = client.put_secret_value(SecretId=name, SecretString="two", VersionStages=["staged"])[
+        "VersionId"
+    ]
+    # Written under another label: the current version is still the first.
+    assert client.get_secret_value(SecretId=name)["SecretString"] == "one"
+    client.update_secret_version_stage(
+        SecretId=name, VersionStage="AWSCURRENT", MoveToVersionId=second, RemoveFromVersionId=first
+    )
+    unlabelled = client.get_secret_value(SecretId=name)
+    labelled = client.get_secret_value(SecretId=name, VersionStage="AWSCURRENT")
+    assert (unlabelled["VersionId"], unlabelled["SecretString"]) == (second, "two")
+    assert labelled["VersionId"] == second
+    # The move is refused once AWSCURRENT has left the version named: a compare-and-swap.
+    with pytest.raises(ClientError) as refused:
+        client.update_secret_version_stage(
+            SecretId=name,
+            VersionStage="AWSCURRENT",
+            MoveToVersionId=first,
+            RemoveFromVersionId=first,
+        )
+    assert refused.value.response["Error"]["Code"] == "InvalidParameterException"
+    assert client.get_secret_value(SecretId=name)["VersionId"] == second
