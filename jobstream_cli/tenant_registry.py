@@ -14,9 +14,11 @@ from __future__ import annotations
 import base64
 import fcntl
 import os
+import random
 import re
 import secrets
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -149,6 +151,7 @@ class SecretStore:
 
     secret_id: str
     client: Any
+    pause: Callable[[float], None] = time.sleep
 
     @property
     def description(self) -> str:
@@ -167,7 +170,10 @@ class SecretStore:
     def edit(self, change: Change[R]) -> R:
         """Write the changed registry as a new version, then make it current only if the version
         it was read from still is: an edit that landed in between is read again and kept."""
-        for _ in range(EDIT_ATTEMPTS):
+        for attempt in range(EDIT_ATTEMPTS):
+            if attempt:
+                # Apart, so that edits racing each other stop colliding (each try leaves a version).
+                self.pause(random.uniform(0.1, 0.5) * attempt)  # noqa: S311 - not a secret
             version, registry = self._read_current()
             changed, result = change(registry)
             written = self.client.put_secret_value(
@@ -189,7 +195,9 @@ class SecretStore:
 
     def _promote(self, written: str, read: str) -> bool:
         """Move AWSCURRENT from the version read to the one written. Secrets Manager refuses the
-        move when AWSCURRENT is no longer on `read` (its one compare-and-swap): False then."""
+        move when AWSCURRENT is no longer on `read` (its one compare-and-swap): False when another
+        edit moved it. A refusal of a resend whose first try landed (botocore repeats a request
+        whose answer was lost) is this edit's own success."""
         try:
             self.client.update_secret_version_stage(
                 SecretId=self.secret_id,
@@ -198,11 +206,12 @@ class SecretStore:
                 RemoveFromVersionId=read,
             )
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "InvalidParameterException" and (
-                self._read_current()[0] != read
-            ):
-                return False
-            raise
+            if error.response.get("Error", {}).get("Code") != "InvalidParameterException":
+                raise
+            current = self._read_current()[0]
+            if current == read:
+                raise
+            return current == written
         return True
 
 

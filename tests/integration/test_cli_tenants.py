@@ -239,6 +239,11 @@ def _adding(name: str) -> Callable[[TenantRegistry], tuple[TenantRegistry, Issue
     return change
 
 
+def _current_text(secret: str) -> str:
+    text: str = boto3.client("secretsmanager").get_secret_value(SecretId=secret)["SecretString"]
+    return text
+
+
 def _current(secret: str) -> tuple[str, set[str]]:
     response = boto3.client("secretsmanager").get_secret_value(SecretId=secret)
     return response["VersionId"], set(parse_registry(response["SecretString"]).tenants)
@@ -247,7 +252,7 @@ def _current(secret: str) -> tuple[str, set[str]]:
 def test_a_secret_edit_racing_another_keeps_both(secret: str) -> None:
     """Another operator's edit lands between this edit's read and its write: this one is read
     again and applied on top, so neither is lost."""
-    store = SecretStore(secret, boto3.client("secretsmanager"))
+    store = SecretStore(secret, boto3.client("secretsmanager"), pause=lambda _seconds: None)
     other = SecretStore(secret, boto3.client("secretsmanager"))
     runs: list[set[str]] = []
 
@@ -263,7 +268,8 @@ def test_a_secret_edit_racing_another_keeps_both(secret: str) -> None:
 
 
 def test_a_secret_edit_that_always_loses_the_race_takes_no_effect(secret: str) -> None:
-    store = SecretStore(secret, boto3.client("secretsmanager"))
+    waits: list[float] = []
+    store = SecretStore(secret, boto3.client("secretsmanager"), pause=waits.append)
     other = SecretStore(secret, boto3.client("secretsmanager"))
     rivals = iter(f"rival-{index}" for index in range(EDIT_ATTEMPTS))
 
@@ -275,6 +281,35 @@ def test_a_secret_edit_that_always_loses_the_race_takes_no_effect(secret: str) -
         store.edit(always_racing)
     _, tenants = _current(secret)
     assert tenants == {f"rival-{index}" for index in range(EDIT_ATTEMPTS)}
+    # Tries apart, longer each time, so that racing edits stop colliding.
+    assert len(waits) == EDIT_ATTEMPTS - 1
+    assert all(0.1 * n <= wait <= 0.5 * n for n, wait in enumerate(waits, start=1))
+
+
+def test_a_promotion_whose_answer_was_lost_is_not_applied_twice(
+    secret: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """botocore repeats a request whose answer was lost: the repeat of a move that landed is
+    refused, and the edit is still this one's success, applied once."""
+    client = boto3.client("secretsmanager")
+    move = client.update_secret_version_stage
+
+    def landed_then_repeated(**kwargs: Any) -> Any:
+        move(**kwargs)
+        return move(**kwargs)
+
+    monkeypatch.setattr(client, "update_secret_version_stage", landed_then_repeated)
+    runs: list[int] = []
+
+    def counted(registry: TenantRegistry) -> tuple[TenantRegistry, Issued]:
+        runs.append(1)
+        return _adding("acme")(registry)
+
+    issued = SecretStore(secret, client).edit(counted)
+    assert (issued.tenant, len(runs)) == ("acme", 1)
+    assert issued.api_token is not None
+    stored = parse_registry(_current_text(secret)).tenants["acme"]
+    assert token_digest(issued.api_token) in json.dumps(stored.model_dump(mode="json"))
 
 
 def test_a_refused_promotion_that_is_no_race_is_an_error(

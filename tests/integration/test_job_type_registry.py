@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
+from pydantic import BaseModel
 from referencing import Registry, Resource
 
 from jobstream.jobtypes import registry
+from jobstream.jobtypes.base import JobRun, JobType, Outcome
+from jobstream.protocol.task import ParsedParams
 from jobstream.queue import work_message_body
 from jobstream.service.runtime import Runtime
 from jobstream_local.gateway import load_handler
@@ -177,3 +180,18 @@ def test_the_job_types_doc_lists_exactly_the_registered_types() -> None:
     for job_type in registry.job_types():
         for schema in (job_type.params_schema, job_type.result_schema):
             assert f"`{schema.removeprefix('#/$defs/')}`" in table
+
+
+def test_a_job_type_must_be_named() -> None:
+    class Nameless(JobType):
+        def parse_params(self, params: Any) -> ParsedParams:
+            raise NotImplementedError
+
+        def run(self, job: JobRun) -> Outcome:
+            raise NotImplementedError
+
+        def result_model(self) -> type[BaseModel]:
+            raise NotImplementedError
+
+    with pytest.raises(TypeError, match="Nameless must set `name`"):
+        Nameless()

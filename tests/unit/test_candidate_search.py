@@ -529,7 +529,40 @@ def test_catalog_is_cached_by_path_and_mtime(catalog: Path) -> None:
         (json.dumps({"works": [{**catalog_entry("1", ["a"]), "work_id": "x1"}]}), "work_id"),
         (json.dumps({"works": [{**catalog_entry("1", ["a"]), "work_type": "video"}]}), "work_type"),
         (json.dumps({"works": [{**catalog_entry("1", ["a"]), "bookmarks": "3"}]}), "bookmarks"),
-        (json.dumps({"works": [{**catalog_entry("1", ["a"]), "extra": 1}]}), "extra"),
+        (json.dumps({"works": [{**catalog_entry("1", ["a"]), "colour": "red"}]}), "colour"),
+        (json.dumps({"works": [{**catalog_entry("1", ["a"]), "extra": {}}]}), "extra"),
+        (json.dumps({"works": [{**catalog_entry("1", ["a"]), "url": ""}]}), "url and tags"),
+        (json.dumps({"works": [catalog_entry("1", ["a", ""])]}), "url and tags"),
+        (
+            json.dumps(
+                {
+                    "works": [
+                        {
+                            **catalog_entry("1", ["a"]),
+                            "assets": [
+                                {"asset_id": "", "type": "image", "role": "primary", "url": "u"}
+                            ],
+                        }
+                    ]
+                }
+            ),
+            "asset_id and url",
+        ),
+        (
+            json.dumps(
+                {
+                    "works": [
+                        {
+                            **catalog_entry("1", ["a"]),
+                            "assets": [
+                                {"asset_id": "p0", "type": "image", "role": "primary", "url": ""}
+                            ],
+                        }
+                    ]
+                }
+            ),
+            "asset_id and url",
+        ),
         (
             json.dumps({"works": [catalog_entry("1", ["a"]), catalog_entry("1", ["b"])]}),
             "duplicate",

@@ -62,8 +62,8 @@ def module_name(path: Path) -> str:
 
 
 def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
-    """Every module an import statement of `path` names, relative imports resolved; `from
-    jobstream import x` names `jobstream.x`."""
+    """Every module an import statement of `path` names, relative imports resolved; `from a.b
+    import x` names `a.b` and `a.b.x` (x may be a module)."""
     is_package = path.name == "__init__.py"
     module = module_name(path) if path.is_relative_to(PACKAGE) else ""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -78,9 +78,9 @@ def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
             else:
                 origin = node.module or ""
             yield node.lineno, origin
-            if origin == "jobstream":
-                for alias in node.names:
-                    yield node.lineno, f"jobstream.{alias.name}"
+            # `from jobstream.jobtypes import candidate_search` names a module too.
+            for alias in node.names:
+                yield node.lineno, f"{origin}.{alias.name}"
 
 
 def layer_files() -> list[Path]:
@@ -91,10 +91,12 @@ def upward_imports(path: Path) -> list[str]:
     unit = unit_of(module_name(path))
     assert unit is not None
     problems = []
+    seen: set[tuple[int, str]] = set()  # `from a.b import x` names a.b and a.b.x: one problem
     for line, target in imported_modules(path):
         target_unit = unit_of(target)
-        if target_unit in (None, "", unit):
+        if target_unit in (None, "", unit) or (line, target_unit) in seen:
             continue
+        seen.add((line, target_unit))
         if target_unit not in DIRECTLY_BELOW:
             problems.append(f"{path.name}:{line} imports {target}: {target_unit} has no layer")
         elif target_unit not in below(unit):
@@ -131,9 +133,11 @@ def job_type_of(module: str) -> str | None:
 def cross_job_type_imports(path: Path) -> list[str]:
     own = job_type_of(module_name(path))
     problems = []
+    seen: set[tuple[int, str]] = set()
     for line, target in imported_modules(path):
         other = job_type_of(target)
-        if other is not None and other != own:
+        if other is not None and other != own and (line, other) not in seen:
+            seen.add((line, other))
             problems.append(f"{path.name}:{line} imports {target}: the job type {other}'s own")
     return problems
 
@@ -222,5 +226,8 @@ def test_an_import_of_another_job_type_is_found(
     )
     (problem,) = cross_job_type_imports(path)
     assert "jobstream.jobtypes.search.params: the job type search's own" in problem
+    named = write(package, "jobtypes/fetch/plan.py", "from jobstream.jobtypes import search\n")
+    (problem,) = cross_job_type_imports(named)
+    assert "imports jobstream.jobtypes.search: the job type search's own" in problem
     shared = write(package, "jobtypes/runner.py", "from jobstream.jobtypes.search import x\n")
     assert cross_job_type_imports(shared) != []

@@ -79,6 +79,11 @@ class JobType(ABC):
     features: ClassVar[tuple[str, ...]] = ()
     limits: ClassVar[Mapping[str, int]] = MappingProxyType({})
 
+    def __init__(self) -> None:
+        # The abstract methods are checked by ABC; a class attribute is not.
+        if not getattr(type(self), "name", ""):
+            raise TypeError(f"{type(self).__name__} must set `name` (the Task's job_type)")
+
     @abstractmethod
     def parse_params(self, params: Any) -> ParsedParams: ...
 

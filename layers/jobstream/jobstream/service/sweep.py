@@ -10,7 +10,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from jobstream import observability
 from jobstream.domain import OPEN_CALLBACK_STATES, CallbackState, IntentRef, JobRecord, JobStatus
@@ -40,7 +40,9 @@ class SweepReport:
     def counts(self) -> dict[str, int | bool]:
         """Flat, for logs and the operator: every verdict is named, counted or not."""
         counts: dict[str, int | bool] = {
-            name: value for name, value in asdict(self).items() if name != "expired"
+            entry.name: getattr(self, entry.name)
+            for entry in fields(self)
+            if entry.name != "expired"
         }
         counts.update({reason.value: self.expired[reason] for reason in sorted(EXPIRY_REASONS)})
         return counts

@@ -11,6 +11,7 @@ from jobstream.protocol.models import Asset, NonNegativeInt, ProtocolModel
 
 
 class FetchedAsset(Asset):
+    asset_id: Annotated[StrictStr, Field(min_length=1)]
     mime: StrictStr
     bytes: NonNegativeInt
     hash: Annotated[StrictStr, Field(pattern=r"^sha256:[0-9a-f]{64}$")]

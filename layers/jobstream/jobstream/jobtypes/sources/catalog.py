@@ -27,6 +27,22 @@ def catalog_path() -> Path:
     return Path(configured) if configured else DEFAULT_CATALOG
 
 
+def _broken_rule(work: Work) -> str | None:
+    """The first rule of a catalog entry `work` breaks, beyond a Work's types (a Pixiv work may
+    come with empty ids or URLs; a hand-written catalog may not)."""
+    if not work.work_id.isascii() or not work.work_id.isdigit():
+        # Numeric, because "newest first" orders by the id as a number.
+        return f"work_id {work.work_id!r} is not a number"
+    if not work.url or "" in work.tags:
+        return f"work {work.work_id}: its url and tags must be non-empty"
+    if any(not asset.asset_id or not asset.url for asset in work.assets):
+        return f"work {work.work_id}: each asset needs a non-empty asset_id and url"
+    if "extra" in work.model_fields_set:
+        # What a Pixiv work carries besides its fields: a catalog entry names fields only.
+        return f"work {work.work_id}: extra is not a field of a catalog work"
+    return None
+
+
 class _CatalogFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -34,12 +50,12 @@ class _CatalogFile(BaseModel):
 
     @field_validator("works")
     @classmethod
-    def _numeric_unique_ids(cls, works: list[Work]) -> list[Work]:
+    def _by_the_rules(cls, works: list[Work]) -> list[Work]:
         seen: set[str] = set()
         for work in works:
-            # Numeric, because "newest first" orders by the id as a number.
-            if not work.work_id.isascii() or not work.work_id.isdigit():
-                raise ValueError(f"work_id {work.work_id!r} is not a number")
+            broken = _broken_rule(work)
+            if broken is not None:
+                raise ValueError(broken)
             if work.work_id in seen:
                 raise ValueError(f"duplicate work_id {work.work_id}")
             seen.add(work.work_id)
