@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from rich.box import SIMPLE_HEAD
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
@@ -69,25 +70,63 @@ def error_code(job: Mapping[str, Any]) -> str:
     return str(error.get("code") or "-")
 
 
-def jobs_table(jobs: Iterable[Mapping[str, Any]], now: int) -> Table:
-    table = Table(show_lines=False, header_style="bold")
-    table.add_column("id", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("created", no_wrap=True)
-    table.add_column("updated", no_wrap=True)
-    table.add_column("attempt", justify="right")
-    table.add_column("lease")
-    table.add_column("error code")
-    for job in jobs:
-        table.add_row(
-            str(job.get("job_id")),
-            status(str(job.get("status"))),
-            timestamp(job.get("created_at")),
-            timestamp(job.get("updated_at")),
-            str(job.get("attempt") if job.get("attempt") is not None else "-"),
-            lease(job, now),
-            error_code(job),
+JOB_COLUMNS: Final = ("id", "status", "created", "updated", "attempt", "lease", "error code")
+# Where the whole table does not fit: what tells jobs apart (`jobs show` has the rest).
+SHORT_JOB_COLUMNS: Final = ("id", "status", "age", "error code")
+
+
+def jobs_view(jobs: Iterable[Mapping[str, Any]], now: int, width: int) -> Table:
+    """Every column where they fit with each job id whole; else id, status, age and error."""
+    records = list(jobs)
+    rows = [_job_row(job, now) for job in records]
+    whole = [
+        max([len(header), *(len(row[index]) for row in rows)])
+        for index, header in enumerate(JOB_COLUMNS)
+    ]
+    # Each column has a space either side and a rule after it.
+    if width >= sum(whole) + 3 * len(JOB_COLUMNS) + 1:
+        return _jobs_table(JOB_COLUMNS, rows)
+    short = [
+        (job_id, state, _age(job, now), error)
+        for job, (job_id, state, *_, error) in zip(records, rows, strict=True)
+    ]
+    return _jobs_table(SHORT_JOB_COLUMNS, short)
+
+
+def _job_row(job: Mapping[str, Any], now: int) -> tuple[str, ...]:
+    attempt = job.get("attempt")
+    return (
+        str(job.get("job_id")),
+        str(job.get("status")),
+        timestamp(job.get("created_at")),
+        timestamp(job.get("updated_at")),
+        str(attempt if attempt is not None else "-"),
+        lease(job, now),
+        error_code(job),
+    )
+
+
+def _age(job: Mapping[str, Any], now: int) -> str:
+    created = job.get("created_at")
+    return duration(max(now - created, 0)) if isinstance(created, int) else "-"
+
+
+def _jobs_table(headers: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> Table:
+    if headers == SHORT_JOB_COLUMNS:
+        # No side rules and one space between columns: 78 columns with the longest error code.
+        table = Table(
+            header_style="bold",
+            box=SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
         )
+    else:
+        table = Table(header_style="bold")
+    for header in headers:
+        table.add_column(header, no_wrap=header != "error code")
+    for job_id, state, *rest in rows:
+        table.add_row(job_id, status(state), *rest)
     return table
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from jobstream_cli.render import job_detail, jobs_table, now_ms
+from jobstream_cli.render import job_detail, jobs_view, now_ms
 from jobstream_cli.state import Cli, current
 from jobstream_client import Job
 
@@ -44,7 +44,7 @@ def list_jobs(
     if not page.jobs:
         state.out.print("no jobs")
         return
-    state.out.print(jobs_table([job.raw for job in page.jobs], now_ms()))
+    state.out.print(jobs_view([job.raw for job in page.jobs], now_ms(), state.out.width))
     if page.next_cursor:
         state.out.print(f"[dim]more jobs exist (showing {len(page.jobs)}; raise --limit)[/dim]")
 

@@ -674,3 +674,50 @@ def test_smoke_cancel_step_fails_when_the_job_finished_first() -> None:
         "job-fast ended succeeded before the cancel reached it: give --cancel-target-id a slower "
         "target (the shipped demo-slow)"
     )
+
+
+def _listed_job(job_id: str, status: str, code: str | None, created_at: int) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "job_id": job_id,
+        "status": status,
+        "created_at": created_at,
+        "updated_at": created_at + 1_500,
+        "attempt": 1,
+        "lease_active": status == "running",
+        "lease_expires_at": created_at + 60_000,
+    }
+    if code is not None:
+        job["error"] = {"code": code, "message": "m", "retryable": False}
+    return job
+
+
+@pytest.mark.parametrize("columns", [80, 100, 160])
+def test_jobs_list_is_readable_at_any_width(columns: int) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from jobstream_cli.render import jobs_view
+
+    now = 1_764_734_712_345
+    cancelled = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    running = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+    jobs = [
+        _listed_job(cancelled, "cancelled", "cancelled_by_consumer", now - 245_000),
+        _listed_job(running, "running", None, now - 7_380_000),
+    ]
+    out = StringIO()
+    Console(file=out, width=columns, color_system=None).print(jobs_view(jobs, now, columns))
+    lines = [line.rstrip() for line in out.getvalue().splitlines()]
+    assert max(len(line) for line in lines) <= columns
+    text = "\n".join(lines)
+    assert "…" not in text
+    for job in jobs:
+        assert job["job_id"] in text  # whole, never cut
+    assert "cancelled_by_consumer" in text
+    # Every column where they fit; else what tells jobs apart, with the age of each.
+    full = columns == 160
+    assert ("lease" in text, "updated" in text, "age" in text) == (full, full, not full)
+    if not full:
+        assert "4m 05s" in text
+        assert "2h 03m" in text
