@@ -199,6 +199,24 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+def execution_role(function: str) -> dict[str, Any] | None:
+    """The role a function names (`Role: !GetAtt X.Arn`); None when SAM generates one."""
+    role = TEMPLATE_NOW.resources_of_type(FUNCTION)[function].get("Role")
+    if isinstance(role, dict) and "Fn::GetAtt" in role:
+        roles: dict[str, dict[str, Any]] = TEMPLATE_NOW.resources_of_type("AWS::IAM::Role")
+        return roles[role["Fn::GetAtt"][0]]
+    assert role is None, f"{function}: a role the checks cannot read: {role!r}"
+    return None
+
+
+def function_policies(function: str) -> list[Any]:
+    """What a function may do: its SAM `Policies`, or its own role's managed and inline ones."""
+    role = execution_role(function)
+    if role is None:
+        return as_list(TEMPLATE_NOW.resources_of_type(FUNCTION)[function].get("Policies") or [])
+    return [*as_list(role.get("ManagedPolicyArns") or []), *as_list(role.get("Policies") or [])]
+
+
 # ---------------------------------------------------------------------------------- checks
 
 
@@ -829,10 +847,10 @@ def test_the_registry_policy_reads_exactly_the_tenants_secret() -> None:
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_only_the_functions_that_read_the_registry_may(function: str) -> None:
-    policies = TEMPLATE_NOW.resources_of_type(FUNCTION)[function].get("Policies") or []
-    referenced = {p["Ref"] for p in as_list(policies) if isinstance(p, dict) and "Ref" in p}
+    policies = function_policies(function)
+    referenced = {p["Ref"] for p in policies if isinstance(p, dict) and "Ref" in p}
     assert ("TenantsReadPolicy" in referenced) == (function in REGISTRY_READERS), function
-    inline = [s for p in as_list(policies) for s in policy_statements(p)]
+    inline = [s for p in policies for s in policy_statements(p)]
     tenants_grants = [
         s for s in inline if "TenantsSecret" in str(s.get("Resource")) or s.get("Resource") == "*"
     ]
@@ -934,8 +952,7 @@ QUEUE_SENDERS = {"DispatcherFunction", "ReconcileFunction"}
 
 
 def referenced_policies(function: str) -> set[str]:
-    policies = TEMPLATE_NOW.resources_of_type(FUNCTION)[function].get("Policies") or []
-    return {p["Ref"] for p in as_list(policies) if isinstance(p, dict) and "Ref" in p}
+    return {p["Ref"] for p in function_policies(function) if isinstance(p, dict) and "Ref" in p}
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
@@ -965,6 +982,45 @@ def test_the_dispatcher_reads_the_tables_stream() -> None:
     assert len(source["FilterCriteria"]["Filters"]) == 2
 
 
+def test_the_dispatcher_may_read_this_tables_stream_and_no_other() -> None:
+    """SAM would give a stream trigger AWS's AWSLambdaDynamoDBExecutionRole (every stream in the
+    account); the dispatcher names its own role, so SAM generates none and attaches nothing."""
+    function = TEMPLATE_NOW.resources_of_type(FUNCTION)["DispatcherFunction"]
+    assert "Policies" not in function, "SAM ignores Policies beside Role: they would grant nothing"
+    role = execution_role("DispatcherFunction")
+    assert role is not None
+    assert role["AssumeRolePolicyDocument"]["Statement"] == [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "lambda.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+        }
+    ]
+    managed = role["ManagedPolicyArns"]
+    assert managed[0] == {"Ref": "QueueSendPolicy"}
+    # AWS's X-Ray writer, only when tracing is on (SAM adds it to the roles it generates).
+    assert managed[1]["Fn::If"][0] == "TracingEnabled"
+    assert "AWSXrayWriteOnlyAccess" in str(managed[1]["Fn::If"][1])
+    assert len(managed) == 2
+    grants = {
+        (action, json.dumps(statement["Resource"], sort_keys=True))
+        for policy in role["Policies"]
+        for statement in policy_statements(policy)
+        for action in as_list(statement["Action"])
+    }
+    stream = json.dumps({"Fn::Sub": "${JobsTable.Arn}/stream/*"})
+    log_group = json.dumps({"Fn::GetAtt": ["DispatcherLogGroup", "Arn"]}, sort_keys=True)
+    assert grants == {
+        *(
+            (f"dynamodb:{action}", stream)
+            for action in ("DescribeStream", "GetRecords", "GetShardIterator", "ListStreams")
+        ),
+        ("logs:CreateLogStream", log_group),
+        ("logs:PutLogEvents", log_group),
+    }
+    assert function["LoggingConfig"]["LogGroup"] == {"Ref": "DispatcherLogGroup"}
+
+
 @pytest.mark.parametrize(
     "where",
     sorted(TEMPLATE_NOW.resources_of_type("AWS::IAM::ManagedPolicy")) + FUNCTIONS,
@@ -974,8 +1030,7 @@ def test_no_policy_grants_wildcard_actions(where: str) -> None:
     if where in managed:
         statements = policy_statements(managed[where])
     else:
-        policies = TEMPLATE_NOW.resources_of_type(FUNCTION)[where].get("Policies") or []
-        statements = [s for p in as_list(policies) for s in policy_statements(p)]
+        statements = [s for p in function_policies(where) for s in policy_statements(p)]
     problems = wildcard_problems(statements, where)
     assert not problems, "\n".join(problems)
 
