@@ -70,6 +70,24 @@ def error_code(job: Mapping[str, Any]) -> str:
     return str(error.get("code") or "-")
 
 
+def fits_whole(
+    headers: tuple[str, ...],
+    rows: Iterable[tuple[str, ...]],
+    width: int,
+    wrapping: tuple[str, int] | None = None,
+) -> bool:
+    """Whether a ruled table of `rows` fits in `width` with every cell on one line, but the one
+    `wrapping` column, given its minimum width."""
+    rows = list(rows)
+    wrapped, minimum = wrapping if wrapping is not None else (None, 0)
+    widths = [
+        minimum if header == wrapped else max([len(header), *(len(row[index]) for row in rows)])
+        for index, header in enumerate(headers)
+    ]
+    # Each column has a space either side and a rule after it.
+    return width >= sum(widths) + 3 * len(headers) + 1
+
+
 JOB_COLUMNS: Final = ("id", "status", "created", "updated", "attempt", "lease", "error code")
 # Where the whole table does not fit: what tells jobs apart (`jobs show` has the rest).
 SHORT_JOB_COLUMNS: Final = ("id", "status", "age", "error code")
@@ -79,12 +97,7 @@ def jobs_view(jobs: Iterable[Mapping[str, Any]], now: int, width: int) -> Table:
     """Every column where they fit with each job id whole; else id, status, age and error."""
     records = list(jobs)
     rows = [_job_row(job, now) for job in records]
-    whole = [
-        max([len(header), *(len(row[index]) for row in rows)])
-        for index, header in enumerate(JOB_COLUMNS)
-    ]
-    # Each column has a space either side and a rule after it.
-    if width >= sum(whole) + 3 * len(JOB_COLUMNS) + 1:
+    if fits_whole(JOB_COLUMNS, rows, width):
         return _jobs_table(JOB_COLUMNS, rows)
     short = [
         (job_id, state, _age(job, now), error)
@@ -243,14 +256,9 @@ def dead_letters_view(dead: Iterable[Mapping[str, Any]], width: int) -> Renderab
     """A table where it fits with every id and URL whole, else one short block per dead letter."""
     records = list(dead)
     rows = [_dead_letter_row(record) for record in records]
-    whole = [
-        max([len(header), *(len(row[index]) for row in rows)])
-        for index, header in enumerate(DEAD_LETTER_COLUMNS)
-        if header != "last error"
-    ]
-    # Each column has a space either side and a rule after it; the error wraps in what is left.
-    needed = sum(whole) + 3 * len(DEAD_LETTER_COLUMNS) + 1 + MIN_ERROR_WIDTH
-    return dead_letters_table(records) if rows and width >= needed else dead_letter_blocks(records)
+    # The error wraps in what is left, at least MIN_ERROR_WIDTH.
+    fits = fits_whole(DEAD_LETTER_COLUMNS, rows, width, wrapping=("last error", MIN_ERROR_WIDTH))
+    return dead_letters_table(records) if rows and fits else dead_letter_blocks(records)
 
 
 def dead_letter_blocks(dead: Iterable[Mapping[str, Any]]) -> Group:

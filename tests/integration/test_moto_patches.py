@@ -36,22 +36,20 @@ PARTITIONS = ["a", "b", "c"]
 Item = tuple[str, int, str | None, int]  # pk, sk, g (sparse index key), gr (index range key)
 
 
-def _table(client: Any) -> str:
-    name = f"patched-{uuid.uuid4().hex[:10]}"
-    client.create_table(
-        TableName=name,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "N"},
+def _table(client: Any, *, prefix: str = "patched", sparse_index: bool = True) -> str:
+    """A table keyed (pk S, sk N); with `sparse_index`, also the index `sparse` on (g S, gr N)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    keys = [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "N"},
+    ]
+    index: dict[str, Any] = {}
+    if sparse_index:
+        keys += [
             {"AttributeName": "g", "AttributeType": "S"},
             {"AttributeName": "gr", "AttributeType": "N"},
-        ],
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        GlobalSecondaryIndexes=[
+        ]
+        index["GlobalSecondaryIndexes"] = [
             {
                 "IndexName": "sparse",
                 "KeySchema": [
@@ -60,7 +58,16 @@ def _table(client: Any) -> str:
                 ],
                 "Projection": {"ProjectionType": "ALL"},
             }
+        ]
+    client.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=keys,
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
         ],
+        **index,
     )
     return name
 
@@ -647,23 +654,6 @@ def _answer(call: Any, **request: Any) -> Any:
     return response
 
 
-def _key_table(client: Any) -> str:
-    name = f"answers-{uuid.uuid4().hex[:10]}"
-    client.create_table(
-        TableName=name,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "N"},
-        ],
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-    )
-    return name
-
-
 scalars = st.one_of(
     st.builds(lambda s: {"S": s}, st.text(max_size=8)),
     st.builds(
@@ -712,7 +702,7 @@ def test_items_are_answered_as_motos_own_walk_answers_them(
     aws: None, attributes: dict[str, Any]
 ) -> None:
     client = boto3.client("dynamodb")
-    table = _key_table(client)
+    table = _table(client, prefix="answers", sparse_index=False)
     key = {"pk": {"S": "p"}, "sk": {"N": "1"}}
     client.put_item(TableName=table, Item={**key, **attributes})
     requests: list[tuple[Any, dict[str, Any]]] = [
@@ -776,7 +766,10 @@ def test_updates_and_conditions_act_as_motos_own_parse_acts(
     """The same updates, in the same order, on two tables: one under the cached parses, the other
     under moto's own; every answer (new item or refusal) and the final items are the same."""
     client = boto3.client("dynamodb")
-    tables = (_key_table(client), _key_table(client))
+    tables = (
+        _table(client, prefix="answers", sparse_index=False),
+        _table(client, prefix="answers", sparse_index=False),
+    )
     names = {"#a": "a", "#b": "b", "#l": "l", "#m": "m", "#k": "k", "#s": "s"}
     answers: list[list[Any]] = [[], []]
     for (update, condition), number in steps:

@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobstream.jobtypes.base import Outcome
 from jobstream.protocol.assets import AssetRole, AssetType
+from jobstream.protocol.models import NonNegativeInt
 
 WorkType = Literal["illustration", "novel"]
-NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
 class _SourceValue(BaseModel):
