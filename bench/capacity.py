@@ -36,11 +36,14 @@ def partition_kind(where: str, value: str) -> str:
 
 
 # Per kind: how many shards it has, and for whom its capacity counts.
-SHARDS: Final = {
+SHARDS: Final[dict[tuple[str, str], tuple[int, str]]] = {
     (TABLE, "JOB#<job_id>"): (1, "per job"),
     (keys.TENANT_INDEX, "T#<tenant>"): (keys.TENANT_SHARDS, "per tenant"),
     (keys.CORRELATION_INDEX, "T#<tenant>#C#<correlation_id>"): (1, "per correlation id"),
-    **{(keys.SWEEP_INDEX, kind): (keys.SWEEP_SHARDS, "in total") for kind in keys.SWEEP_PARTITIONS},
+    **{
+        (keys.SWEEP_INDEX, kind.value): (keys.SWEEP_SHARDS, "in total")
+        for kind in keys.SweepBacklog
+    },
 }
 
 

@@ -74,9 +74,15 @@ def test_no_two_tenant_shards_share_a_key(first: str, second: str, shards: tuple
 def test_shard_zero_keeps_the_unsharded_keys() -> None:
     """Items written before sharding are read as shard 0 (no migration)."""
     assert keys.tenant_partitions("acme")[0] == "T#acme"
-    for kind in keys.SWEEP_PARTITIONS:
+    for kind in keys.SweepBacklog:
         assert keys.sweep_partitions(kind)[0] == kind
         assert {keys.sweep_kind(pk) for pk in keys.sweep_partitions(kind)} == {kind}
+
+
+def test_a_value_of_no_known_backlog_is_its_own_kind() -> None:
+    # Not a sweep backlog, or no shard number after the last '#': nothing is cut off.
+    for value in ("JOB#ACTIVE#x", "OTHER#3", "JOB#ACTIVE#", "T#acme"):
+        assert keys.sweep_kind(value) == value
 
 
 def test_open_jobs_and_pending_callbacks_spread_over_the_sweep_shards(rt: Runtime) -> None:
@@ -89,8 +95,8 @@ def test_open_jobs_and_pending_callbacks_spread_over_the_sweep_shards(rt: Runtim
             pk = item["sweep_pk"]["S"]
             by_kind.setdefault(keys.sweep_kind(pk), set()).add(pk)
     # 40 jobs over 32 shards: a constant key would be one partition; these are many.
-    assert len(by_kind[keys.ACTIVE_JOBS]) >= 16
-    assert len(by_kind[keys.CALLBACK_HANDOFF]) >= 16
+    assert len(by_kind[keys.SweepBacklog.ACTIVE_JOBS]) >= 16
+    assert len(by_kind[keys.SweepBacklog.CALLBACK_HANDOFF]) >= 16
     tenant_keys = {item["gsi1pk"]["S"] for item in items if "gsi1pk" in item}
     assert len(tenant_keys) >= 10
     assert all(pk in keys.tenant_partitions("acme") for pk in tenant_keys)
@@ -133,7 +139,7 @@ def test_an_entry_under_an_unsharded_key_is_still_swept(rt: Runtime, clock: Cloc
         TableName=rt.store.table_name,
         Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK}),
         UpdateExpression="SET sweep_pk = :legacy",
-        ExpressionAttributeValues=to_item({":legacy": keys.ACTIVE_JOBS}),
+        ExpressionAttributeValues=to_item({":legacy": keys.SweepBacklog.ACTIVE_JOBS.value}),
     )
     assert list(rt.store.active_jobs()) == [job_id]
     clock.advance(keys.HANDOFF_GRACE_MS + 1)
@@ -156,7 +162,7 @@ def test_a_sweep_read_stops_with_its_caller(rt: Runtime, monkeypatch: pytest.Mon
         return original(**request)
 
     monkeypatch.setattr(client, "query", counting)
-    entries = sweep_entries(client, rt.store.table_name, keys.ACTIVE_JOBS)
+    entries = sweep_entries(client, rt.store.table_name, keys.SweepBacklog.ACTIVE_JOBS)
     assert next(entries)
     assert queries == keys.SWEEP_SHARDS
 
@@ -172,7 +178,7 @@ def test_an_intent_under_an_unsharded_key_is_postponed_after_a_resend(
         TableName=rt.store.table_name,
         Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(1)}),
         UpdateExpression="SET sweep_pk = :legacy",
-        ExpressionAttributeValues=to_item({":legacy": keys.CALLBACK_HANDOFF}),
+        ExpressionAttributeValues=to_item({":legacy": keys.SweepBacklog.CALLBACK_HANDOFF.value}),
     )
     clock.advance(keys.HANDOFF_GRACE_MS + 1)
     assert sweep(rt).callbacks_resent == 1

@@ -270,7 +270,7 @@ class World:
             assert record.lease_owner is None
         else:
             assert terminal == [], f"{record.status} job {job_id} has {terminal}"
-            assert keys.sweep_kind(view.item["sweep_pk"]["S"]) == keys.ACTIVE_JOBS
+            assert keys.sweep_kind(view.item["sweep_pk"]["S"]) == keys.SweepBacklog.ACTIVE_JOBS
         # I6: one execution at most; started iff job.started was recorded.
         assert record.attempt <= 1
         assert (record.started_at is not None) == (EventKind.EXECUTION_STARTED in kinds)
@@ -329,9 +329,9 @@ class World:
             if intent["state"] == CallbackState.DELIVERED:
                 assert "sweep_pk" not in intent
             elif intent["state"] == CallbackState.DEAD:
-                assert keys.sweep_kind(intent["sweep_pk"]) == keys.CALLBACK_DEAD
+                assert keys.sweep_kind(intent["sweep_pk"]) == keys.SweepBacklog.CALLBACK_DEAD
             else:
-                assert keys.sweep_kind(intent["sweep_pk"]) == keys.CALLBACK_HANDOFF
+                assert keys.sweep_kind(intent["sweep_pk"]) == keys.SweepBacklog.CALLBACK_HANDOFF
 
     # -- helpers for rules ------------------------------------------------------------------
 

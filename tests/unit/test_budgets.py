@@ -40,7 +40,7 @@ def test_the_fattest_job_the_budgets_allow_fits_in_one_item(filler: str) -> None
     fat = fattest(admitted, result=result_of(RESULT_BYTES, filler))
     item = record_to_item(fat)
     assert "result" not in item  # the result has an item of its own
-    item.setdefault("sweep_pk", to_attribute(keys.ACTIVE_JOBS))
+    item.setdefault("sweep_pk", to_attribute(keys.SweepBacklog.ACTIVE_JOBS.value))
     item.setdefault("sweep_sk", to_attribute(keys.sweep_sk(10**13 - 1, "j" * 40)))
     item[keys.TTL_ATTRIBUTE] = to_attribute(10**10)
     grown = item_size(item) - ADMITTED_JOB_BYTES

@@ -723,7 +723,17 @@ def test_capabilities_document() -> None:
         "features": ["events", "progress", "cancel", "idempotency", "target_selector"],
         **budgets,
     }
-    assert document["limits"] == {"job_types": {"asset_fetch": {"max_assets": 20}}}
+    assert document["limits"] == {
+        "job_types": {
+            "candidate_search": {
+                "max_tags": 20,
+                "max_excludes": 100,
+                "max_candidates_per_job": 100,
+                "max_scan_limit": 100,
+            },
+            "asset_fetch": {"max_assets": 20},
+        }
+    }
 
 
 def test_capabilities_report_the_live_budgets() -> None:

@@ -133,6 +133,7 @@ def test_there_are_exactly_sixteen_codes_with_the_reference_defaults() -> None:
     assert {code.value for code in ErrorCode} == set(EXPECTED_RETRYABLE)
     assert {code.value: flag for code, flag in RETRYABLE.items()} == EXPECTED_RETRYABLE
     assert all(type(flag) is bool for flag in RETRYABLE.values())
+    assert {code.value: code.retryable for code in ErrorCode} == EXPECTED_RETRYABLE
 
 
 def test_codes_equal_the_published_error_mapping() -> None:

@@ -38,25 +38,28 @@ class JobRecord:
     status: JobStatus
     created_at: int
     updated_at: int
+    # The Task's optional parts.
     deadline_at: int | None = None
     correlation_id: str | None = None
     labels: dict[str, str] | None = None
     callback_url: str | None = None
-    reason: str | None = None
-    reason_message: str | None = None
+    # The run: handed to the queue, started, then each claim (an attempt) under a lease.
+    dispatched_at: int | None = None
     started_at: int | None = None
     heartbeat_at: int | None = None
+    attempt: int = 0
     lease_owner: str | None = None
     lease_expires_at: int | None = None
-    attempt: int = 0
     progress_stage: str | None = None
     progress_message: str | None = None
     progress_events: int = 0
-    dispatched_at: int | None = None
-    # A succeeded job's result: its own item (`#RESULT`), read with the job where needed.
+    # The outcome: a succeeded job's result (its own item, `#RESULT`, read with the job where
+    # needed); a finished run's outcome (JSON), kept while its completion could not be written;
+    # why the job failed, expired or was cancelled (a Reason), with a message.
     result: dict[str, Any] | None = None
-    # A finished run's outcome (JSON) kept while its completion could not be written.
     pending_outcome: str | None = None
+    reason: str | None = None
+    reason_message: str | None = None
     # The event stream's bookkeeping, kept on the job so counts never read the events.
     event_count: int = 0
     last_event_at: int = 0

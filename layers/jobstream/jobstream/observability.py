@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.logging import Logger
@@ -42,37 +42,6 @@ LAMBDA_FUNCTION_VARIABLE: Final = "AWS_LAMBDA_FUNCTION_NAME"  # set by the Lambd
 
 LOGGER_NAME: Final = "jobstream"
 DEFAULT_NAMESPACE: Final = "jobstream"
-SERVICE_DIMENSION: Final = "service"
-
-COUNT: Final = "Count"
-MILLISECONDS: Final = "Milliseconds"
-# EMF limits: at most 100 metrics per directive and 100 values per metric.
-MAX_VALUES: Final = 100
-
-# Every metric the code emits, with its unit and its dimension besides "service".
-METRICS: Final[dict[str, tuple[str, str | None]]] = {
-    "admitted": (COUNT, None),
-    "replayed": (COUNT, None),
-    "rejected": (COUNT, "code"),
-    "events_recorded": (COUNT, "type"),
-    "events_repaired": (COUNT, None),
-    "callbacks_delivered": (COUNT, None),
-    "callbacks_retried": (COUNT, None),
-    "callbacks_dead_lettered": (COUNT, None),
-    "callbacks_deferred": (COUNT, None),
-    "callbacks_failed": (COUNT, None),
-    "jobs_claimed": (COUNT, None),
-    "jobs_succeeded": (COUNT, None),
-    "jobs_failed": (COUNT, None),
-    "results_cut": (COUNT, None),
-    "verdicts": (COUNT, "reason"),
-    "sweep_duration_ms": (MILLISECONDS, None),
-    "aws_retries": (COUNT, "code"),
-    "aws_retries_exhausted": (COUNT, "code"),
-    "completions_deferred": (COUNT, None),
-    "handed_off": (COUNT, None),
-    "handoffs_failed": (COUNT, None),
-}
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -149,6 +118,51 @@ def bind(**keys: str | int | None) -> None:
 
 # --------------------------------------------------------------------------------- metrics
 
+SERVICE_DIMENSION: Final = "service"
+COUNT: Final = "Count"
+MILLISECONDS: Final = "Milliseconds"
+# EMF limits: at most 100 metrics per directive and 100 values per metric.
+MAX_VALUES: Final = 100
+
+
+class Metric(NamedTuple):
+    unit: str = COUNT
+    # The metric's dimension besides "service": its name (the value comes with each count).
+    dimension: str | None = None
+
+
+# Every metric the code emits, by its emitter.
+METRICS: Final[dict[str, Metric]] = {
+    # Requests and admission: http/api.py and service/admission.py.
+    "admitted": Metric(),
+    "replayed": Metric(),
+    "rejected": Metric(dimension="code"),
+    # The event stream: service/stream.py.
+    "events_recorded": Metric(dimension="type"),
+    "events_repaired": Metric(),
+    # The hand-off from the table's stream to the queues: service/dispatcher.py.
+    "handed_off": Metric(),
+    "handoffs_failed": Metric(),
+    # The worker: service/execution.py and service/completion.py.
+    "jobs_claimed": Metric(),
+    "jobs_succeeded": Metric(),
+    "jobs_failed": Metric(),
+    "results_cut": Metric(),
+    "completions_deferred": Metric(),
+    # Callbacks: service/callbacks.py and service/callback_batch.py.
+    "callbacks_delivered": Metric(),
+    "callbacks_retried": Metric(),
+    "callbacks_dead_lettered": Metric(),
+    "callbacks_deferred": Metric(),
+    "callbacks_failed": Metric(),
+    # The sweep: service/liveness.py and service/sweep.py.
+    "verdicts": Metric(dimension="reason"),
+    "sweep_duration_ms": Metric(MILLISECONDS),
+    # Calls to AWS: retries.py.
+    "aws_retries": Metric(dimension="code"),
+    "aws_retries_exhausted": Metric(dimension="code"),
+}
+
 DimensionSet = tuple[tuple[str, str], ...]
 
 
@@ -200,7 +214,7 @@ def emf_documents(timestamp_ms: int | None = None) -> list[dict[str, Any]]:
         directive = {
             "Namespace": namespace(),
             "Dimensions": [[SERVICE_DIMENSION, *(name for name, _ in dimensions)]],
-            "Metrics": [{"Name": name, "Unit": METRICS[name][0]} for name in names],
+            "Metrics": [{"Name": name, "Unit": METRICS[name].unit} for name in names],
         }
         document: dict[str, Any] = {
             "_aws": {"Timestamp": at, "CloudWatchMetrics": [directive]},

@@ -9,7 +9,6 @@ from jobstream.domain import JobRecord, JobStatus, StoredEvent
 from jobstream.protocol.errors import (
     EXPIRY_REASONS,
     REASON_MESSAGES,
-    RETRYABLE,
     Reason,
     code_for_reason,
     parse_reason,
@@ -52,7 +51,7 @@ def job_error(record: JobRecord) -> dict[str, Any]:
     message = record.reason_message or (
         REASON_MESSAGES[reason] if reason is not None else "internal error"
     )
-    error: dict[str, Any] = {"code": code.value, "message": message, "retryable": RETRYABLE[code]}
+    error: dict[str, Any] = {"code": code.value, "message": message, "retryable": code.retryable}
     if record.reason:
         error["detail"] = {"internal_code": record.reason}
     return error

@@ -24,6 +24,11 @@ class ErrorCode(StrEnum):
     DELIVERY_ABANDONED = "delivery_abandoned"
     INTERNAL_ERROR = "internal_error"
 
+    @property
+    def retryable(self) -> bool:
+        """The `retryable` flag a producer must send with this code."""
+        return RETRYABLE[self]
+
 
 # The `retryable` default a producer must send for each code (error-mapping.json).
 RETRYABLE: Final[dict[ErrorCode, bool]] = {
@@ -173,7 +178,7 @@ class ProtocolError(Exception):
         error: dict[str, Any] = {
             "code": self.code.value,
             "message": self.message,
-            "retryable": RETRYABLE[self.code],
+            "retryable": self.code.retryable,
         }
         if self.detail is not None:
             error["detail"] = self.detail

@@ -193,7 +193,7 @@ class CallbackStore(TableStore):
             {
                 ":dead": CallbackState.DEAD,
                 ":now": now,
-                ":dead_pk": keys.job_sweep_pk(keys.CALLBACK_DEAD, ref.job_id),
+                ":dead_pk": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_DEAD, ref.job_id),
                 ":dead_sk": keys.sweep_sk(now, ref.item_id),
                 **_answer(answer),
             },
@@ -211,7 +211,7 @@ class CallbackStore(TableStore):
                 {
                     ":due": keys.sweep_sk(due, ref.item_id),
                     ":now": now,
-                    ":handoff": keys.CALLBACK_HANDOFF,
+                    ":handoff": keys.SweepBacklog.CALLBACK_HANDOFF.value,
                 },
             )
             is not None
@@ -237,7 +237,7 @@ class CallbackStore(TableStore):
                 ":pending": CallbackState.PENDING,
                 ":zero": 0,
                 ":now": now,
-                ":handoff": keys.job_sweep_pk(keys.CALLBACK_HANDOFF, ref.job_id),
+                ":handoff": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_HANDOFF, ref.job_id),
                 ":due": keys.sweep_sk(now + keys.HANDOFF_GRACE_MS, ref.item_id),
                 ":dead": CallbackState.DEAD,
                 **({":retain": retain} if retain is not None else {}),
@@ -250,13 +250,18 @@ class CallbackStore(TableStore):
     def due(self, *, now: int) -> Iterator[IntentRef]:
         """Open callbacks the sweep should (re)send now, oldest due first (read lazily)."""
         for sort_key in sweep_entries(
-            self.client, self.table_name, keys.CALLBACK_HANDOFF, before=keys.sweep_due_bound(now)
+            self.client,
+            self.table_name,
+            keys.SweepBacklog.CALLBACK_HANDOFF,
+            before=keys.sweep_due_bound(now),
         ):
             yield _ref_from_sweep_key(sort_key)
 
     def dead(self) -> Iterator[CallbackRecord]:
         """Dead-lettered callbacks, oldest first, with their last error (read lazily)."""
-        for sort_key in sweep_entries(self.client, self.table_name, keys.CALLBACK_DEAD):
+        for sort_key in sweep_entries(
+            self.client, self.table_name, keys.SweepBacklog.CALLBACK_DEAD
+        ):
             record = self.get(_ref_from_sweep_key(sort_key))
             if record is not None:
                 yield record

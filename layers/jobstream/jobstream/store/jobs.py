@@ -184,7 +184,7 @@ class JobStore(TableStore):
 
     def active_jobs(self) -> Iterator[str]:
         """Jobs whose stream has no terminal event yet, oldest first (read lazily)."""
-        for sort_key in sweep_entries(self.client, self.table_name, keys.ACTIVE_JOBS):
+        for sort_key in sweep_entries(self.client, self.table_name, keys.SweepBacklog.ACTIVE_JOBS):
             yield sort_key.split("#", 1)[1]
 
     # -- writes ------------------------------------------------------------------------------
@@ -375,7 +375,7 @@ class JobStore(TableStore):
                     "next_attempt_at": event.at,
                     # Sparse index entry while open: if no delivery closes the callback within
                     # the grace period (its hand-off was lost), the sweep sends it.
-                    "sweep_pk": keys.job_sweep_pk(keys.CALLBACK_HANDOFF, event.job_id),
+                    "sweep_pk": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_HANDOFF, event.job_id),
                     "sweep_sk": keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id),
                 }
             )

@@ -23,6 +23,7 @@ lowering it would hide items.
 from __future__ import annotations
 
 import zlib
+from enum import StrEnum
 from typing import Final
 
 from jobstream.domain import IntentRef
@@ -42,13 +43,18 @@ CORRELATION_INDEX: Final = "by_correlation"
 SWEEP_INDEX: Final = "sweep"
 TTL_ATTRIBUTE: Final = "expires_at"
 
-# Sweep index partitions. An event whose callback is open sits under CALLBACK_HANDOFF with the
-# time the sweep should look at it if no delivery closed it; a dead one under CALLBACK_DEAD; a job
-# whose stream may still lack events (no terminal event yet) under ACTIVE_JOBS, oldest first.
-CALLBACK_HANDOFF: Final = "CALLBACK#HANDOFF"
-CALLBACK_DEAD: Final = "CALLBACK#DEAD"
-ACTIVE_JOBS: Final = "JOB#ACTIVE"
-SWEEP_PARTITIONS: Final = (CALLBACK_HANDOFF, CALLBACK_DEAD, ACTIVE_JOBS)
+
+class SweepBacklog(StrEnum):
+    """A kind of work the sweep must find: its partition of the `sweep` index (sharded).
+
+    An event whose callback is open sits under CALLBACK_HANDOFF with the time the sweep should
+    look at it if no delivery closed it; a dead one under CALLBACK_DEAD; a job whose stream may
+    still lack events (no terminal event yet) under ACTIVE_JOBS, oldest first."""
+
+    CALLBACK_HANDOFF = "CALLBACK#HANDOFF"
+    CALLBACK_DEAD = "CALLBACK#DEAD"
+    ACTIVE_JOBS = "JOB#ACTIVE"
+
 
 TENANT_SHARDS: Final = 16
 SWEEP_SHARDS: Final = 32
@@ -94,24 +100,25 @@ def job_tenant_pk(tenant: str, job_id: str) -> str:
     return tenant_pk(tenant, shard_of(job_id, TENANT_SHARDS))
 
 
-def sweep_pk(partition: str, shard: int) -> str:
-    return partition if shard == 0 else f"{partition}#{shard}"
+def sweep_pk(backlog: SweepBacklog, shard: int) -> str:
+    return backlog.value if shard == 0 else f"{backlog.value}#{shard}"
 
 
-def sweep_partitions(partition: str) -> list[str]:
+def sweep_partitions(backlog: SweepBacklog) -> list[str]:
     """Every shard of one kind of sweep backlog."""
-    return [sweep_pk(partition, shard) for shard in range(SWEEP_SHARDS)]
+    return [sweep_pk(backlog, shard) for shard in range(SWEEP_SHARDS)]
 
 
-def job_sweep_pk(partition: str, job_id: str) -> str:
-    """The shard of `partition` that holds the job's items (its intents share it)."""
-    return sweep_pk(partition, shard_of(job_id, SWEEP_SHARDS))
+def job_sweep_pk(backlog: SweepBacklog, job_id: str) -> str:
+    """The shard of `backlog` that holds the job's items (its intents share it)."""
+    return sweep_pk(backlog, shard_of(job_id, SWEEP_SHARDS))
 
 
 def sweep_kind(value: str) -> str:
     """The kind of sweep backlog a `sweep_pk` value belongs to (its shard removed)."""
     base, _, shard = value.rpartition("#")
-    return base if base in SWEEP_PARTITIONS and shard.isdigit() else value
+    known = shard.isdigit() and any(base == backlog.value for backlog in SweepBacklog)
+    return base if known else value
 
 
 def correlation_pk(tenant: str, correlation_id: str) -> str:

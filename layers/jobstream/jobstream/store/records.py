@@ -37,7 +37,7 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
         values["gsi2sk"] = values["gsi1sk"]
     if not record.is_terminal:
         # The sweep visits the job until it finishes (with its terminal event, in one write).
-        values["sweep_pk"] = keys.job_sweep_pk(keys.ACTIVE_JOBS, record.job_id)
+        values["sweep_pk"] = keys.job_sweep_pk(keys.SweepBacklog.ACTIVE_JOBS, record.job_id)
         values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
     for name in _RECORD_FIELDS:
         if name in _NOT_ON_THE_JOB_ITEM:

@@ -19,7 +19,11 @@ SHARD_PAGE: Final = 50
 
 
 def sweep_entries(
-    client: DynamoDBClient, table_name: str, partition: str, *, before: str | None = None
+    client: DynamoDBClient,
+    table_name: str,
+    backlog: keys.SweepBacklog,
+    *,
+    before: str | None = None,
 ) -> Iterator[str]:
     """Sort keys of every entry of one kind of backlog (below `before`), oldest first across
     its shards; read lazily, so a caller that stops early reads little more than it took."""
@@ -38,7 +42,7 @@ def sweep_entries(
             "ScanIndexForward": True,
             "ReturnConsumedCapacity": "TOTAL",
         }
-        for shard in keys.sweep_partitions(partition)
+        for shard in keys.sweep_partitions(backlog)
     ]
     for item in MergedQuery(client, requests, sort_key="sweep_sk", descending=False):
         yield item["sweep_sk"]["S"]

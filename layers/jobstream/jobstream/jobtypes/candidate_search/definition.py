@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from jobstream.config.targets import Target, TargetsFile
 from jobstream.jobtypes.base import JobRun, JobType, Outcome, ResultFits
-from jobstream.jobtypes.candidate_search.params import parse_params
+from jobstream.jobtypes.candidate_search.params import (
+    MAX_EXCLUDES,
+    MAX_LIMIT,
+    MAX_SCAN_LIMIT,
+    MAX_TAGS,
+    parse_params,
+)
 from jobstream.jobtypes.candidate_search.targets import admit_target
 from jobstream.protocol.documents import FEATURES
 from jobstream.protocol.task import ParsedParams
@@ -40,6 +47,14 @@ class CandidateSearch(JobType):
     name = "candidate_search"
     # Every feature the protocol names: exclusions, tag expansion and the target selector too.
     features = FEATURES
+    limits = MappingProxyType(
+        {
+            "max_tags": MAX_TAGS,
+            "max_excludes": MAX_EXCLUDES,
+            "max_candidates_per_job": MAX_LIMIT,
+            "max_scan_limit": MAX_SCAN_LIMIT,
+        }
+    )
 
     def parse_params(self, params: Any) -> ParsedParams:
         return parse_params(params)

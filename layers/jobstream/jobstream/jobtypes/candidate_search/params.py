@@ -23,8 +23,11 @@ MAX_TAG_LENGTH: Final = 100
 MAX_ACCOUNT_LENGTH: Final = 100
 MAX_EXCLUDES: Final = 100
 MAX_EXCLUDE_ID_LENGTH: Final = 100
-MAX_SCAN_LIMIT: Final = 100
 EXCLUDE_KINDS: Final = ("work", "candidate", "tag")
+# A run returns at most MAX_LIMIT candidates and looks at most at MAX_SCAN_LIMIT works: a larger
+# `limit` or `scan_limit` (given, or a target's default) is capped, not refused.
+MAX_LIMIT: Final = 100
+MAX_SCAN_LIMIT: Final = 100
 
 
 @dataclass(frozen=True, slots=True)

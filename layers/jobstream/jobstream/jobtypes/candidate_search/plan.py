@@ -6,9 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from jobstream.config.targets import Target, WorkType
-
-MAX_LIMIT = 100
-MAX_SCAN_LIMIT = 100
+from jobstream.jobtypes.candidate_search.params import MAX_LIMIT, MAX_SCAN_LIMIT
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,11 +28,11 @@ class SourceAsset(_SourceValue):
     type: AssetType
     role: AssetRole
     url: str
+    # The catalog's local copy of the file (a path relative to the catalog): what a download reads.
+    file: Annotated[str, Field(min_length=1)] | None = None
     width: NonNegativeInt | None = None
     height: NonNegativeInt | None = None
     mime: str | None = None
-    # The catalog's local copy of the file (a path relative to the catalog): what a download reads.
-    file: Annotated[str, Field(min_length=1)] | None = None
 
 
 class Work(_SourceValue):
