@@ -36,12 +36,12 @@ from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.jobs import JobStore
-from jobstream_local.gateway import load_handler
 from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
 from tests.support.dispatch import dispatch_stream
 from tests.support.faults import KINDS, Faults, injected
 from tests.support.harness import START_MS, Api, Clock, Response, canonical_task
+from tests.support.lambda_events import queue_handler, received_sqs_event
 from tests.support.state import callback_intents, mark_failed
 from tests.support.validation import validate_error
 
@@ -337,12 +337,6 @@ class World:
         return self.job_ids[0]
 
 
-@cache
-def _worker_handler() -> Any:
-    (source,) = [s for s in _template().queue_sources() if s.queue == "WorkQueue"]
-    return load_handler(source.function)
-
-
 def new_world(base: Runtime, now: int) -> World:
     suffix = uuid.uuid4().hex[:10]
     table = f"faults-{suffix}"
@@ -541,20 +535,8 @@ def _act_cancel(w: World) -> None:
 
 def _act_worker(w: World) -> None:
     assert w.message is not None
-    message = w.message
-    record = {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message["Body"],
-        "attributes": {},
-        "messageAttributes": {},
-        "md5OfBody": "",
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:work",
-        "awsRegion": "us-east-1",
-    }
-    event = {"Records": [record]}
-    worker = _worker_handler()
+    event = received_sqs_event(w.message)
+    worker = queue_handler("WorkQueue")
     # The invocation never fails: a completion it could not write is a batch item failure.
     if worker(event, None)["batchItemFailures"]:
         # SQS delivers the same message again; it must then land, without a second failure.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,8 @@ from jobstream.jobtypes.base import JobRun, JobType, Outcome
 from jobstream.protocol.task import ParsedParams
 from jobstream.queue import work_message_body
 from jobstream.service.runtime import Runtime
-from jobstream_local.gateway import load_handler
-from jobstream_local.template import Template
 from tests.support.harness import Api
+from tests.support.lambda_events import queue_handler
 from tests.support.validation import validate, validate_error
 from tests.support.word_count.definition import JOB_TYPE
 from tools import openapi
@@ -37,16 +35,10 @@ def word_count() -> Iterator[None]:
     registry.unregister(JOB_TYPE.name)
 
 
-@cache
-def _worker() -> Any:
-    (source,) = [s for s in Template.load().queue_sources() if s.queue == "WorkQueue"]
-    return load_handler(source.function)
-
-
 def run_worker(job_id: str) -> dict[str, Any]:
     """The worker function, invoked as SQS invokes it with the job's work message."""
     record = {"messageId": f"m-{job_id}", "receiptHandle": "r", "body": work_message_body(job_id)}
-    answer: dict[str, Any] = _worker()({"Records": [record]}, None)
+    answer: dict[str, Any] = queue_handler("WorkQueue")({"Records": [record]}, None)
     return answer
 
 

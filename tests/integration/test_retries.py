@@ -4,7 +4,6 @@ route answers a transient cause with a retryable 503, never `500 retryable: fals
 from __future__ import annotations
 
 import json
-from functools import cache
 from typing import Any
 
 import boto3
@@ -18,20 +17,17 @@ from jobstream.service import admission, completion, execution
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
-from jobstream_local.gateway import load_handler
-from jobstream_local.template import Template
 from tests.support.dispatch import dispatch_stream
 from tests.support.faults import KINDS, Faults, injected
 from tests.support.harness import Api, canonical_task
+from tests.support.lambda_events import queue_handler, received_sqs_event
 from tests.support.validation import validate_error
 
 FOREVER = 10_000
 
 
-@cache
 def _worker() -> Any:
-    (source,) = [s for s in Template.load().queue_sources() if s.queue == "WorkQueue"]
-    return load_handler(source.function)
+    return queue_handler("WorkQueue")
 
 
 def _work_event(rt: Runtime) -> tuple[str, dict[str, Any]]:
@@ -43,18 +39,7 @@ def _work_event(rt: Runtime) -> tuple[str, dict[str, Any]]:
     (message,) = boto3.client("sqs").receive_message(
         QueueUrl=rt.settings.work_queue_url or "", MaxNumberOfMessages=10
     )["Messages"]
-    record = {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message["Body"],
-        "attributes": {},
-        "messageAttributes": {},
-        "md5OfBody": "",
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:work",
-        "awsRegion": "us-east-1",
-    }
-    return job_id, {"Records": [record]}
+    return job_id, received_sqs_event(message)
 
 
 def _completion_failing(times: int, kind: str = "conflict") -> Faults:

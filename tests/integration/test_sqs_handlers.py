@@ -14,15 +14,9 @@ from jobstream.queue import QueueMessage
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
 from jobstream.sqs_handler import sqs_handler
-from jobstream_local.gateway import load_handler
-from jobstream_local.template import Template
+from tests.support.lambda_events import queue_handler
 
 NAMING_NOTHING = ["not json", "[]", '{"job_id": 7, "sequence": "1"}', '{"job_id": ""}']
-
-
-def function_of(queue: str) -> Any:
-    (source,) = [s for s in Template.load().queue_sources() if s.queue == queue]
-    return load_handler(source.function)
 
 
 def records(*bodies: str) -> dict[str, Any]:
@@ -46,14 +40,16 @@ def test_a_message_naming_nothing_is_dropped_not_redelivered(
 ) -> None:
     """Nothing could ever process it: no batch item failure (SQS deletes it), an error logged."""
     with caplog.at_level(logging.ERROR, logger="jobstream.messages"):
-        assert function_of(queue)(records(*NAMING_NOTHING), context()) == {"batchItemFailures": []}
+        assert queue_handler(queue)(records(*NAMING_NOTHING), context()) == {
+            "batchItemFailures": []
+        }
     dropped = [r for r in caplog.records if r.getMessage().startswith("dropping a queue message")]
     assert len(dropped) == len(NAMING_NOTHING)
 
 
 @pytest.mark.parametrize("queue", ["WorkQueue", "CallbackQueue"])
 def test_an_empty_batch_keeps_nothing(crt: Runtime, queue: str) -> None:
-    assert function_of(queue)({"Records": []}, context()) == {"batchItemFailures": []}
+    assert queue_handler(queue)({"Records": []}, context()) == {"batchItemFailures": []}
 
 
 def test_the_shell_hands_the_service_the_batch_and_reports_what_it_keeps(

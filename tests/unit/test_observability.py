@@ -19,6 +19,7 @@ from jobstream import observability
 from jobstream.service.runtime import Runtime
 from jobstream_local.gateway import LambdaContext
 from tests.support.harness import Api, Clock, canonical_task
+from tests.support.lambda_events import sqs_record
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 FUNCTIONS = sorted(path.name for path in (REPOSITORY / "functions").iterdir() if path.is_dir())
@@ -438,21 +439,7 @@ def test_the_worker_counts_claims_and_outcomes(
 ) -> None:
     job_id = api.post("/jobs", canonical_task()).body["job"]["job_id"]
     captured.readouterr()
-    event = {
-        "Records": [
-            {
-                "messageId": "m-1",
-                "receiptHandle": "r-1",
-                "body": json.dumps({"job_id": job_id}),
-                "attributes": {},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:work",
-                "awsRegion": "us-east-1",
-            }
-        ]
-    }
+    event = {"Records": [sqs_record(json.dumps({"job_id": job_id}))]}
     _function("worker").handler(event, LambdaContext("WorkerFunction"))
     values = metric_values(emf_lines(captured.readouterr().out))
     assert values[("jobs_claimed", ())] == 1
