@@ -23,8 +23,6 @@ import math
 import os
 import platform
 import queue
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -37,6 +35,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from jobstream_local.child import child_environment, start_child
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 REPORT = REPOSITORY / "docs" / "load.md"
@@ -137,47 +137,11 @@ class Stack:
 
 @contextmanager
 def local_stack() -> Iterator[Stack]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "JOBSTREAM_"))}
-    env.update(
-        PYTHONPATH=os.pathsep.join([str(REPOSITORY / "layers" / "jobstream"), str(REPOSITORY)]),
-        JOBSTREAM_PORT="0",
-        JOBSTREAM_LOCAL_CONCURRENCY="8",
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-m", "jobstream_local"],
-        cwd=REPOSITORY,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    stdout, stderr = process.stdout, process.stderr
-    if stdout is None or stderr is None:
-        raise RuntimeError("no pipes to the local stack")
-    log: list[str] = []
-    # Drained as it comes, so a full pipe never blocks the stack (it logs every request).
-    threading.Thread(target=lambda: log.extend(stderr), name="stack-stderr", daemon=True).start()
+    child = start_child(child_environment(JOBSTREAM_LOCAL_CONCURRENCY="8"))
     try:
-        url = ""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = stdout.readline()
-            if not line:
-                break
-            if "ready" in line:
-                url = next(word for word in line.split() if word.startswith("http://"))
-                break
-        if not url:
-            raise RuntimeError(f"the local stack did not start: {''.join(log[-20:])}")
-        threading.Thread(target=stdout.read, name="stack-stdout", daemon=True).start()
-        yield Stack(url=url, env=_stack_env(url), log=log)
+        yield Stack(url=child.url, env=_stack_env(child.url), log=child.stderr)
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        child.stop()
 
 
 def _stack_env(url: str) -> dict[str, str]:

@@ -9,24 +9,21 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobstream_local.child import ChildStack, start_child
+from tests.support.harness import canonical_task as reference_task
 from tests.support.stack import environment as stack_environment
 from tests.support.validation import validate, validate_error
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 TOKEN = "local-dev-token"
 CALLBACK_TOKEN = "consumer-issued-submit-token"
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "expired"})
@@ -137,28 +134,11 @@ def key(prefix: str) -> str:
 
 
 def canonical_task(idempotency_key: str, callback_url: str | None, **overrides: Any) -> Any:
-    """The reference conformance Task (fixture shape, illustration only)."""
-    task: dict[str, Any] = {
-        "protocol_version": "1",
-        "job_type": "candidate_search",
-        "idempotency_key": idempotency_key,
-        "correlation_id": "review-chain:135",
-        "labels": {"origin": "moderation", "tenant": "bot1"},
-        "deadline_ms": 5_400_000,
-        "params": {
-            "source": {"platform": "pixiv", "account": "default"},
-            "query": {"tags": ["西瓜肚"], "expand": True},
-            "constraints": {
-                "exclude": [{"kind": "work", "id": "149713091"}],
-                "limit": 1,
-                "scan_limit": 5,
-                "work_types": ["illustration"],
-            },
-        },
-    }
+    """The reference conformance Task with this key, and this callback URL or none."""
+    task = reference_task(idempotency_key=idempotency_key, **overrides)
+    del task["callback_url"]
     if callback_url is not None:
         task["callback_url"] = callback_url
-    task.update(overrides)
     return task
 
 
@@ -370,14 +350,12 @@ def now_ms() -> int:
 
 @dataclass
 class Stack:
-    process: subprocess.Popen[str]
-    url: str
+    child: ChildStack
     targets_path: Path
-    stderr: list[str] = field(default_factory=list)
 
     @property
     def client(self) -> Client:
-        return Client(self.url)
+        return Client(self.child.url)
 
     def write_targets(self, targets: Any) -> None:
         """Replace the live targets file; a new mtime makes the stack re-read it."""
@@ -386,48 +364,15 @@ class Stack:
         stamp = time.time() + 10 + time.monotonic() % 1000
         os.utime(self.targets_path, (stamp, stamp))
 
-    def stop(self, timeout: float = 60) -> None:
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError("the stack did not stop:\n" + "".join(self.stderr)) from None
+    def stop(self) -> None:
+        self.child.stop()
 
 
 def start_stack(directory: Path, targets: Any, **env: str) -> Stack:
     targets_path = directory / "targets.json"
     targets_path.write_text(json.dumps(targets), encoding="utf-8")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jobstream_local"],
-        cwd=REPOSITORY,
-        env=stack_environment(JOBSTREAM_TARGETS=str(targets_path), **env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    stderr: list[str] = []
-
-    def drain() -> None:
-        assert process.stderr is not None
-        stderr.extend(process.stderr)
-
-    threading.Thread(target=drain, daemon=True).start()
-    assert process.stdout is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        if "ready" in line:
-            url = next(word for word in line.split() if word.startswith("http://"))
-            # Keep reading stdout so the pipe never fills.
-            threading.Thread(target=process.stdout.read, daemon=True).start()
-            return Stack(process, url, targets_path, stderr)
-    process.kill()
-    process.communicate(timeout=10)
-    raise AssertionError("local stack did not become ready:\n" + "".join(stderr))
+    child = start_child(stack_environment(JOBSTREAM_TARGETS=str(targets_path), **env))
+    return Stack(child, targets_path)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 10, message: str = "") -> None:

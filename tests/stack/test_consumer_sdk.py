@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from jobstream_cli.app import app
 from jobstream_client import Client, IdempotencyConflictError, NotFoundError, new_task
-from tests.support.stack import REPOSITORY, TARGETS, environment, start, stop
+from jobstream_local.child import start_child
+from tests.support.stack import REPOSITORY, TARGETS, environment
 
 pytestmark = pytest.mark.stack
 
@@ -65,11 +66,11 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         # A cancelled job's worker stops at its next heartbeat: free the slow jobs' workers soon.
         JOBSTREAM_HEARTBEAT_INTERVAL_MS="1000",
     )
-    process, base_url = start(env)
+    child = start_child(env)
     try:
-        yield base_url
+        yield child.url
     finally:
-        stop(process)
+        child.stop()
 
 
 @pytest.fixture

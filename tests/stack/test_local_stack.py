@@ -18,11 +18,9 @@ from typing import Any
 
 import pytest
 
+from jobstream_local.child import start_child
 from tests.support.stack import REPOSITORY, TARGETS
 from tests.support.stack import environment as _environment
-from tests.support.stack import start as _start
-from tests.support.stack import stderr as _stderr
-from tests.support.stack import stop as _stop
 from tests.support.validation import validate, validate_error
 
 TOKEN = "local-dev-token"
@@ -52,11 +50,11 @@ class Client:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     targets = tmp_path_factory.mktemp("stack") / "targets.json"
     targets.write_text(json.dumps(TARGETS), encoding="utf-8")
-    process, url = _start(_environment(JOBSTREAM_TARGETS=str(targets)))
+    child = start_child(_environment(JOBSTREAM_TARGETS=str(targets)))
     try:
-        yield Client(url)
+        yield Client(child.url)
     finally:
-        _stop(process)
+        child.stop()
 
 
 def _task(key: str, target_id: str = "demo-illustration") -> dict[str, Any]:
@@ -176,13 +174,20 @@ def test_a_port_in_use_stops_start_up() -> None:
     )
 
 
+def test_a_stack_that_never_serves_is_reported_with_what_it_wrote() -> None:
+    """How the suites and the benchmarks learn why a stack did not start."""
+    with pytest.raises(RuntimeError) as raised:
+        start_child(_environment(JOBSTREAM_MOTO_PORT="65536"))
+    assert "did not become ready" in str(raised.value)
+    assert "JOBSTREAM_MOTO_PORT" in str(raised.value)
+
+
 def test_ctrl_c_stops_cleanly() -> None:
-    process, url = _start(_environment())
-    stdout = _stop(process)
-    assert process.returncode == 0, _stderr(process)
-    assert "stopping" in stdout
+    child = start_child(_environment())
+    assert child.stop() == 0, "".join(child.stderr)
+    assert "stopping" in "".join(child.stdout)
     with pytest.raises(urllib.error.URLError):
-        urllib.request.urlopen(url + "/capabilities", timeout=2)
+        urllib.request.urlopen(child.url + "/capabilities", timeout=2)
 
 
 def test_callbacks_reach_a_receiver_that_fails_then_succeeds() -> None:
@@ -193,11 +198,11 @@ def test_callbacks_reach_a_receiver_that_fails_then_succeeds() -> None:
         JOBSTREAM_CALLBACK_RETRY_MAX_MS="2000",
         JOBSTREAM_SWEEP_INTERVAL_S="1",
     )
-    process, url = _start(env)
+    child = start_child(env)
     try:
         # The first request fails; every later one succeeds.
         with receiver(503, 204) as hook:
-            client = Client(url)
+            client = Client(child.url)
             task = {**_task("stack-callback"), "callback_url": hook.url}
             status, submitted = client.call("POST", "/jobs", task)
             assert status == 202
@@ -221,7 +226,7 @@ def test_callbacks_reach_a_receiver_that_fails_then_succeeds() -> None:
             time.sleep(1.5)
             assert len(hook.requests) == len(events) + 1  # delivered: no further POST
     finally:
-        _stop(process)
+        child.stop()
 
 
 def _finished(stack: Client, task: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from jobstream_cli.app import app
-from tests.stack.test_local_stack import Client, _environment, _start, _stop, _task
+from jobstream_local.child import start_child
+from tests.stack.test_local_stack import Client, _environment, _task
 from tests.support.receiver import receiver
 
 pytestmark = pytest.mark.stack
@@ -30,7 +31,8 @@ def test_the_stack_serves_the_registry_file_and_follows_its_edits(tmp_path: Path
     acme = tenants(registry, "add", "acme", "--origin", "http://127.0.0.1:*")
     tenants(registry, "set-callback-token", "acme", stdin="acme-issued\n")
     globex = tenants(registry, "add", "globex")
-    process, url = _start(_environment(JOBSTREAM_TENANTS=str(registry)))
+    child = start_child(_environment(JOBSTREAM_TENANTS=str(registry)))
+    url = child.url
     try:
         with receiver(204) as hook:
             mine = Client(url, acme["api_token"])
@@ -51,4 +53,4 @@ def test_the_stack_serves_the_registry_file_and_follows_its_edits(tmp_path: Path
             assert mine.call("GET", "/jobs")[0] == 401
             assert Client(url, new).call("GET", "/jobs")[0] == 200
     finally:
-        _stop(process)
+        child.stop()

@@ -1,0 +1,97 @@
+"""The local stack as a child process (`python -m jobstream_local`): how the tests and the
+benchmarks start one, wait until it serves, keep what it writes and stop it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Final
+
+REPOSITORY: Final = Path(__file__).resolve().parent.parent
+# How long a stack may take to say it is ready, and to stop after Ctrl-C.
+READY_WITHIN_S: Final = 60.0
+STOPPED_WITHIN_S: Final = 60.0
+
+
+def child_environment(**settings: str) -> dict[str, str]:
+    """This process's environment without AWS or jobstream settings, with the layer importable
+    and a free port, then `settings`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "JOBSTREAM_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPOSITORY / "layers" / "jobstream"), str(REPOSITORY)])
+    env["JOBSTREAM_PORT"] = "0"
+    env.update(settings)
+    return env
+
+
+@dataclass
+class ChildStack:
+    process: subprocess.Popen[str]
+    url: str
+    # Every line it wrote, read as it comes, so that a full pipe never blocks it: stdout has the
+    # functions' logs (as on Lambda), stderr the stack's own.
+    stdout: list[str]
+    stderr: list[str]
+    _readers: list[threading.Thread] = field(default_factory=list)
+
+    def stop(self, timeout: float = STOPPED_WITHIN_S) -> int:
+        """Ctrl-C it and wait for its exit status; on a hang, have it dump every thread's stack
+        (faulthandler) into stderr, and raise with that."""
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=10)
+            self._finish_reading()
+            raise RuntimeError("the local stack did not stop:\n" + "".join(self.stderr)) from None
+        self._finish_reading()
+        return self.process.returncode
+
+    def _finish_reading(self) -> None:
+        for reader in self._readers:
+            reader.join(timeout=5)
+
+
+def _read_into(lines: list[str], pipe: IO[str], name: str) -> threading.Thread:
+    reader = threading.Thread(target=lines.extend, args=(pipe,), name=name, daemon=True)
+    reader.start()
+    return reader
+
+
+def start_child(env: Mapping[str, str]) -> ChildStack:
+    """Start a stack with `env` and return once it says it is ready (its URL is in that line)."""
+    process = subprocess.Popen(
+        [sys.executable, "-X", "faulthandler", "-m", "jobstream_local"],
+        cwd=REPOSITORY,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stdout, stderr = process.stdout, process.stderr
+    if stdout is None or stderr is None:
+        raise RuntimeError("no pipes to the local stack")
+    stdout_lines: list[str] = []
+    stderr_lines: list[str] = []
+    readers = [_read_into(stderr_lines, stderr, "stack-stderr")]
+    deadline = time.monotonic() + READY_WITHIN_S
+    while time.monotonic() < deadline:
+        line = stdout.readline()
+        if not line:
+            break
+        stdout_lines.append(line)
+        if "ready" in line:
+            url = next(word for word in line.split() if word.startswith("http://"))
+            readers.append(_read_into(stdout_lines, stdout, "stack-stdout"))
+            return ChildStack(process, url, stdout_lines, stderr_lines, readers)
+    process.kill()
+    process.wait(timeout=10)
+    readers[0].join(timeout=5)
+    raise RuntimeError("the local stack did not become ready:\n" + "".join(stderr_lines))
