@@ -103,7 +103,7 @@ def jobs_view(jobs: Iterable[Mapping[str, Any]], now: int, width: int) -> Table:
         (job_id, state, _age(job, now), error)
         for job, (job_id, state, *_, error) in zip(records, rows, strict=True)
     ]
-    return _jobs_table(SHORT_JOB_COLUMNS, short)
+    return _jobs_table(SHORT_JOB_COLUMNS, short, compact=True)
 
 
 def _job_row(job: Mapping[str, Any], now: int) -> tuple[str, ...]:
@@ -124,8 +124,10 @@ def _age(job: Mapping[str, Any], now: int) -> str:
     return duration(max(now - created, 0)) if isinstance(created, int) else "-"
 
 
-def _jobs_table(headers: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> Table:
-    if headers == SHORT_JOB_COLUMNS:
+def _jobs_table(
+    headers: tuple[str, ...], rows: Iterable[tuple[str, ...]], *, compact: bool = False
+) -> Table:
+    if compact:
         # No side rules and one space between columns: 78 columns with the longest error code.
         table = Table(
             header_style="bold",

@@ -4,15 +4,15 @@ benchmarks start one, wait until it serves, keep what it writes and stop it."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Final
+from typing import Final
 
 REPOSITORY: Final = Path(__file__).resolve().parent.parent
 # How long a stack may take to say it is ready, and to stop after Ctrl-C.
@@ -48,7 +48,7 @@ class ChildStack:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.send_signal(signal.SIGABRT)
-            self.process.wait(timeout=10)
+            _end(self.process)
             self._finish_reading()
             raise RuntimeError("the local stack did not stop:\n" + "".join(self.stderr)) from None
         self._finish_reading()
@@ -59,8 +59,17 @@ class ChildStack:
             reader.join(timeout=5)
 
 
-def _read_into(lines: list[str], pipe: IO[str], name: str) -> threading.Thread:
-    reader = threading.Thread(target=lines.extend, args=(pipe,), name=name, daemon=True)
+def _end(process: subprocess.Popen[str]) -> None:
+    """Wait a little for it to exit, then kill it: never leave it running."""
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _reader(target: Callable[[], object], name: str) -> threading.Thread:
+    reader = threading.Thread(target=target, name=name, daemon=True)
     reader.start()
     return reader
 
@@ -80,18 +89,28 @@ def start_child(env: Mapping[str, str]) -> ChildStack:
         raise RuntimeError("no pipes to the local stack")
     stdout_lines: list[str] = []
     stderr_lines: list[str] = []
-    readers = [_read_into(stderr_lines, stderr, "stack-stderr")]
-    deadline = time.monotonic() + READY_WITHIN_S
-    while time.monotonic() < deadline:
-        line = stdout.readline()
-        if not line:
-            break
-        stdout_lines.append(line)
-        if "ready" in line:
-            url = next(word for word in line.split() if word.startswith("http://"))
-            readers.append(_read_into(stdout_lines, stdout, "stack-stdout"))
-            return ChildStack(process, url, stdout_lines, stderr_lines, readers)
+    # The ready line's URL, or "" once stdout has ended without one.
+    announced: queue.Queue[str] = queue.Queue()
+
+    def read_stdout() -> None:
+        for line in stdout:
+            stdout_lines.append(line)
+            if "ready" in line and announced.empty():
+                announced.put(next(word for word in line.split() if word.startswith("http://")))
+        announced.put("")
+
+    readers = [
+        _reader(lambda: stderr_lines.extend(stderr), "stack-stderr"),
+        _reader(read_stdout, "stack-stdout"),
+    ]
+    try:
+        url = announced.get(timeout=READY_WITHIN_S)
+    except queue.Empty:
+        url = ""
+    if url:
+        return ChildStack(process, url, stdout_lines, stderr_lines, readers)
     process.kill()
-    process.wait(timeout=10)
-    readers[0].join(timeout=5)
+    _end(process)
+    for reader in readers:
+        reader.join(timeout=5)
     raise RuntimeError("the local stack did not become ready:\n" + "".join(stderr_lines))

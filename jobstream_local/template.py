@@ -9,7 +9,8 @@ from typing import Any
 
 import yaml
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+from jobstream_local.child import REPOSITORY
+
 TEMPLATE = REPOSITORY / "template.yaml"
 LOCAL_STACK_NAME = "jobstream-local"
 

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from jobstream_local.child import REPOSITORY, ChildStack, child_environment, start_child
+from jobstream_local.child import REPOSITORY, ChildStack, start_child
+from tests.support.stack import environment
 from tests.support.validation import validate_error
 
 TOKEN = "local-dev-token"
@@ -33,7 +34,7 @@ schema = schemathesis.openapi.from_path(REPOSITORY / "schemas" / "openapi.json")
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[ChildStack]:
-    child = start_child(child_environment())
+    child = start_child(environment())
     try:
         yield child
     finally:
@@ -43,7 +44,6 @@ def stack() -> Iterator[ChildStack]:
 @schema.parametrize()
 @settings(
     max_examples=MAX_EXAMPLES,
-    deadline=None,
     database=None,
     suppress_health_check=list(HealthCheck),
 )

@@ -4,11 +4,9 @@ no invocation error, and the partial batch response names exactly the messages S
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import threading
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -27,9 +25,9 @@ from jobstream.service.callback_batch import (
 )
 from jobstream.service.runtime import Runtime
 from jobstream.store.callbacks import CallbackStore
-from tests.integration.test_sample_events import REPOSITORY
 from tests.support.dispatch import dispatch_stream
 from tests.support.harness import canonical_task
+from tests.support.lambda_events import lambda_context, queue_handler, sqs_record
 
 HOOK = "https://consumer.example.test/hooks"
 
@@ -122,23 +120,12 @@ def test_nothing_is_claimed_without_the_time_for_a_whole_attempt(crt: Runtime) -
 
 def invoke(messages: list[QueueMessage], remaining_ms: int) -> Any:
     """The callbacks function's handler, invoked as Lambda's SQS integration would."""
-    spec = importlib.util.spec_from_file_location(
-        "callbacks_app", REPOSITORY / "functions" / "callbacks" / "app.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     records = [
-        {"messageId": m.message_id, "body": m.body, "receiptHandle": m.receipt_handle}
+        sqs_record(m.body, message_id=m.message_id, receipt_handle=m.receipt_handle)
         for m in messages
     ]
-    context = SimpleNamespace(
-        function_name="callbacks",
-        aws_request_id="req-1",
-        get_remaining_time_in_millis=lambda: remaining_ms,
-    )
-    return module.handler({"Records": records}, context)
+    context = lambda_context("callbacks", remaining_ms)
+    return queue_handler("CallbackQueue")({"Records": records}, context)
 
 
 def test_the_handler_reads_the_invocations_remaining_time(crt: Runtime) -> None:

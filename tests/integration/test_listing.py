@@ -206,9 +206,7 @@ def stored_jobs(draw: st.DrawFn) -> list[tuple[str, int, str, str | None]]:
     ]
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     jobs=stored_jobs(),
     limit=st.integers(3, 12),

@@ -110,9 +110,7 @@ items_strategy = st.lists(
 )
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     items=items_strategy,
     partition=st.sampled_from(PARTITIONS),
@@ -163,9 +161,7 @@ def _moto_table(name: str) -> Any:
     return dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables[name]
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     items=items_strategy,
     index_key=st.sampled_from(["x", "y"]),
@@ -509,9 +505,7 @@ unique_items = st.lists(
 )
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     items=unique_items,
     shards=st.sampled_from([["x"], ["x", "y"], ["z", "y", "x"]]),
@@ -694,9 +688,7 @@ attribute_maps = st.dictionaries(
 )
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(attributes=attribute_maps)
 def test_items_are_answered_as_motos_own_walk_answers_them(
     aws: None, attributes: dict[str, Any]
@@ -756,9 +748,7 @@ update_requests = st.sampled_from(
 )
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(update_requests, st.integers(-5, 5)), min_size=1, max_size=12))
 def test_updates_and_conditions_act_as_motos_own_parse_acts(
     aws: None, steps: list[tuple[tuple[str, str | None], int]]

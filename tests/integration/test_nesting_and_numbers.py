@@ -21,9 +21,7 @@ from tests.support.harness import Api, canonical_task
 from tests.support.state import whole_table
 from tests.support.validation import validate, validate_error
 
-FUZZ = settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+FUZZ = settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
 SENTINEL = "\u0000sentinel"
 # Where a value can sit in a Task: every field the validation reads, and fields it ignores.
 PLACES: list[tuple[str | int, ...]] = [

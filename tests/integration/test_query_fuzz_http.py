@@ -20,9 +20,7 @@ from tests.support.harness import START_MS, Api, canonical_task
 from tests.support.validation import validate, validate_error
 from tests.unit.test_query_fuzz import json_values, raw_query_strings
 
-FUZZ = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+FUZZ = settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _without_fragment(raw: str) -> str:
@@ -173,9 +171,7 @@ def spread_jobs(api: Api, rt: Any) -> list[dict[str, Any]]:
     return made
 
 
-@settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     limit=st.integers(2, 20),
     status=st.sampled_from([None, "queued", "failed", "running"]),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from jobstream.queue import QueueMessage
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
 from jobstream.sqs_handler import sqs_handler
-from tests.support.lambda_events import queue_handler
+from tests.support.lambda_events import lambda_context, queue_handler, sqs_record
 
 NAMING_NOTHING = ["not json", "[]", '{"job_id": 7, "sequence": "1"}', '{"job_id": ""}']
 
@@ -22,16 +21,10 @@ NAMING_NOTHING = ["not json", "[]", '{"job_id": 7, "sequence": "1"}', '{"job_id"
 def records(*bodies: str) -> dict[str, Any]:
     return {
         "Records": [
-            {"messageId": f"m-{index}", "body": body, "receiptHandle": f"r-{index}"}
+            sqs_record(body, message_id=f"m-{index}", receipt_handle=f"r-{index}")
             for index, body in enumerate(bodies)
         ]
     }
-
-
-def context(remaining_ms: int = 30_000) -> SimpleNamespace:
-    return SimpleNamespace(
-        function_name="f", aws_request_id="req-1", get_remaining_time_in_millis=lambda: remaining_ms
-    )
 
 
 @pytest.mark.parametrize("queue", ["WorkQueue", "CallbackQueue"])
@@ -40,7 +33,7 @@ def test_a_message_naming_nothing_is_dropped_not_redelivered(
 ) -> None:
     """Nothing could ever process it: no batch item failure (SQS deletes it), an error logged."""
     with caplog.at_level(logging.ERROR, logger="jobstream.messages"):
-        assert queue_handler(queue)(records(*NAMING_NOTHING), context()) == {
+        assert queue_handler(queue)(records(*NAMING_NOTHING), lambda_context()) == {
             "batchItemFailures": []
         }
     dropped = [r for r in caplog.records if r.getMessage().startswith("dropping a queue message")]
@@ -49,7 +42,7 @@ def test_a_message_naming_nothing_is_dropped_not_redelivered(
 
 @pytest.mark.parametrize("queue", ["WorkQueue", "CallbackQueue"])
 def test_an_empty_batch_keeps_nothing(crt: Runtime, queue: str) -> None:
-    assert queue_handler(queue)({"Records": []}, context()) == {"batchItemFailures": []}
+    assert queue_handler(queue)({"Records": []}, lambda_context()) == {"batchItemFailures": []}
 
 
 def test_the_shell_hands_the_service_the_batch_and_reports_what_it_keeps(
@@ -65,7 +58,7 @@ def test_the_shell_hands_the_service_the_batch_and_reports_what_it_keeps(
         seen.append((rt, list(messages), remaining_ms() if remaining_ms else None))
         return [messages[1].message_id]
 
-    response = sqs_handler(service)(records("a", "b", "c"), context(remaining_ms=12_345))
+    response = sqs_handler(service)(records("a", "b", "c"), lambda_context(remaining_ms=12_345))
     assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     assert seen == [
         (

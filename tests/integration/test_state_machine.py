@@ -800,7 +800,6 @@ class ServiceMachine(RuleBasedStateMachine):
 MACHINE_SETTINGS = settings(
     max_examples=25,
     stateful_step_count=30,
-    deadline=None,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,
         HealthCheck.too_slow,

@@ -133,7 +133,6 @@ class Scenario:
 
 @settings(
     max_examples=30,
-    deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(history=operations)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
+from types import SimpleNamespace
 from typing import Any, Final
 
 from jobstream_local.gateway import load_handler
@@ -43,3 +44,12 @@ def queue_handler(queue: str) -> Any:
     """The handler of the function the template triggers from `queue` (a resource name)."""
     (source,) = [s for s in Template.load().queue_sources() if s.queue == queue]
     return load_handler(source.function)
+
+
+def lambda_context(function_name: str = "f", remaining_ms: int = 30_000) -> SimpleNamespace:
+    """What a handler reads of Lambda's context: its name, request id and remaining time."""
+    return SimpleNamespace(
+        function_name=function_name,
+        aws_request_id="req-1",
+        get_remaining_time_in_millis=lambda: remaining_ms,
+    )

@@ -1203,19 +1203,19 @@ def _check_outcome(body: Any) -> None:
         assert all(isinstance(value, str) for value in request.labels.values())
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(json_values)
 def test_arbitrary_json_only_ever_raises_protocol_errors(body: Any) -> None:
     _check_outcome(body)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.text(max_size=20), json_values, max_size=8))
 def test_arbitrary_objects_only_ever_raise_protocol_errors(body: dict[str, Any]) -> None:
     _check_outcome(body)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
 @given(tasks_near_valid)
 def test_near_valid_tasks_only_ever_raise_protocol_errors(body: dict[str, Any]) -> None:
     _check_outcome(body)

@@ -18,7 +18,8 @@ import pytest
 
 from jobstream.config.settings import ENVIRONMENT, SHORTHAND
 from jobstream.store import keys
-from jobstream_local.template import REPOSITORY, TEMPLATE, Template
+from jobstream_local.child import REPOSITORY
+from jobstream_local.template import TEMPLATE, Template
 
 PSEUDO_PARAMETERS = frozenset(
     {

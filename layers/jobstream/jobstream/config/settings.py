@@ -269,7 +269,7 @@ def checked_targets(settings: Settings) -> TargetsFile:
     targets = load_targets(settings.targets_path)
     limit_ms = settings.worker_timeout_s * 1000
     for target in targets.enabled:
-        ceiling = target.timeout_ms or settings.default_deadline_ms
+        ceiling = target.ceiling_ms(settings.default_deadline_ms)
         if ceiling > limit_ms:
             source = (
                 "its timeout_ms"

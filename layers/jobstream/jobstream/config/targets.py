@@ -31,6 +31,10 @@ class Target(_Strict):
     # Simulates a slow source (catalog only): a pause between works scanned.
     scan_delay_ms: Annotated[StrictInt, Field(ge=0, le=60_000)] = 0
 
+    def ceiling_ms(self, default_deadline_ms: int) -> int:
+        """How long its jobs may run at most: `timeout_ms`, else the default deadline."""
+        return self.timeout_ms or default_deadline_ms
+
 
 class TargetsFile(_Strict):
     """Enabled entries sharing an id make that id ambiguous (409), as in the reference."""
@@ -45,5 +49,5 @@ class TargetsFile(_Strict):
     def longest_ceiling_ms(self, fallback_ms: int) -> int:
         """The largest execution ceiling among enabled targets (one without `timeout_ms` runs
         under `fallback_ms`), else `fallback_ms`: the capabilities' default deadline."""
-        ceilings = [target.timeout_ms or fallback_ms for target in self.enabled]
+        ceilings = [target.ceiling_ms(fallback_ms) for target in self.enabled]
         return max(ceilings, default=fallback_ms)

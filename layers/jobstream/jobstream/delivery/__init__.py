@@ -1,1 +1,1 @@
-"""Callback delivery: requests, signing, failure classification, backoff, SSRF guard."""
+"""Callback delivery: requests, signing, failure classification, SSRF guard."""

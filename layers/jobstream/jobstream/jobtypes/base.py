@@ -70,8 +70,8 @@ class JobType(ABC):
       fails, the default).
     - `home` is the directory of the type's package: its `schema.json` holds the JSON Schema
       `$defs` the type contributes to schemas/ and the OpenAPI document (`schemas`, read by
-      `make openapi` only); two of them, named after the type, are its params and result
-      schemas (`params_schema`, `result_schema`: `word_count` has `WordCountParams`,
+      the build's `tools/openapi.py` only); two of them, named after the type, are its params
+      and result schemas (`params_schema`, `result_schema`: `word_count` has `WordCountParams`,
       `Result_WordCount`).
     """
 

@@ -113,7 +113,7 @@ def _new_record(
     rt: Runtime, tenant: str, job_id: str, request: AdmissionRequest, target: Target
 ) -> JobRecord:
     now = rt.clock()
-    ceiling = target.timeout_ms or rt.settings.default_deadline_ms
+    ceiling = target.ceiling_ms(rt.settings.default_deadline_ms)
     budget = min(request.deadline_ms, ceiling) if request.deadline_ms is not None else ceiling
     return JobRecord(
         job_id=job_id,

@@ -140,12 +140,13 @@ def _attempt(
             "so its callbacks have no credentials",
         ), None
     now = rt.clock()
+    message_id = callback_idempotency_key(intent)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "jobstream-callbacks/1",
-        "X-Idempotency-Key": callback_idempotency_key(intent),
+        "X-Idempotency-Key": message_id,
         **webhook_headers(
-            message_id=callback_idempotency_key(intent),
+            message_id=message_id,
             timestamp=now // 1000,
             body=body,
             secrets=tenant.signing_keys(now),

@@ -15,14 +15,12 @@ from typing import Any, Final
 
 from jobstream.config.origins import OriginPattern
 from jobstream.delivery.http import pinned_connection
-from jobstream.delivery.origins import access_for
+from jobstream.delivery.origins import check_at_delivery
 from jobstream.delivery.ssrf import (
     CallbackRefused,
     CallbackTarget,
     RefusalReason,
     Resolver,
-    check_callback_url,
-    parse_callback_url,
     system_resolver,
 )
 from jobstream.jobtypes.sources.base import SourceError
@@ -89,13 +87,7 @@ def _checked_target(
 ) -> CallbackTarget:
     """The URL checked against the source's origins, resolved and pinned (the SSRF rules)."""
     try:
-        access = access_for(parse_callback_url(url, allow_http=True), origins)
-        return check_callback_url(
-            url,
-            allow_http=access.allow_http,
-            allow_private=access.allow_private,
-            resolver=resolver,
-        )
+        return check_at_delivery(url, origins, resolver)
     except CallbackRefused as refusal:
         # A name that does not resolve now may resolve later; a refused URL never passes.
         unresolvable = refusal.reason == RefusalReason.UNRESOLVABLE

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobstream.config.targets import WorkType
 from jobstream.jobtypes.base import Outcome
 from jobstream.protocol.assets import AssetRole, AssetType
 from jobstream.protocol.models import NonNegativeInt
-
-WorkType = Literal["illustration", "novel"]
 
 
 class _SourceValue(BaseModel):

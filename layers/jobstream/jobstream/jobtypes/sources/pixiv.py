@@ -20,7 +20,9 @@ from urllib.parse import urlparse
 
 from pixivpy3 import AppPixivAPI, PixivError
 
-from .base import SearchRequest, SourceAsset, SourceError, Work, WorkType
+from jobstream.config.targets import WorkType
+
+from .base import SearchRequest, SourceAsset, SourceError, Work
 
 # Where the refresh token (or the SSM/Secrets Manager name holding it) is configured.
 ENV_PLAIN = "JOBSTREAM_PIXIV_REFRESH_TOKEN"
