@@ -23,7 +23,6 @@ from jobstream.config.signing_secrets import decode_secret
 from jobstream.config.tenants import TenantRegistry, parse_registry, token_digest
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
-from jobstream_cli import state
 from jobstream_cli.app import app
 from jobstream_cli.errors import CliError
 from jobstream_cli.tenant_registry import (
@@ -36,6 +35,7 @@ from jobstream_cli.tenant_registry import (
     rotate_token,
 )
 from tests.support.harness import Api, canonical_task
+from tests.support.local_env import local_env_dir, published
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 
@@ -226,10 +226,9 @@ def test_the_environment_names_the_registry_and_local_reads_the_stacks(
     monkeypatch.setenv("JOBSTREAM_TENANTS", str(registry_file))
     ok("add", "acme")
     monkeypatch.delenv("JOBSTREAM_TENANTS")
-    local_env = tmp_path / "local-env.json"
-    local_env.write_text(json.dumps({"JOBSTREAM_TENANTS": str(registry_file)}), encoding="utf-8")
-    monkeypatch.setattr(state, "LOCAL_ENV", local_env)
-    result = CliRunner().invoke(app, ["--local", "--output", "json", "tenants", "list"])
+    values = {"JOBSTREAM_TENANTS": str(registry_file)}
+    with local_env_dir(tmp_path) as folder, published(folder, "http://127.0.0.1:3000", **values):
+        result = CliRunner().invoke(app, ["--local", "--output", "json", "tenants", "list"])
     assert result.exit_code == 0, result.output
     assert [row["tenant"] for row in json.loads(result.stdout)] == ["acme"]
 
