@@ -58,6 +58,9 @@ class Settings(BaseModel):
     api_tokens: tuple[Tenant, ...] | None = Field(default=None, repr=False, exclude=True)
     # How long a fetched secret is used before it is read again (0: every time).
     tenants_max_age_s: Annotated[int, Field(ge=0, le=3600)] = 60
+    # How long past its last successful read a secret that cannot be read again is still trusted
+    # (a revocation made meanwhile is not seen); after it, requests answer a retryable 503.
+    tenants_max_stale_s: Annotated[int, Field(ge=0, le=86_400)] = 300
     queued_timeout_ms: BudgetMs = 1_800_000
     stall_timeout_ms: BudgetMs = 900_000
     heartbeat_interval_ms: PositiveMs = 30_000
@@ -157,6 +160,7 @@ ENVIRONMENT: Final[dict[str, str]] = {
     "tenants_secret": "JOBSTREAM_TENANTS_SECRET",
     "tenants_path": "JOBSTREAM_TENANTS",
     "tenants_max_age_s": "JOBSTREAM_TENANTS_MAX_AGE_S",
+    "tenants_max_stale_s": "JOBSTREAM_TENANTS_MAX_STALE_S",
     "queued_timeout_ms": "JOBSTREAM_QUEUED_TIMEOUT_MS",
     "stall_timeout_ms": "JOBSTREAM_STALL_TIMEOUT_MS",
     "heartbeat_interval_ms": "JOBSTREAM_HEARTBEAT_INTERVAL_MS",
