@@ -80,6 +80,22 @@ def test_idempotency_key_is_exact_and_combines_with_filters(
     assert collect(api, "idempotency_key=unknown") == []
 
 
+def test_the_key_lookup_trims_the_key_as_admission_does(api: Api) -> None:
+    """Issue 22: admission knows a job by its trimmed key; the lookup now trims it too (as
+    JavaScript trims: U+3000 and U+FEFF included), and refuses what admission refuses in
+    admission's words."""
+    job = api.post("/jobs", canonical_task(idempotency_key="\u3000 padded key\t")).body["job"]
+    assert job["idempotency_key"] == "padded key"
+    for key in ("padded%20key", "%20%20padded%20key%09", "%EF%BB%BFpadded%20key%E3%80%80"):
+        assert collect(api, f"idempotency_key={key}") == [job["job_id"]], key
+    longest = "k" * 200
+    assert collect(api, f"idempotency_key=%20{longest}%20") == []
+    refused = api.get(f"/jobs?idempotency_key={longest}k")
+    assert refused.status == 400
+    assert refused.body == api.post("/jobs", canonical_task(idempotency_key=longest + "k")).body
+    assert refused.body["error"]["message"] == "idempotency_key must be at most 200 characters"
+
+
 @pytest.mark.parametrize(
     "query",
     [
@@ -89,6 +105,9 @@ def test_idempotency_key_is_exact_and_combines_with_filters(
         "limit=0",
         "limit=501",
         "limit=ten",
+        # More digits than int() reads (4,300): a 400 like any other bad limit, not a 500.
+        "limit=" + "9" * 5_000,
+        "limit=1" + "0" * 4_999,
         "status=done",
         "cursor=not-a-cursor",
         "cursor=",
