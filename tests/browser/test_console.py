@@ -292,6 +292,42 @@ def test_a_running_jobs_page_updates_itself(page: Page, stack: ConsoleStack) -> 
     assert page.evaluate("window.sameDocument") is True  # no reload: the page polled
 
 
+def test_a_running_job_is_cancelled_from_its_page_after_a_confirmation(
+    page: Page, stack: ConsoleStack
+) -> None:
+    job_id = stack.submit(
+        "acme", f"console-cancel-{id(page)}", params={"target_id": "slow-illustration"}
+    )
+    sign_in(page, stack)
+    visit(page, stack, f"#/jobs/{job_id}")
+    cancel = page.get_by_role("button", name="Cancel job")
+    dialog = page.get_by_role("dialog", name="Cancel this job?")
+    # Kept: nothing is sent.
+    cancel.click()
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_role("button", name="Keep it")).to_be_focused()
+    dialog.get_by_role("button", name="Keep it").click()
+    expect(dialog).to_have_count(0)
+    expect(cancel).to_be_focused()
+    assert stack.call("acme", "GET", f"/jobs/{job_id}")[1]["status"] in {"queued", "running"}
+    # Escape keeps it too.
+    cancel.press("Enter")
+    expect(dialog).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(dialog).to_have_count(0)
+    assert stack.call("acme", "GET", f"/jobs/{job_id}")[1]["status"] in {"queued", "running"}
+    # Confirmed: the API's cancel route, and the page shows the outcome at once.
+    cancel.click()
+    dialog.get_by_role("button", name="Cancel the job").click()
+    expect(page.locator("#job-live")).to_have_text("The job was cancelled: it is final.")
+    expect(cancel).to_be_hidden()
+    expect(page.locator(".timeline .event-type").last).to_have_text("job.cancelled")
+    assert stack.call("acme", "GET", f"/jobs/{job_id}")[1]["status"] == "cancelled"
+    # A final job offers no cancel.
+    visit(page, stack, f"#/jobs/{stack.jobs['succeeded']}")
+    expect(page.get_by_role("button", name="Cancel job")).to_be_hidden()
+
+
 def test_every_value_is_inserted_as_text(page: Page, stack: ConsoleStack) -> None:
     sign_in(page, stack)
     row = job_row(page, stack.jobs["markup"])

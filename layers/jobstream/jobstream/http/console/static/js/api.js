@@ -31,11 +31,21 @@ export function apiUrl(path, query = {}) {
 
 // GET a JSON document. A 401 with the stored token signs the tab out ("console:signed-out");
 // `token` checks another token without storing it (sign-in).
-export async function apiGet(path, query = {}, { signal, token } = {}) {
+export function apiGet(path, query = {}, { signal, token } = {}) {
+  return call("GET", apiUrl(path, query), { signal, token });
+}
+
+// POST to one of the API's action routes (cancel): no body, the answer's document back.
+export function apiPost(path, { signal } = {}) {
+  return call("POST", apiUrl(path), { signal });
+}
+
+async function call(method, url, { signal, token }) {
   const bearer = token ?? getToken() ?? "";
   let response;
   try {
-    response = await fetch(apiUrl(path, query), {
+    response = await fetch(url, {
+      method,
       headers: { Authorization: `Bearer ${bearer}`, Accept: "application/json" },
       cache: "no-store",
       credentials: "omit",

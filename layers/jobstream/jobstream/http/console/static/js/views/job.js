@@ -2,6 +2,7 @@
 // date by a short poll of both while the job is queued or running.
 import { apiGet, eventsAfter, jobPath } from "../api.js";
 import { el, fill } from "../dom.js";
+import { actionsPanel } from "./job-actions.js";
 import { errorPanel, resultPanel } from "./job-result.js";
 import { progressPanel, summaryPanel } from "./job-summary.js";
 import { timelinePanel } from "./job-timeline.js";
@@ -10,9 +11,11 @@ import { FINAL_STATUSES, statusSentence } from "./status.js";
 export const POLL_MS = 2000;
 const MAX_POLL_MS = 16000;
 
-// The panels of a job's page, in order: each is { element, update(state, changes) }, where
-// state is { job, events, unacked, serverTime } and changes is { jobChanged, newEvents }. A
-// panel that needs calls of its own (the deliveries of issue 27) makes them in its update.
+// The page's parts. Each is made by create({ jobId, refresh }) and is
+// { element, update(state, changes) }, where state is { job, events, unacked, serverTime } and
+// changes is { jobChanged, newEvents }; `refresh()` updates the whole page now. A panel that
+// needs calls of its own (the deliveries of issue 27) makes them in its update.
+const HEADER = [actionsPanel];
 const PANELS = [summaryPanel, progressPanel, errorPanel, resultPanel, timelinePanel];
 
 // Resolves true after `ms`, or false as soon as the page is left.
@@ -36,57 +39,72 @@ function liveText(status) {
     : `${statusSentence(status)}: this page updates itself every ${POLL_MS / 1000} s.`;
 }
 
-async function refresh(jobId, state, panels, signal) {
-  const job = await apiGet(jobPath(jobId), {}, { signal });
-  // After the job: a final job's terminal event is committed with its status, so it is read too.
-  const page = await eventsAfter(jobId, state.events.at(-1)?.event_id, { signal });
-  const previous = state.job;
-  const changes = {
-    jobChanged:
-      !previous || previous.updated_at !== job.updated_at || previous.status !== job.status,
-    newEvents: page.events,
-  };
-  Object.assign(state, { job, unacked: page.unacked, serverTime: page.serverTime });
-  state.events.push(...page.events);
-  for (const panel of panels) {
-    panel.update(state, changes);
+function jobPage(jobId, { signal, announce }) {
+  const state = { job: null, events: [], unacked: 0, serverTime: 0 };
+  const live = el("p", { class: "live muted", id: "job-live" });
+  let queue = Promise.resolve();
+  const page = { state, live, parts: [] };
+
+  async function load() {
+    const job = await apiGet(jobPath(jobId), {}, { signal });
+    // After the job: a final job's terminal event commits with its status, so it is read too.
+    const events = await eventsAfter(jobId, state.events.at(-1)?.event_id, { signal });
+    const previous = state.job;
+    const changes = {
+      jobChanged:
+        !previous || previous.updated_at !== job.updated_at || previous.status !== job.status,
+      newEvents: events.events,
+    };
+    Object.assign(state, { job, unacked: events.unacked, serverTime: events.serverTime });
+    state.events.push(...events.events);
+    for (const part of page.parts) {
+      part.update(state, changes);
+    }
+    live.textContent = liveText(job.status);
+    if (previous && previous.status !== job.status) {
+      announce(`${statusSentence(job.status)}.`);
+    }
   }
+
+  // One update at a time (the poll's and an action's), so no event is appended twice.
+  page.refresh = () => {
+    const next = queue.then(load);
+    queue = next.catch(() => {});
+    return next;
+  };
+  const context = { jobId, refresh: page.refresh };
+  page.header = HEADER.map((create) => create(context));
+  page.panels = PANELS.map((create) => create(context));
+  page.parts = [...page.header, ...page.panels];
+  return page;
 }
 
-async function poll(jobId, state, panels, live, { signal, announce }) {
+async function poll(page, signal) {
   let delay = POLL_MS;
-  while (!FINAL_STATUSES.has(state.job.status)) {
+  while (!FINAL_STATUSES.has(page.state.job.status)) {
     if (!(await pause(delay, signal))) {
       return;
     }
-    const before = state.job.status;
     try {
-      await refresh(jobId, state, panels, signal);
+      await page.refresh();
       delay = POLL_MS;
-      live.textContent = liveText(state.job.status);
     } catch (error) {
       if (error.name === "AbortError" || error.status === 401) {
         return;
       }
       delay = Math.min(delay * 2, MAX_POLL_MS);
-      live.textContent = `Could not refresh: ${error.describe()}. Trying again in ${delay / 1000} s.`;
-    }
-    if (state.job.status !== before) {
-      announce(`${statusSentence(state.job.status)}.`);
+      page.live.textContent = `Could not refresh: ${error.describe()}. Trying again in ${delay / 1000} s.`;
     }
   }
-  live.textContent = liveText(state.job.status);
 }
 
 export async function renderJob(main, route, context) {
   const { jobId } = route;
-  const live = el("p", { class: "live muted", id: "job-live" });
-  const panels = PANELS.map((create) => create());
   const heading = el("h1", { tabindex: "-1" }, "Job ", el("span", { class: "id" }, jobId));
   fill(main, heading, el("p", { "aria-busy": "true" }, "Loading the job…"));
-  const state = { job: null, events: [], unacked: 0, serverTime: 0 };
+  const page = jobPage(jobId, context);
   try {
-    await refresh(jobId, state, panels, context.signal);
+    await page.refresh();
   } catch (error) {
     if (error.status !== 404) {
       throw error;
@@ -105,14 +123,14 @@ export async function renderJob(main, route, context) {
   fill(
     main,
     heading,
-    live,
+    page.live,
+    page.header.map((part) => part.element),
     el(
       "div",
       { class: "panels" },
-      panels.map((p) => p.element),
+      page.panels.map((part) => part.element),
     ),
   );
-  live.textContent = liveText(state.job.status);
   // Not awaited: the page is shown; the poll runs until the job is final or the page is left.
-  poll(jobId, state, panels, live, context);
+  poll(page, context.signal);
 }
