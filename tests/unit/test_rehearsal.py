@@ -511,6 +511,23 @@ def test_the_event_source_shim_makes_the_concurrency_an_integer() -> None:
     assert emulator_main.integer_scaling({"BatchSize": 10}) == {"BatchSize": 10}
 
 
+@pytest.mark.parametrize(
+    ("path", "stripped"),
+    [
+        ("/console/", "/console"),
+        ("/jobs//", "/jobs"),
+        ("/console", None),
+        ("/", None),
+        ("//", None),
+    ],
+)
+def test_the_trailing_slash_shim_strips_only_a_trailing_slash(
+    path: str, stripped: str | None
+) -> None:
+    # As on AWS, `/console/` reaches `GET /console`; `/` stays the root.
+    assert emulator_main.slash_stripped(path) == stripped
+
+
 def test_the_api_proxy_keeps_the_clients_host_and_says_http(tmp_path: Path) -> None:
     import json
     import threading
@@ -543,7 +560,7 @@ def test_the_api_proxy_keeps_the_clients_host_and_says_http(tmp_path: Path) -> N
         upstream.server_close()
 
     assert status == 201
-    assert echoed["path"] == "/_aws/execute-api/abc/jobs?x=1"
+    assert echoed["path"] == "/_aws/execute-api/abc/$default/jobs?x=1"
     assert echoed["headers"]["Host"] == base.removeprefix("http://")
     assert echoed["headers"]["X-Forwarded-Proto"] == "http"
     assert echoed["body"] == "{}"
