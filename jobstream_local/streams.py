@@ -2,7 +2,7 @@
 
 `StreamPoller` reads a table's stream from the local endpoint (moto's DynamoDB Streams), keeps
 the records the mapping's `FilterCriteria` pass (`passes`: the subset of Lambda's event filter
-patterns the template uses: value lists, `prefix`, `exists`, nested objects), invokes the
+patterns the template uses: value lists, `prefix`, `exists` on leaves, nested objects), invokes the
 function with them in Lambda's event shape, and honours partial batch responses (a failed
 record and what follows it are read again, at most `max_retries` times, then skipped, as
 Lambda does with `MaximumRetryAttempts`).
@@ -24,10 +24,10 @@ logger = logging.getLogger("jobstream.local")
 def matches(pattern: Any, value: Any, present: bool = True) -> bool:
     """Whether `value` (absent when not `present`) matches one Lambda event filter pattern."""
     if isinstance(pattern, Mapping):
-        if not present or not isinstance(value, Mapping):
-            return False
+        # Below a missing object every leaf is missing too (`exists: false` holds there).
+        fields = value if present and isinstance(value, Mapping) else {}
         return all(
-            matches(inner, value.get(name), name in value) for name, inner in pattern.items()
+            matches(inner, fields.get(name), name in fields) for name, inner in pattern.items()
         )
     if isinstance(pattern, list):
         return any(_matches_one(choice, value, present) for choice in pattern)
@@ -35,13 +35,16 @@ def matches(pattern: Any, value: Any, present: bool = True) -> bool:
 
 
 def _matches_one(choice: Any, value: Any, present: bool) -> bool:
+    # Lambda matches a record's leaves only: an object (a DynamoDB attribute's {"N": ...}) is no
+    # value, so `exists` on an intermediate node sees nothing there ({"exists": false} holds).
+    leaf = present and not isinstance(value, Mapping)
     if isinstance(choice, Mapping):
         if "exists" in choice:
-            return bool(choice["exists"]) == present
+            return bool(choice["exists"]) == leaf
         if "prefix" in choice:
-            return present and isinstance(value, str) and value.startswith(choice["prefix"])
+            return leaf and isinstance(value, str) and value.startswith(choice["prefix"])
         raise ValueError(f"unsupported filter rule {choice!r}")
-    return present and value == choice
+    return leaf and value == choice
 
 
 def passes(filters: Sequence[Mapping[str, Any]], record: Mapping[str, Any]) -> bool:
