@@ -2,7 +2,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/jobstream/requirements.txt | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat requirements-*.txt layers/jobstream/requirements*.txt | cksum | cut -d' ' -f1)
 FUNCTIONS := $(wildcard functions/*/app.py)
 # The layer, the dev packages and the consumer SDK (clients/python, its own pip-installable package).
 export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR):$(CURDIR)/clients/python
@@ -20,11 +20,12 @@ SAM := $(SAM_VENV)/bin/sam
 
 setup: $(STAMP) $(SERVED_OPENAPI)
 
-$(STAMP): requirements-dev.txt layers/jobstream/requirements.txt Makefile
+$(STAMP): requirements-dev.txt requirements-translator.txt layers/jobstream/requirements.txt layers/jobstream/requirements-tracing.txt Makefile
 	@test -n "$(PYTHON)" || { echo "Python 3.11 is required (python3.11 or python3 on PATH)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-translator.txt
 	@# The layer and the dev packages on the venv's path, so `python -m ...` works from anywhere.
 	printf '%s\n%s\n%s\n' "$(CURDIR)/layers/jobstream" "$(CURDIR)" "$(CURDIR)/clients/python" > "$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')/jobstream-dev.pth"
 	@# The operator/consumer CLI as a command: .venv/bin/jobstream
