@@ -94,8 +94,11 @@ deploy-check: setup $(SAM) $(SERVED_OPENAPI)
 # enforced, an end-to-end journey through the emulated API, queues and schedule, then the
 # mutations it must catch. The emulator and the Lambda runtime each have their own virtualenv.
 REHEARSAL_VENV := .venv-rehearsal
+# The functions' Python (template.yaml's Runtime) where this machine has it, pyenv's included;
+# else $(PYTHON), and the rehearsal says it rebuilt the functions for that version.
+LAMBDA_PYTHON ?= $(shell PYENV_VERSION=3.13 python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null || echo $(PYTHON))
 EMULATOR_STAMP := $(REHEARSAL_VENV)/.emulator-$(shell cat rehearsal/requirements-emulator.txt | cksum | cut -d' ' -f1)
-RUNTIME_STAMP := $(REHEARSAL_VENV)/.runtime-$(shell cat rehearsal/requirements-lambda-runtime.txt | cksum | cut -d' ' -f1)
+RUNTIME_STAMP := $(REHEARSAL_VENV)/.runtime-$(shell echo $(LAMBDA_PYTHON) | cat - rehearsal/requirements-lambda-runtime.txt | cksum | cut -d' ' -f1)
 
 $(EMULATOR_STAMP): rehearsal/requirements-emulator.txt
 	rm -rf $(REHEARSAL_VENV)/emulator $(REHEARSAL_VENV)/.emulator-*
@@ -105,7 +108,7 @@ $(EMULATOR_STAMP): rehearsal/requirements-emulator.txt
 
 $(RUNTIME_STAMP): rehearsal/requirements-lambda-runtime.txt
 	rm -rf $(REHEARSAL_VENV)/lambda-runtime $(REHEARSAL_VENV)/.runtime-*
-	$(PYTHON) -m venv $(REHEARSAL_VENV)/lambda-runtime
+	$(LAMBDA_PYTHON) -m venv $(REHEARSAL_VENV)/lambda-runtime
 	$(REHEARSAL_VENV)/lambda-runtime/bin/python -m pip install --quiet -r rehearsal/requirements-lambda-runtime.txt
 	touch $@
 

@@ -318,6 +318,85 @@ def shim_event_source_integers() -> None:
     handlers.update(create=create_mapping, update=update_mapping)
 
 
+def first_metric(props: Any) -> Any:
+    """An alarm's properties with its metric math replaced by the first metric it reads."""
+    queries = props.get("Metrics") if isinstance(props, dict) else None
+    if not queries:
+        return props
+    stats = [q["MetricStat"] for q in queries if isinstance(q, dict) and "MetricStat" in q]
+    if not stats or not any("Expression" in q for q in queries):
+        raise ValueError("an alarm's Metrics need a MetricStat and an Expression")
+    metric = stats[0]["Metric"]
+    kept = {key: value for key, value in props.items() if key != "Metrics"}
+    return {
+        **kept,
+        "Namespace": metric["Namespace"],
+        "MetricName": metric["MetricName"],
+        "Dimensions": metric.get("Dimensions") or [],
+        "Statistic": stats[0].get("Stat", "Sum"),
+        "Period": stats[0].get("Period", 60),
+    }
+
+
+def shim_metric_math_alarms() -> None:
+    """An alarm on metric math (`Metrics`) is created, as on AWS, recorded on its first metric.
+
+    ministack's CloudFormation refuses `AWS::CloudWatch::Alarm` with `Metrics`; AWS evaluates the
+    expression. The rehearsal proves no alarm fires either way (docs/operations.md): it keeps the
+    alarm a resource of the stack, so a deploy and a teardown handle it as they would on AWS.
+    """
+    from ministack.services.cloudformation import provisioners
+
+    handlers = provisioners._RESOURCE_HANDLERS["AWS::CloudWatch::Alarm"]
+    create, update = handlers["create"], handlers["update"]
+
+    def create_alarm(logical_id: str, props: Any, stack_name: str) -> Any:
+        return create(logical_id, first_metric(props), stack_name)
+
+    def update_alarm(physical_id: str, old: Any, new: Any, stack_name: str, *rest: Any) -> Any:
+        return update(physical_id, first_metric(old), first_metric(new), stack_name, *rest)
+
+    handlers.update(create=create_alarm, update=update_alarm)
+
+
+def shim_secret_resource_policy() -> None:
+    """`AWS::SecretsManager::ResourcePolicy` puts a secret's policy, which IAM enforces.
+
+    ministack's CloudFormation does not know the type (it refuses the template); its Secrets
+    Manager stores and enforces a policy put through the API, which this handler calls.
+    """
+    from ministack.services import secretsmanager
+    from ministack.services.cloudformation import provisioners
+
+    def put(props: Any) -> Any:
+        policy = props["ResourcePolicy"]
+        text = policy if isinstance(policy, str) else json.dumps(policy)
+        status = secretsmanager._put_resource_policy(
+            {"SecretId": props["SecretId"], "ResourcePolicy": text}
+        )
+        body = json.loads(status[2]) if isinstance(status, tuple) else {}
+        if "ARN" not in body:
+            raise ValueError(f"AWS::SecretsManager::ResourcePolicy: {status!r}")
+        return body["ARN"], {"Id": body["ARN"]}
+
+    # ministack's handler signatures: (logical id, props, stack), (physical id, old, new,
+    # stack), (physical id, props).
+    def create_policy(*arguments: Any) -> Any:
+        return put(arguments[1])
+
+    def update_policy(*arguments: Any) -> Any:
+        return put(arguments[2])
+
+    def delete_policy(*arguments: Any) -> None:
+        secretsmanager._delete_resource_policy({"SecretId": arguments[0]})
+
+    provisioners._RESOURCE_HANDLERS["AWS::SecretsManager::ResourcePolicy"] = {
+        "create": create_policy,
+        "update": update_policy,
+        "delete": delete_policy,
+    }
+
+
 SHIMS: tuple[Callable[[], None], ...] = (
     shim_lambda_runtime,
     shim_sqs_batch_permissions,
@@ -326,6 +405,8 @@ SHIMS: tuple[Callable[[], None], ...] = (
     shim_api_invoke_permission,
     shim_secret_ref_is_its_arn,
     shim_event_source_integers,
+    shim_metric_math_alarms,
+    shim_secret_resource_policy,
 )
 
 

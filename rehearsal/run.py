@@ -19,13 +19,14 @@ from rehearsal.logs import FunctionLogs
 from rehearsal.plan import (
     Credentials,
     for_architecture,
+    for_runtime,
     host_architecture,
     parameter_overrides,
     python_version,
     registry_secret,
 )
 from rehearsal.stack import Stack
-from rehearsal.toolchain import REPOSITORY, WORK_DIR, RehearsalError
+from rehearsal.toolchain import REPOSITORY, WORK_DIR, RehearsalError, lambda_runtime_version
 
 STACK_NAME = "jobstream-rehearsal"
 SCHEDULE_TYPES = ("AWS::Scheduler::Schedule", "AWS::Events::Rule")
@@ -92,6 +93,14 @@ def _build(options: Options, document: dict[str, Any], report: Report) -> Path:
     host_template, changes = for_architecture(document, architecture)
     if changes:
         report.shims.append(f"architecture: built for this machine ({architecture}): {changes}")
+    version = lambda_runtime_version()
+    host_template, runtime_changes = for_runtime(host_template, version)
+    if runtime_changes:
+        report.shims.append(
+            f"runtime: this machine has no python{python_version(document)}; the functions run "
+            f"on the rehearsal's python{version} and are built for it: {runtime_changes}"
+        )
+    changes += runtime_changes
     built = deploy.build(host_template, options.work_dir, "host")
     if options.parity and changes:
         problems = deploy.build_parity(built, deploy.build(document, options.work_dir, "target"))
@@ -138,9 +147,18 @@ def _add_tenants(options: Options, stack: Stack, emulator: Emulator, registry: s
         raise RehearsalError(
             "tenants", f"no stack output names the registry secret {registry} ({secret_arn})"
         )
-    credentials = tenants.register(tenants.Registry(secret_arn, emulator.endpoint), origins)
+    roles = stack.operator_roles()
+    role_outputs = [name for name, value in stack.outputs().items() if value in roles]
+    if len(roles) != 1 or not role_outputs:
+        raise RehearsalError(
+            "tenants", f"expected one operator role named by a stack output, found {roles}"
+        )
+    credentials = tenants.register(
+        tenants.Registry(secret_arn, tenants.assumed(emulator.endpoint, roles[0])), origins
+    )
     options.say(
-        f"ok   jobstream tenants --secret <{outputs[0]}> add {credentials.tenant_a} "
+        f"ok   as <{role_outputs[0]}>: jobstream tenants --secret <{outputs[0]}> add "
+        f"{credentials.tenant_a} "
         f"(callback token, origins {', '.join(origins)}) and {credentials.tenant_b} "
         f"({round(time.monotonic() - started, 1)} s)"
     )
@@ -196,7 +214,7 @@ def rehearse(options: Options) -> Report:
     overrides = parameter_overrides(document)
     registry = registry_secret(document)
     built = _build(options, document, report)
-    emulator = Emulator(options.work_dir / "emulator.log", python_version(document))
+    emulator = Emulator(options.work_dir / "emulator.log", lambda_runtime_version())
     try:
         step = time.monotonic()
         emulator.start()
