@@ -16,7 +16,7 @@ OPENAPI_SOURCES := schemas/openapi.yaml schemas/jobstream.schema.json tools/open
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 
-.PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check rehearse rehearse-setup clean
+.PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check rehearse rehearse-setup teardown clean
 
 setup: $(STAMP) $(SERVED_OPENAPI)
 
@@ -117,6 +117,13 @@ rehearse-setup: setup $(SAM) $(EMULATOR_STAMP) $(RUNTIME_STAMP)
 rehearse: rehearse-setup
 	$(BIN)/python -m rehearsal
 	$(BIN)/pytest -q -p no:cacheprovider -m rehearsal tests/rehearsal
+
+# Removes a deployed stack (docs/deploy.md, teardown): empties its bucket, deletes it, and says
+# what stays (the table, the registry secret, SAM's artifacts) with the commands for each. Asks
+# for the stack's name unless TEARDOWN_ARGS=--yes; the AWS region and credentials are yours.
+STACK ?= jobstream
+teardown: setup
+	$(BIN)/python -m tools.teardown --stack "$(STACK)" $(TEARDOWN_ARGS)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(REHEARSAL_VENV) .mypy_cache .pytest_cache .ruff_cache .aws-sam

@@ -19,9 +19,11 @@ import re
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 SHIM_LOG = logging.getLogger("rehearsal")
+REPOSITORY = Path(__file__).resolve().parent.parent
 SCHEDULER = "scheduler.amazonaws.com"
 API_GATEWAY = "apigateway.amazonaws.com"
 
@@ -397,6 +399,56 @@ def shim_secret_resource_policy() -> None:
     }
 
 
+def shim_event_filter_leaves() -> None:
+    """Event filters match a record's leaves only, as Lambda's do (an object is no value).
+
+    ministack treats `exists` on an object as a key test and fails a pattern object whose key is
+    absent: the dispatcher's `{"N": [{"exists": false}]}` (an attribute not set) then never
+    matched, and the former `[{"exists": false}]` on the attribute itself (which AWS never
+    matches against) passed the rehearsal. The rule is jobstream_local/event_filter.py's, the
+    local stack's too.
+    """
+    from ministack.services import lambda_svc
+
+    sys.path.insert(0, str(REPOSITORY))
+    from jobstream_local.event_filter import matches
+
+    def match(record: dict[str, Any], pattern: dict[str, Any]) -> bool:
+        return matches(pattern, record)
+
+    lambda_svc._match_esm_filter = match
+
+
+ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/[^/]+$")
+
+
+def principal_arn(value: Any) -> Any:
+    """aws:PrincipalArn of a role session: the role's ARN, not the session's."""
+    match = ASSUMED_ROLE.match(value) if isinstance(value, str) else None
+    if match is None:
+        return value
+    partition, account, role = match.groups()
+    return f"arn:{partition}:iam::{account}:role/{role}"
+
+
+def shim_principal_arn_of_a_role() -> None:
+    """`aws:PrincipalArn` of a role's session is the role's ARN, as on AWS.
+
+    AWS: "For IAM roles, the request context returns the ARN of the role, not the ARN of the
+    user that assumed the role". ministack gives the session's `sts` ARN, so a resource policy
+    that names roles (the registry secret's) would refuse the very roles it names.
+    """
+    from ministack.core import iam_evaluator
+
+    original = iam_evaluator._resolve_condition_key
+
+    def resolve(key: str, ctx: Any) -> Any:
+        value = original(key, ctx)
+        return principal_arn(value) if key.lower() == "aws:principalarn" else value
+
+    iam_evaluator._resolve_condition_key = resolve
+
+
 SHIMS: tuple[Callable[[], None], ...] = (
     shim_lambda_runtime,
     shim_sqs_batch_permissions,
@@ -407,6 +459,8 @@ SHIMS: tuple[Callable[[], None], ...] = (
     shim_event_source_integers,
     shim_metric_math_alarms,
     shim_secret_resource_policy,
+    shim_principal_arn_of_a_role,
+    shim_event_filter_leaves,
 )
 
 

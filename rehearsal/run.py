@@ -10,7 +10,7 @@ from typing import Any
 
 from jobstream_conformance.callbacks import receiver
 from jobstream_local.template import Template
-from rehearsal import deploy, emulator_main, plugins, tenants
+from rehearsal import deploy, emulator_main, guided, plugins, tenants
 from rehearsal.api import ApiClient
 from rehearsal.emulator import Emulator, free_port
 from rehearsal.gateway import serve_api
@@ -41,6 +41,8 @@ class Options:
     built: Path | None = None
     parity: bool = True
     suites: bool = True
+    # docs/deploy.md's guided answers up to the change set, then `make teardown` of the stack.
+    guide: bool = True
     sweep_timeout_s: float = SWEEP_TIMEOUT_S
     work_dir: Path = WORK_DIR
     say: Callable[[str], None] = print
@@ -206,6 +208,30 @@ def _drive(options: Options, stack: Stack, emulator: Emulator, registry: str,
     options.say("ok   no function logged an error; the emulator refused no invocation")
 
 
+def _guide(options: Options, built: Path, stack: Stack, document: dict[str, Any],
+           report: Report) -> None:  # fmt: skip
+    """The guide's own commands: `sam deploy --guided` as answered there, `make teardown`."""
+    started = time.monotonic()
+    answers = guided.guided_answers(document)
+    change_set = guided.guided_to_change_set(
+        built, answers, stack.endpoint, options.work_dir / "sam-deploy-guided.log"
+    )
+    options.say(
+        f"ok   sam deploy --guided ({answers.parameters} parameters at their defaults, "
+        f"{answers.unauthenticated_events} routes without authentication answered y) reached "
+        f"change set {change_set} ({report.lap('guided', started)} s)"
+    )
+    started = time.monotonic()
+    kept = guided.teardown(stack, options.work_dir / "teardown.log")
+    left = guided.leftovers(stack, kept)
+    if left:
+        raise RehearsalError("make teardown", f"left behind, unnamed: {left}")
+    options.say(
+        f"ok   make teardown: bucket emptied, stack deleted, nothing left but the {len(kept)} "
+        f"it names ({report.lap('teardown', started)} s)"
+    )
+
+
 def rehearse(options: Options) -> Report:
     report = Report(shims=emulator_shims())
     started = time.monotonic()
@@ -222,6 +248,8 @@ def rehearse(options: Options) -> Report:
         options.say(f"ok   ministack on {emulator.endpoint}, IAM enforced ({seconds} s)")
         stack = _deploy(options, built, emulator, overrides, report)
         _drive(options, stack, emulator, registry, report)
+        if options.guide:
+            _guide(options, built, stack, document, report)
     finally:
         emulator.stop()
     report.lap("total", started)

@@ -575,3 +575,43 @@ def test_the_api_proxy_keeps_the_clients_host_and_says_http(tmp_path: Path) -> N
     assert echoed["headers"]["Host"] == base.removeprefix("http://")
     assert echoed["headers"]["X-Forwarded-Proto"] == "http"
     assert echoed["body"] == "{}"
+
+
+def test_a_metric_math_alarm_is_recorded_on_its_first_metric() -> None:
+    metric = {"Namespace": "AWS/SQS", "MetricName": "Visible", "Dimensions": [{"Name": "Q"}]}
+    props = {
+        "AlarmDescription": "d",
+        "Metrics": [
+            {"Id": "visible", "MetricStat": {"Metric": metric, "Stat": "Maximum", "Period": 60}},
+            {"Id": "alarmed", "Expression": "DIFF(FILL(visible, 0))"},
+        ],
+        "Threshold": 0,
+    }
+    assert emulator_main.first_metric(props) == {
+        "AlarmDescription": "d",
+        "Threshold": 0,
+        "Namespace": "AWS/SQS",
+        "MetricName": "Visible",
+        "Dimensions": [{"Name": "Q"}],
+        "Statistic": "Maximum",
+        "Period": 60,
+    }
+    plain = {"Namespace": "n", "MetricName": "m"}
+    assert emulator_main.first_metric(plain) is plain
+    with pytest.raises(ValueError, match="MetricStat and an Expression"):
+        emulator_main.first_metric({"Metrics": [{"Id": "x", "Expression": "1"}]})
+
+
+@pytest.mark.parametrize(
+    ("principal", "expected"),
+    [
+        (
+            "arn:aws:sts::000000000000:assumed-role/jobstream-AckRole-X/session",
+            "arn:aws:iam::000000000000:role/jobstream-AckRole-X",
+        ),
+        ("arn:aws:iam::000000000000:user/alice", "arn:aws:iam::000000000000:user/alice"),
+        ("arn:aws:iam::000000000000:root", "arn:aws:iam::000000000000:root"),
+    ],
+)
+def test_the_principal_arn_of_a_role_session_is_the_roles(principal: str, expected: str) -> None:
+    assert emulator_main.principal_arn(principal) == expected
