@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobstream_local.template import TEMPLATE, Template
-from rehearsal import deploy, emulator_main, gateway, mutations, plan, plugins, tenants
+from rehearsal import deploy, emulator_main, gateway, guided, mutations, plan, plugins, tenants
 from rehearsal.logs import explain, is_failure
 from rehearsal.plan import (
     Credentials,
@@ -24,7 +24,7 @@ from rehearsal.plan import (
 )
 from rehearsal.run import emulator_shims, scheduled_functions
 from rehearsal.stack import RouteSpec, routes_from_body
-from rehearsal.toolchain import RehearsalError
+from rehearsal.toolchain import REPOSITORY, RehearsalError
 
 CREDENTIALS = Credentials(
     tenant_a="a",
@@ -615,3 +615,18 @@ def test_a_metric_math_alarm_is_recorded_on_its_first_metric() -> None:
 )
 def test_the_principal_arn_of_a_role_session_is_the_roles(principal: str, expected: str) -> None:
     assert emulator_main.principal_arn(principal) == expected
+
+
+def test_the_guides_guided_answers_are_the_ones_the_rehearsal_pipes(
+    document: dict[str, Any],
+) -> None:
+    """docs/deploy.md's table and rehearsal.guided ask the same of SAM CLI 1.170's prompts."""
+    answers = guided.guided_answers(document)
+    assert answers == guided.GuidedAnswers(parameters=len(document["Parameters"]),
+                                           unauthenticated_events=9)  # fmt: skip
+    guide = (REPOSITORY / "docs" / "deploy.md").read_text(encoding="utf-8")
+    assert f"Parameter … (one per parameter, {answers.parameters})" in guide
+    assert f"Is this okay?` ({answers.unauthenticated_events}: " in guide
+    lines = answers.lines("jobstream-guided", "us-east-1", deploy=False)
+    assert len(lines) == 2 + answers.parameters + 3 + answers.unauthenticated_events + 2
+    assert lines[-2:] == ["n", "n"]  # arguments not saved; the change set not executed

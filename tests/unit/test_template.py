@@ -1531,3 +1531,95 @@ def test_a_whole_callback_attempt_fits_in_the_callbacks_function() -> None:
     assert timeout_s is not None
     largest = int(parameters(TEMPLATE_NOW)["CallbackTimeoutMs"]["MaxValue"])
     assert largest + OUTCOME_MARGIN_MS + 1_000 <= timeout_s * 1000
+
+
+# ------------------------------------------------------ alarms and their runbooks (issue 23)
+
+OPERATIONS = REPOSITORY / "docs" / "operations.md"
+ALARMS = sorted(TEMPLATE_NOW.resources_of_type("AWS::CloudWatch::Alarm"))
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor, as GitHub makes it."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def runbook_problems(alarms: list[str], operations: str) -> list[str]:
+    """Every alarm has a row in the alarms table of docs/operations.md whose link leads to a
+    runbook heading there (the per-function error alarms: named in their runbook)."""
+    anchors = {slug(line[4:]) for line in operations.splitlines() if line.startswith("### ")}
+    function_errors = operations.split("### Function errors alarms", 1)[-1].split("**Meaning", 1)[0]
+    rows = [line for line in operations.splitlines() if line.startswith("| `")]
+    problems = []
+    for alarm in alarms:
+        if f"`{alarm}`" in function_errors:
+            continue
+        row = next((r for r in rows if f"`{alarm}`" in r.split("|")[1]), None)
+        links = re.findall(r"\]\(#([^)]+)\)", row or "")
+        if row is None:
+            problems.append(f"{alarm}: not in the alarms table of docs/operations.md")
+        elif not links or not set(links) <= anchors:
+            problems.append(f"{alarm}: its row links to no runbook heading ({links})")
+    return problems
+
+
+def test_every_alarm_has_a_runbook() -> None:
+    assert len(ALARMS) == 23
+    assert runbook_problems(ALARMS, OPERATIONS.read_text(encoding="utf-8")) == []
+    assert runbook_problems(["NewAlarm"], OPERATIONS.read_text(encoding="utf-8")) == [
+        "NewAlarm: not in the alarms table of docs/operations.md"
+    ]
+
+
+@pytest.mark.parametrize("alarm", ALARMS)
+def test_every_alarm_notifies_the_topic_and_says_when_it_is_ok(alarm: str) -> None:
+    properties = TEMPLATE_NOW.resources_of_type("AWS::CloudWatch::Alarm")[alarm]
+    expected = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+    assert properties["AlarmActions"] == expected
+    assert properties["OKActions"] == expected
+
+
+def test_the_emf_alarms_watch_this_stacks_series_of_metrics_the_code_emits() -> None:
+    """An alarm on a jobstream metric names one the code emits, with this stack's `service`
+    (the template sets POWERTOOLS_SERVICE_NAME to the stack's name) and only dimensions the
+    metric is published with (its own, or the per-stack total)."""
+    from jobstream.observability import METRICS
+
+    variables = environment_of(globals_function(TEMPLATE_NOW))
+    assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
+    watched = [
+        (name, alarm)
+        for name, alarm in TEMPLATE_NOW.resources_of_type("AWS::CloudWatch::Alarm").items()
+        if alarm.get("Namespace") == "jobstream"
+    ]
+    assert len(watched) == 5
+    for name, alarm in watched:
+        metric = METRICS[alarm["MetricName"]]
+        dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+        assert dimensions.pop("service") == {"Ref": "AWS::StackName"}, name
+        assert set(dimensions) <= {metric.dimension}, name
+
+
+def test_the_dashboard_graphs_metrics_that_exist() -> None:
+    """The dashboard's body is JSON once its ${...} are filled; every jobstream metric it graphs
+    is one the code emits, for this stack; every ${...} names something of the template."""
+    from jobstream.observability import METRICS
+
+    dashboard = TEMPLATE_NOW.resources_of_type("AWS::CloudWatch::Dashboard")["Dashboard"]
+    body = dashboard["DashboardBody"]["Fn::Sub"]
+    assert not reference_problems(TEMPLATE_NOW, dashboard, "Dashboard")
+    widgets = json.loads(SUB_VARIABLE.sub("x", body))["widgets"]
+    titles = [w["properties"]["title"] for w in widgets]
+    assert titles[:5] == [
+        "Admissions",
+        "Job outcomes",
+        "Callback outcomes",
+        "Queue ages (oldest message, s)",
+        "Throttles",
+    ]
+    ours = [m for w in widgets for m in w["properties"]["metrics"] if m[0] == "jobstream"]
+    assert ours
+    for metric in ours:
+        assert metric[1] in METRICS, metric
+        assert metric[2:4] == ["service", "x"], metric
