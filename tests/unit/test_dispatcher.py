@@ -13,8 +13,8 @@ from jobstream.domain import IntentRef
 from jobstream.service import runtime as runtime_module
 from jobstream.service.dispatcher import dispatch_records, handoffs
 from jobstream.service.runtime import Runtime
-from jobstream_local.gateway import LambdaContext, load_handler
 from jobstream_local.event_filter import matches, passes
+from jobstream_local.gateway import LambdaContext, load_handler
 from jobstream_local.template import Template
 
 JOB = "job_R-FEtjChNfSuVqRM7Jdl-iJNZxSTDOFg"
