@@ -83,12 +83,13 @@ $(SAM):
 	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli==1.170.0
 
 # Everything a deploy relies on, offline: lint, SAM's own validation and build, the template and
-# sample-event tests.
+# sample-event tests, the privilege and deployer-policy tests.
 deploy-check: setup $(SAM) $(SERVED_OPENAPI)
 	$(BIN)/cfn-lint template.yaml
 	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint
 	SAM_CLI_TELEMETRY=0 $(SAM) build --build-dir .aws-sam/build
-	$(BIN)/pytest -q tests/unit/test_template.py tests/integration/test_sample_events.py
+	$(BIN)/pytest -q tests/unit/test_template.py tests/unit/test_template_privileges.py \
+		tests/unit/test_deployer_policy.py tests/integration/test_sample_events.py
 
 # The deployment rehearsal (docs/operations.md): sam build + sam deploy to ministack with IAM
 # enforced, an end-to-end journey through the emulated API, queues and schedule, then the
