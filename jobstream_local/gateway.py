@@ -63,14 +63,20 @@ def load_handler(function: FunctionSpec) -> Handler:
     return handler
 
 
+# moto answers far slower than DynamoDB (more so on a busy machine): no local invocation is
+# given less, so a local request is not cut short where AWS would answer in time.
+MIN_LOCAL_TIMEOUT_S: Final = 30
+
+
 @cache
 def _timeout_s(function_name: str) -> int:
-    return Template.load().function_timeout_s(function_name)
+    return max(MIN_LOCAL_TIMEOUT_S, Template.load().function_timeout_s(function_name))
 
 
 class LambdaContext:
     """The parts of the Lambda context object that handlers and Powertools read; the remaining
-    time counts down from the function's timeout in the template (the handlers keep within it)."""
+    time counts down from the function's timeout in the template, at least 30 s (the handlers
+    keep within it)."""
 
     def __init__(self, function_name: str) -> None:
         self.function_name = function_name

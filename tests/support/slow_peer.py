@@ -80,7 +80,7 @@ def _serve(peer: SlowPeer, conn: socket.socket, head: bytes, trickle: bytes) -> 
 
 @contextmanager
 def slow_peer(
-    *, head: bytes = b"", trickle: bytes = b"", interval_s: float = 0.05, hold_s: float = 8.0
+    *, head: bytes = b"", trickle: bytes = b"", interval_s: float = 0.05, hold_s: float = 15.0
 ) -> Iterator[SlowPeer]:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
