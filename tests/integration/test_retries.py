@@ -11,16 +11,18 @@ import pytest
 from botocore.exceptions import ClientError
 
 from jobstream import observability
+from jobstream.deadline import ANSWER_MARGIN_MS
 from jobstream.jobtypes import runner
 from jobstream.protocol.errors import Reason
+from jobstream.retries import RetryPolicy
 from jobstream.service import admission, completion, execution
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from tests.support.dispatch import dispatch_stream
 from tests.support.faults import KINDS, Faults, injected
-from tests.support.harness import Api, canonical_task
-from tests.support.lambda_events import queue_handler, received_sqs_event
+from tests.support.harness import Api, _http_api, canonical_task
+from tests.support.lambda_events import lambda_context, queue_handler, received_sqs_event
 from tests.support.validation import validate_error
 
 FOREVER = 10_000
@@ -272,6 +274,32 @@ def test_a_transient_cause_on_every_route_answers_a_retryable_503(
     # One call gives up, or (a listing reads its shards at once) each call in flight.
     assert len(exhausted) == 1 or (route == "GET /jobs" and len(exhausted) >= 1)
     assert api.call(method, target, body).status < 300
+
+
+def test_a_request_with_less_time_left_than_one_aws_attempt_is_a_503_at_once(
+    rt: Runtime, api: Api
+) -> None:
+    """The HTTP shell hands the invocation's remaining time to the clients: with less left than
+    one attempt may take (a hung connection's timeouts), no call starts, and the answer is a
+    retryable 503 before Lambda's timeout, never a cut-off invocation."""
+    job_id = api.post("/jobs", canonical_task()).body["job"]["job_id"]
+    gateway = _http_api()
+    bound, parameters = gateway.match("GET", f"/jobs/{job_id}") or (None, {})
+    assert bound is not None
+    event = gateway.event(
+        method="GET",
+        target=f"/jobs/{job_id}",
+        headers={"host": api.host, "authorization": f"Bearer {api.token}"},
+        body=b"",
+        route=bound,
+        parameters=parameters,
+    )
+    short = RetryPolicy().attempt_ms + ANSWER_MARGIN_MS - 100
+    response = bound.handler(event, lambda_context("jobs", remaining_ms=short))
+    assert response["statusCode"] == 503
+    assert json.loads(response["body"])["error"]["code"] == "resource_busy"
+    ample = bound.handler(event, lambda_context("jobs", remaining_ms=10_000))
+    assert ample["statusCode"] == 200
 
 
 def test_a_refusal_that_is_not_transient_is_still_a_500(

@@ -162,6 +162,9 @@ class CallbackRecord:
     last_error: str | None = None
     delivered_at: int | None = None
     dead_at: int | None = None
+    # When its dead letter went to the DLQ: a dead callback without one gets it from its next
+    # message (the send failed after the callback died, and that message came back).
+    dead_lettered_at: int | None = None
     # Retention (epoch seconds): the item's TTL, set when the event is written, beyond any
     # retry of its callback; a redrive removes it (an open callback never expires) and keeps it
     # in `retain_until`, which the close that follows sets again.

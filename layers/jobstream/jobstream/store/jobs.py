@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from jobstream.domain import CallbackState, JobChange, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys
-from jobstream.store.callbacks import CallbackStore
+from jobstream.store.callbacks import MAX_CALLBACK_ATTEMPTS, CallbackStore
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_attribute, to_item
 from jobstream.store.listing import (
@@ -61,7 +61,6 @@ __all__ = [
     "record_to_item",
 ]
 
-MAX_CALLBACK_ATTEMPTS: Final = 8
 _LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
 # The condition of every event slot: free, or taken by an event of an earlier job under the same
 # key (its `at` is older than this job; a job's own events never are).
