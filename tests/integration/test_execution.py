@@ -360,3 +360,22 @@ def test_a_worker_that_does_not_hold_the_job_stores_no_result(rt: Runtime) -> No
     job = rt.store.get_job(job_id)
     assert job is not None
     assert job.result == _result("1")
+
+
+def test_a_take_over_loses_to_a_heartbeat_after_its_read(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's lease looked lapsed when a message read it, but its worker renewed it since
+    (a slow heartbeat): the take-over is refused, the live run keeps the job."""
+    job_id = submit(rt)
+    assert execution.claim(rt, job_id, "worker-a") is not None
+    clock.advance(rt.settings.lease_ms)
+    lapsed = rt.store.get_job_item(job_id)
+    assert lapsed is not None
+    assert rt.store.renew_lease(job_id, "worker-a", now=clock.now, lease_ms=rt.settings.lease_ms)
+    monkeypatch.setattr(rt.store, "get_job_item", lambda _job_id: lapsed)
+    assert execution.claim(rt, job_id, "worker-b") is None
+    monkeypatch.undo()
+    held = rt.store.get_job_item(job_id)
+    assert held is not None
+    assert (held.lease_owner, held.lease_active(clock.now)) == ("worker-a", True)

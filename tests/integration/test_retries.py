@@ -358,6 +358,22 @@ def test_a_claim_written_whose_answer_never_came_is_resumed_after_its_lease(
     assert runs == [job_id]
 
 
+def test_a_lost_take_over_answer_resumes_the_job(wrt: Runtime, runs: list[str]) -> None:
+    """Taking over a job whose worker died was written and its answer lost; the retry is
+    refused by the take-over's own write: the worker recognises it and runs the job."""
+    job_id, event = _work_event(wrt)
+    assert execution.claim(wrt, job_id, "worker-a") is not None
+    wrt.clock.advance(wrt.settings.lease_ms)  # type: ignore[attr-defined]
+    faults = Faults(kinds=("internal",), mode="after", at=1, times=1, matching=":lease_deadline")
+    with injected(faults):
+        assert _worker()(event, None) == {"batchItemFailures": []}
+    assert faults.fired == 1
+    record = wrt.store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.attempt) == ("succeeded", 1)
+    assert runs == [job_id]
+
+
 def test_a_lost_completion_answer_is_its_own_completion(
     wrt: Runtime, counted: list[tuple[str, str | None]]
 ) -> None:
