@@ -92,7 +92,8 @@ def result_of(size: int = RESULT_BYTES, filler: str = "x") -> dict[str, Any]:
 
 def fattest(record: JobRecord, *, result: dict[str, Any] | None = None) -> JobRecord:
     """`record` with every attribute written after admission at its largest at once: lease,
-    timestamps, counters, kinds, messages at their clipped length, a result at its budget."""
+    timestamps, counters, kinds, messages (a kept failure's too) at their clipped length, a
+    result at its budget."""
     later = AT + 10**9
     return replace(
         record,
@@ -108,6 +109,8 @@ def fattest(record: JobRecord, *, result: dict[str, Any] | None = None) -> JobRe
         dispatched_at=later,
         reason=max((reason.value for reason in Reason), key=len),
         reason_message="\U0001f600" * MAX_MESSAGE_CHARS,
+        pending_reason=max((reason.value for reason in Reason), key=len),
+        pending_message="\U0001f600" * MAX_MESSAGE_CHARS,
         result=result if result is not None else result_of(),
         event_count=10**6,
         last_event_at=later,

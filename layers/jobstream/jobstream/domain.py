@@ -54,10 +54,12 @@ class JobRecord:
     progress_message: str | None = None
     progress_events: int = 0
     # The outcome: a succeeded job's result (its own item, `#RESULT`, read with the job where
-    # needed); a finished run's outcome (JSON), kept while its completion could not be written;
-    # why the job failed, expired or was cancelled (a Reason), with a message.
+    # needed); a finished run's failure (a Reason, a message), kept while its completion could
+    # not be written (a success keeps its result item); why the job failed, expired or was
+    # cancelled (a Reason), with a message.
     result: dict[str, Any] | None = None
-    pending_outcome: str | None = None
+    pending_reason: str | None = None
+    pending_message: str | None = None
     reason: str | None = None
     reason_message: str | None = None
     # The event stream's bookkeeping, kept on the job so counts never read the events.

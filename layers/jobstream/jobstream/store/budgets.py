@@ -8,13 +8,15 @@ consumers and sources send are the job item and the result item. 400 KiB
 - `ADMITTED_JOB_BYTES` (256 KiB): the job as admission writes it (ids, labels, params as their
   canonical text, callback URL, keys). A Task whose job would be larger is refused at admission
   (400 `invalid_params`, `detail.reason = "task_too_large"`) and nothing is written.
-- `RESULT_BYTES` (128 KiB): the `result` a success writes in its own item (`#RESULT`). A larger
-  result is cut by the job type's rule before it is written (`JobType.fit_result`: a search
-  keeps its best candidates; a type without a rule fails the job). The job item keeps this room
-  for a run's outcome kept while its completion cannot be written (`pending_outcome`).
+- `RESULT_BYTES` (128 KiB): the `result` a success writes in its own item (`#RESULT`), sized
+  here as it is written there (`result_size`). A larger result is cut by the job type's rule
+  before it is written (`JobType.fit_result`: a search keeps its best candidates; a type without
+  a rule fails the job). That item is also a success's kept outcome while its completion cannot
+  be written: the job item never holds a copy of a result.
 - `GROWTH_BYTES` (16 KiB): every other attribute of the job item written after admission:
-  status, lease, timestamps, counters, the recorded kinds, and the progress and reason messages,
-  which are clipped to `MAX_MESSAGE_CHARS` (at most 4 bytes a character).
+  status, lease, timestamps, counters, the recorded kinds, and the progress, reason and kept
+  failure messages (`pending_message`), which are clipped to `MAX_MESSAGE_CHARS` (at most 4
+  bytes a character).
 
 `tests/unit/test_budgets.py` builds the fattest job and result the rules allow and checks they
 fit.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from jobstream.domain import AttemptAnswer, CallbackRecord, IntentRef, JobRecord, StoredEvent
-    from jobstream.store.jobs import Append, NewEvent
+    from jobstream.store.jobs import Append, NewEvent, StateChange
     from jobstream.store.listing import JobListing, JobQuery
 
 
@@ -65,6 +65,8 @@ class JobStorePort(Protocol):
 
     def get_job_item(self, job_id: str) -> JobRecord | None: ...
 
+    def get_result(self, record: JobRecord) -> dict[str, Any] | None: ...
+
     def events_after(
         self, job_id: str, after_sequence: int, limit: int, *, since: int = 0
     ) -> tuple[list[StoredEvent], bool]: ...
@@ -85,11 +87,15 @@ class JobStorePort(Protocol):
 
     def put_result(
         self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int
-    ) -> None: ...
+    ) -> bool: ...
 
     def renew_lease(self, job_id: str, owner: str, *, now: int, lease_ms: int) -> bool: ...
 
-    def keep_outcome(self, job_id: str, owner: str, outcome: str) -> bool: ...
+    def keep_outcome(
+        self, job_id: str, owner: str, *, now: int, reason: str | None, message: str | None
+    ) -> bool: ...
+
+    def take_over(self, job_id: str, change: StateChange) -> bool: ...
 
     def mark_dispatched(self, job_id: str, *, now: int) -> bool: ...
 

@@ -74,13 +74,19 @@ def with_parts(record: JobRecord, items: Iterable[Mapping[str, Any]]) -> JobReco
     only once it has succeeded: a run whose completion lost left it for nothing)."""
     for item in items:
         sort_key = item[keys.SK]["S"]
-        if GENERATION not in item or from_attribute(item[GENERATION]) != record.created_at:
+        if not is_part_of(record, item):
             continue
         if sort_key == keys.ACK_SK:
             record = replace(record, ack_sequence=int(from_attribute(item["ack_sequence"])))
         elif sort_key == keys.RESULT_SK and record.status is JobStatus.SUCCEEDED:
             record = replace(record, result=from_attribute(item["result"]))
     return record
+
+
+def is_part_of(record: JobRecord, item: Mapping[str, Any]) -> bool:
+    """Whether a part item (`#ACK`, `#RESULT`) belongs to this job, not to an earlier job
+    under the same key."""
+    return GENERATION in item and from_attribute(item[GENERATION]) == record.created_at
 
 
 def job_key(job_id: str) -> dict[str, Any]:
