@@ -5,6 +5,7 @@ published protocol's, where it is checked out)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,9 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 import boto3
 import pytest
 import requests
+from rich.console import Console
 
 from jobstream.jobtypes.asset_fetch import storage
 from jobstream.service.runtime import Runtime
+from jobstream_cli.render import event_line, job_detail
 from jobstream_local.resources import create_buckets
 from jobstream_local.template import Template
 from tests.integration.test_job_type_registry import run_worker
@@ -167,3 +170,21 @@ def test_without_a_bucket_the_job_fails_as_misconfigured(
     assert job["status"] == "failed"
     assert job["error"]["code"] == "internal_error"
     assert job["error"]["detail"]["internal_code"] == "configuration_error"
+
+
+@pytest.mark.usefixtures("rt")
+def test_the_cli_tells_the_result_in_its_job_types_words(api: Api, bucket: str) -> None:
+    """`jobs show` and the terminal event's line show the fetched files, not "0 candidate(s)"."""
+    job = run(api, {"work_id": WORK_ID})
+    assert job["status"] == "succeeded", job.get("error")
+    assets = job["result"]["assets"]
+    terminal = api.get(f"/jobs/{job['job_id']}/events").body["events"][-1]
+    for view in (job_detail(job, job["updated_at"]), event_line(terminal)):
+        out = io.StringIO()
+        Console(file=out, width=10_000, color_system=None).print(view)
+        text = out.getvalue()
+        assert "candidate" not in text
+        assert f"result: 2 asset(s), {sum(a['bytes'] for a in assets)} bytes" in text
+        for asset in assets:
+            assert f"{asset['asset_id']}: image/png, {asset['bytes']} bytes, " in text
+            assert asset["locator"]["value"] in text

@@ -24,6 +24,7 @@ from jobstream.service.sweep import sweep
 from jobstream.store.budgets import (
     ADMITTED_JOB_BYTES,
     MAX_MESSAGE_CHARS,
+    MAX_PROGRESS_MESSAGE_BYTES,
     RESULT_BYTES,
     result_size,
 )
@@ -329,7 +330,7 @@ def test_messages_are_clipped_to_what_the_job_keeps(rt: Runtime, clock: Clock) -
     lease = execution.Lease(rt, record, "worker-1")
     lease.progress("s" * 500, "p" * 300_000)
     assert lease.record.progress_events == 1
-    assert len(lease.record.progress_message or "") == MAX_MESSAGE_CHARS
+    assert len((lease.record.progress_message or "").encode()) == MAX_PROGRESS_MESSAGE_BYTES
     failure = Outcome(reason="network_error", message="m" * 300_000)
     assert execution.complete(rt, lease.record, "worker-1", failure) == "failed"
     job = jobs.get_job(rt, "acme", job_id, None)

@@ -15,6 +15,7 @@ from jobstream.store.budgets import (
     RESULT_BYTES,
     admitted_job_size,
     clip,
+    clip_bytes,
     result_fits,
     result_size,
     unstorable_number,
@@ -84,3 +85,15 @@ def test_a_number_dynamodb_cannot_store_is_found_anywhere_in_the_job() -> None:
     # The params are kept as their canonical text: a number in them is stored as written.
     text = json.dumps({"constraints": {"limit": int(1e300)}, "x": [{"y": 10**130}]})
     assert unstorable_number(replace(job, params_canonical=text)) is None
+
+
+@pytest.mark.parametrize("filler", ["p", "é", "西", "\U0001f600"])
+def test_progress_is_clipped_to_bytes_between_characters(filler: str) -> None:
+    limit = 100
+    assert clip_bytes(None, limit) is None
+    assert clip_bytes(filler * (limit // 4), limit) == filler * (limit // 4)
+    clipped = clip_bytes(filler * (limit + 1), limit)
+    assert clipped is not None
+    assert clipped.endswith("…")
+    assert clipped.rstrip("…") == filler * len(clipped.rstrip("…"))  # whole characters only
+    assert limit - 4 < len(clipped.encode()) <= limit

@@ -13,8 +13,10 @@ consumers and sources send are the job item and the result item. 400 KiB
   keeps its best candidates; a type without a rule fails the job). The job item keeps this room
   for a run's outcome kept while its completion cannot be written (`pending_outcome`).
 - `GROWTH_BYTES` (16 KiB): every other attribute of the job item written after admission:
-  status, lease, timestamps, counters, the recorded kinds, and the progress and reason messages,
-  which are clipped to `MAX_MESSAGE_CHARS` (at most 4 bytes a character).
+  status, lease, timestamps, counters, the recorded kinds, the reason message, clipped to
+  `MAX_MESSAGE_CHARS` (at most 4 bytes a character), and the progress stage and message,
+  clipped to `MAX_PROGRESS_STAGE_BYTES` and `MAX_PROGRESS_MESSAGE_BYTES` (each progress event's
+  item keeps them too, and stays one write unit).
 
 `tests/unit/test_budgets.py` builds the fattest job and result the rules allow and checks they
 fit.
@@ -39,7 +41,10 @@ RESULT_BYTES: Final = 128 * 1024
 GROWTH_BYTES: Final = 16 * 1024
 ADMITTED_JOB_BYTES: Final = MAX_ITEM_BYTES - RESULT_BYTES - GROWTH_BYTES
 MAX_MESSAGE_CHARS: Final = 1000
-MAX_STAGE_CHARS: Final = 100
+# A progress report is kept twice, on the job (its latest) and on its own event: clipped so the
+# event's item, with its callback, stays within one write unit (1 KB).
+MAX_PROGRESS_STAGE_BYTES: Final = 100
+MAX_PROGRESS_MESSAGE_BYTES: Final = 500
 
 
 def admitted_job_size(record: JobRecord) -> int:
@@ -66,3 +71,11 @@ def clip(text: str | None, limit: int = MAX_MESSAGE_CHARS) -> str | None:
     if text is None or len(text) <= limit:
         return text
     return text[: limit - 1] + "…"
+
+
+def clip_bytes(text: str | None, limit: int) -> str | None:
+    """`text` in at most `limit` UTF-8 bytes, cut between characters, "…" marking the cut."""
+    if text is None or len(text.encode("utf-8")) <= limit:
+        return text
+    kept = text.encode("utf-8")[: limit - len("…".encode())]
+    return kept.decode("utf-8", errors="ignore") + "…"

@@ -18,6 +18,7 @@ from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, Inten
 from jobstream.store import keys
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
+from jobstream.store.records import EVENT_PROGRESS
 from jobstream.store.sweep_index import sweep_entries
 
 MAX_ERROR_CHARS: Final = 1000
@@ -30,6 +31,7 @@ _OPTIONAL: Final = (
     "dead_at",
     "expires_at",
     "retain_until",
+    *EVENT_PROGRESS,
 )
 
 
