@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from jobstream.http.request import MAX_BODY_BYTES
 from jobstream.store import keys
 from jobstream.store.budgets import (
     ADMITTED_JOB_BYTES,
@@ -28,7 +29,9 @@ from tests.support.fat import admitted_at_budget, fattest, result_of
 
 def test_the_budgets_split_one_item() -> None:
     assert ADMITTED_JOB_BYTES + RESULT_BYTES + GROWTH_BYTES == MAX_ITEM_BYTES == 409_600
-    assert ADMITTED_JOB_BYTES == 256 * 1024
+    # Room for every body the API accepts, and for what the item adds to it.
+    assert ADMITTED_JOB_BYTES == MAX_BODY_BYTES + 4 * 1024 == 260 * 1024
+    assert GROWTH_BYTES == 12 * 1024
 
 
 @pytest.mark.parametrize("filler", ["x", "é", '"', "\x01", "\U0001f600"])
