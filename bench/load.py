@@ -24,6 +24,7 @@ import os
 import platform
 import queue
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -36,11 +37,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from jobstream_local import local_env
 from jobstream_local.child import child_environment, start_child
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 REPORT = REPOSITORY / "docs" / "load.md"
-LOCAL_ENV = REPOSITORY / ".jobstream" / "local-env.json"
 TOKEN = "local-dev-token"  # noqa: S105 - the local stack's documented default
 TERMINAL_TYPES = frozenset({"job.succeeded", "job.failed", "job.expired", "job.cancelled"})
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled"})
@@ -137,28 +138,24 @@ class Stack:
 
 @contextmanager
 def local_stack() -> Iterator[Stack]:
-    child = start_child(child_environment(JOBSTREAM_LOCAL_CONCURRENCY="8"))
+    # A local-env directory of its own: never the developer's stacks' (local_env.py).
+    folder = Path(tempfile.mkdtemp(prefix="jobstream-load-"))
+    child = start_child(
+        child_environment(JOBSTREAM_LOCAL_CONCURRENCY="8", JOBSTREAM_LOCAL_ENV_DIR=str(folder))
+    )
     try:
-        yield Stack(url=child.url, env=_stack_env(child.url), log=child.stderr)
+        yield Stack(url=child.url, env=_stack_env(folder, child.url), log=child.stderr)
     finally:
         child.stop()
 
 
-def _stack_env(url: str) -> dict[str, str]:
-    """Our stack's environment (tables, queues, AWS endpoint), from the file it wrote on start.
-
-    The file is shared by every local stack of this checkout: take it only when it names ours.
-    """
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            values = json.loads(LOCAL_ENV.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            values = {}
-        if isinstance(values, dict) and values.get("JOBSTREAM_URL") == url:
-            return {str(name): str(value) for name, value in values.items()}
-        time.sleep(0.1)
-    raise RuntimeError(f"{LOCAL_ENV.name} does not describe the stack at {url}")
+def _stack_env(folder: Path, url: str) -> dict[str, str]:
+    """Our stack's environment (tables, queues, AWS endpoint), from the file it wrote on start."""
+    path = local_env.file_for(folder, int(url.rsplit(":", 1)[1]))
+    values = local_env.read(path)
+    if values is None:
+        raise RuntimeError(f"{path.name}: the stack at {url} wrote no local-env file")
+    return values
 
 
 # --- HTTP calls, timed -------------------------------------------------------------------------

@@ -18,9 +18,6 @@ from jobstream_cli import api
 from jobstream_cli.errors import CliError
 from jobstream_client import Client
 
-# Written by the running local stack (`make run`), removed when it stops; JOBSTREAM_LOCAL_ENV_FILE
-# names another place (the stack's setting of the same name).
-LOCAL_ENV: Path = Path(__file__).resolve().parent.parent / ".jobstream" / "local-env.json"
 DEFAULT_URL: Final = "http://127.0.0.1:3000"
 DEFAULT_TOKEN: Final = "local-dev-token"  # noqa: S105 - the local stack's public token
 # Tables wider than a pipe's default 80 columns, unless COLUMNS says otherwise.
@@ -55,6 +52,12 @@ class Cli:
 
     def client(self) -> Client:
         """The consumer SDK's client of the API (api.py: its retries and timeout)."""
+        if not self.token:  # only --local leaves it empty: the stack wrote none
+            raise CliError(
+                "the local stack has no token for the CLI (it said why when it started: its "
+                "registry's tenant `local` is removed, or the registry could not be edited); "
+                "give one with --token"
+            )
         try:
             return api.connect(self.url, self.token)
         except ValueError as error:  # not an http(s) URL, or one carrying credentials
@@ -66,46 +69,74 @@ class Cli:
         typer.echo(text)
 
 
-def load_local_env(path: Path | None = None) -> dict[str, str]:
-    """The local stack's environment; applied to this process so operator commands see it."""
-    configured = os.environ.get("JOBSTREAM_LOCAL_ENV_FILE", "").strip()
-    source = path or (Path(configured) if configured else LOCAL_ENV)
-    if not source.exists():
-        raise CliError("no local stack is running (start it with `make run`)")
+def load_local_env() -> dict[str, str]:
+    """The running local stack's environment (its local-env file), applied to this process in
+    place of the shell's AWS and functions' settings, so operator commands act on that stack."""
+    from jobstream_local import local_env
+
+    path = local_stack_file()
     try:
-        values = json.loads(source.read_text(encoding="utf-8"))
+        values = local_env.read(path)
     except (OSError, ValueError) as error:
-        raise CliError(f"cannot read {source.name} of the local stack: {error}") from None
-    if not isinstance(values, dict):
-        raise CliError(f"{source.name} of the local stack is not a JSON object")
-    env = {str(name): str(value) for name, value in values.items()}
-    os.environ.update(env)
-    return env
+        raise CliError(f"cannot read {path.name} of the local stack: {error}") from None
+    if values is None:  # it stopped just now
+        raise CliError("no local stack is running (start it with `make run`)")
+    _apply(values)
+    return values
 
 
-def local_url(env: dict[str, str]) -> str:
-    """The stack's URL: JOBSTREAM_URL if it wrote one, else its port on 127.0.0.1."""
-    if env.get("JOBSTREAM_URL"):
-        return env["JOBSTREAM_URL"]
-    port = env.get("JOBSTREAM_PORT") or "3000"
-    return f"http://127.0.0.1:{port}"
+def local_stack_file() -> Path:
+    """The file of the stack --local means: the one on JOBSTREAM_PORT if set (as for `make
+    run`), else the only one running."""
+    from jobstream_local import local_env
+
+    stacks = local_env.running(local_env.directory(os.environ))
+    port = os.environ.get("JOBSTREAM_PORT", "").strip()
+    if port and port != "0":  # 0 names no stack: `make run` then picks a free port
+        found = stacks.get(int(port)) if port.isdigit() else None
+        if found is None:
+            raise CliError(
+                f"no local stack is running on port {port} (JOBSTREAM_PORT; start one with "
+                f"`JOBSTREAM_PORT={port} make run`)"
+            )
+        return found
+    if len(stacks) == 1:
+        return next(iter(stacks.values()))
+    if not stacks:
+        raise CliError("no local stack is running (start it with `make run`)")
+    ports = ", ".join(map(str, stacks))
+    raise CliError(
+        f"{len(stacks)} local stacks are running (ports {ports}): choose one with "
+        "JOBSTREAM_PORT=<port>"
+    )
 
 
-def local_token(env: dict[str, str]) -> str:
-    """The first token of the stack's JOBSTREAM_API_TOKENS (`tenant=token,…`)."""
-    first = env.get("JOBSTREAM_API_TOKENS", "").split(",", 1)[0]
-    return first.partition("=")[2].strip() or DEFAULT_TOKEN
+def _apply(values: dict[str, str]) -> None:
+    """The stack's values replace what the shell says of AWS and of the functions' settings (a
+    registry or table of the shell's own would not be the stack's)."""
+    from jobstream.config.settings import ENVIRONMENT, SHORTHAND
+
+    stack_scoped = {*ENVIRONMENT.values(), *SHORTHAND.values()}
+    for name in [name for name in os.environ if name.startswith("AWS_") or name in stack_scoped]:
+        del os.environ[name]
+    os.environ.update(values)
 
 
 def resolve(*, url: str | None, token: str | None, local: bool, output: Output) -> Cli:
-    """Flags first; then the local stack (--local); then the environment; then the defaults."""
-    env = load_local_env() if local else {}
+    """Flags first; then the local stack (--local: its URL and the token it wrote, never a
+    guess); then the environment; then the defaults."""
+    if local:
+        env = load_local_env()
+        return Cli(
+            url=url or env["JOBSTREAM_URL"],
+            token=token or env.get("JOBSTREAM_TOKEN", ""),
+            output=output,
+            local=True,
+        )
     return Cli(
-        url=url or (local_url(env) if local else os.environ.get("JOBSTREAM_URL") or DEFAULT_URL),
-        token=token
-        or (local_token(env) if local else os.environ.get("JOBSTREAM_TOKEN") or DEFAULT_TOKEN),
+        url=url or os.environ.get("JOBSTREAM_URL") or DEFAULT_URL,
+        token=token or os.environ.get("JOBSTREAM_TOKEN") or DEFAULT_TOKEN,
         output=output,
-        local=local,
     )
 
 

@@ -236,21 +236,36 @@ class Issued:
 
 def _tenant(registry: TenantRegistry, name: str) -> TenantConfig:
     tenant = registry.get(name)
-    if tenant is None:
-        raise CliError(f"no tenant {name!r} (see `jobstream tenants list`)")
-    return tenant
+    if tenant is not None:
+        return tenant
+    tombstone = registry.removed(name)
+    if tombstone is not None:
+        raise CliError(
+            f"tenant {name!r} was removed on {_iso(tombstone.removed_at)} (`jobstream tenants add "
+            f"{name} --restore` brings it back)"
+        )
+    raise CliError(f"no tenant {name!r} (see `jobstream tenants list`)")
 
 
-def _changed(registry: TenantRegistry, name: str, **changes: Any) -> TenantRegistry:
-    current = registry.get(name) or TenantConfig()
+def _config(current: TenantConfig | None, **changes: Any) -> TenantConfig:
     try:
-        updated = TenantConfig.model_validate({**current.model_dump(), **changes})
-        return registry.replace(name, updated)
+        return TenantConfig.model_validate({**(current or TenantConfig()).model_dump(), **changes})
     except ValidationError as error:
         # One line, and never the value (it may be a secret).
         raise CliError(describe_errors(error)) from None
+
+
+def _checked(registry: Callable[[], TenantRegistry]) -> TenantRegistry:
+    """The registry an edit makes, or its refusal as one line (the document's own checks)."""
+    try:
+        return registry()
     except RegistryError as error:
         raise CliError(str(error)) from None
+
+
+def _changed(registry: TenantRegistry, name: str, **changes: Any) -> TenantRegistry:
+    updated = _config(registry.get(name), **changes)
+    return _checked(lambda: registry.replace(name, updated))
 
 
 def _live(entries: Any, now: datetime) -> list[dict[str, Any]]:
@@ -275,23 +290,64 @@ def add_tenant(
     origins: list[str] | None,
     signing_secret: bool,
     api_token: str | None = None,
+    restore: bool = False,
 ) -> tuple[TenantRegistry, Issued]:
+    """A new tenant, or with `restore` a removed one back (the same consumer: its jobs are its
+    own again), with new credentials either way (a removal dropped the old ones)."""
     try:
         check_tenant_name(name)
     except ValueError as error:
         raise CliError(str(error)) from None
-    if registry.get(name) is not None:
-        raise CliError(f"tenant {name!r} exists already (rotate its token instead)")
+    _check_addable(registry, name, restore=restore)
     token = api_token if api_token is not None else new_api_token()
     secret = new_signing_secret() if signing_secret else None
-    updated = _changed(
-        registry,
-        name,
+    tenant = _config(
+        None,
         api_tokens=[{"sha256": token_digest(token), "created_at": now}],
         signing_secrets=[{"secret": secret, "created_at": now}] if secret else [],
         callback_origins=origins,
     )
+    if restore:
+        updated = _checked(lambda: registry.restore(name, tenant))
+    else:
+        updated = _checked(lambda: registry.replace(name, tenant))
     return updated, Issued(name, None if api_token is not None else token, secret)
+
+
+def _check_addable(registry: TenantRegistry, name: str, *, restore: bool) -> None:
+    """A name is added once: a removed one only comes back on purpose (its jobs come with it)."""
+    if registry.get(name) is not None:
+        raise CliError(f"tenant {name!r} exists already (rotate its token instead)")
+    tombstone = registry.removed(name)
+    if tombstone is not None and not restore:
+        raise CliError(
+            f"tenant {name!r} was removed on {_iso(tombstone.removed_at)} and its jobs are still "
+            f"its own: `jobstream tenants add {name} --restore` brings that consumer back; a new "
+            "consumer needs a new name"
+        )
+    if tombstone is None and restore:
+        raise CliError(
+            f"tenant {name!r} was never removed: nothing to restore (add it without --restore)"
+        )
+
+
+def add_api_token(
+    registry: TenantRegistry, name: str, token: str, *, now: datetime
+) -> TenantRegistry:
+    """One more API token for tenant `name`, its others untouched (no rotation)."""
+    tenant = _tenant(registry, name)
+    fresh = {"sha256": token_digest(token), "created_at": now}
+    return _changed(registry, name, api_tokens=[*tenant.model_dump()["api_tokens"], fresh])
+
+
+def drop_api_token(registry: TenantRegistry, name: str, token: str) -> TenantRegistry:
+    """Tenant `name` without API token `token` (unchanged when it is gone already)."""
+    tenant = registry.get(name)
+    if tenant is None:
+        return registry
+    digest = token_digest(token)
+    kept = [entry.model_dump() for entry in tenant.api_tokens if entry.sha256 != digest]
+    return _changed(registry, name, api_tokens=kept)
 
 
 def rotate_token(
@@ -327,43 +383,49 @@ def set_origins(registry: TenantRegistry, name: str, origins: list[str] | None) 
     return _changed(registry, name, callback_origins=origins)
 
 
-def remove_tenant(registry: TenantRegistry, name: str) -> TenantRegistry:
+def remove_tenant(registry: TenantRegistry, name: str, *, now: datetime) -> TenantRegistry:
+    """Tenant `name` out of force, its credentials dropped, its name kept by a tombstone."""
     _tenant(registry, name)
-    return registry.replace(name, None)
+    return _checked(lambda: registry.remove(name, now))
 
 
 def summary(registry: TenantRegistry, now: datetime) -> list[dict[str, Any]]:
-    """Every tenant without a secret in it: what is set, what is in force, what expires."""
-    rows = []
-    for name in sorted(registry.tenants):
-        tenant = registry.tenants[name]
-        rows.append(
+    """Every tenant without a secret in it: what is set, what is in force, what expires; removed
+    ones too (their names are taken)."""
+    rows = [_row(name, registry.tenants[name], now) for name in registry.tenants]
+    rows += [
+        {**_row(name, TenantConfig(), now), "removed_at": _iso(tombstone.removed_at)}
+        for name, tombstone in registry.removed_tenants.items()
+    ]
+    return sorted(rows, key=lambda row: str(row["tenant"]))
+
+
+def _row(name: str, tenant: TenantConfig, now: datetime) -> dict[str, Any]:
+    return {
+        "tenant": name,
+        "api_tokens": [
             {
-                "tenant": name,
-                "api_tokens": [
-                    {
-                        "sha256_prefix": token.sha256[:12],
-                        "created_at": _iso(token.created_at),
-                        "expires_at": _iso(token.expires_at),
-                        "in_force": token.expires_at is None or token.expires_at > now,
-                    }
-                    for token in tenant.api_tokens
-                ],
-                "callback_token": tenant.callback_token is not None,
-                "signing_secrets": [
-                    {
-                        "created_at": _iso(entry.created_at),
-                        "expires_at": _iso(entry.expires_at),
-                        "in_force": entry.expires_at is None or entry.expires_at > now,
-                    }
-                    for entry in tenant.signing_secrets
-                ],
-                "callback_origins": (
-                    None if tenant.callback_origins is None else list(tenant.callback_origins)
-                ),
+                "sha256_prefix": token.sha256[:12],
+                "created_at": _iso(token.created_at),
+                "expires_at": _iso(token.expires_at),
+                "in_force": token.expires_at is None or token.expires_at > now,
             }
-        )
-    return rows
+            for token in tenant.api_tokens
+        ],
+        "callback_token": tenant.callback_token is not None,
+        "signing_secrets": [
+            {
+                "created_at": _iso(entry.created_at),
+                "expires_at": _iso(entry.expires_at),
+                "in_force": entry.expires_at is None or entry.expires_at > now,
+            }
+            for entry in tenant.signing_secrets
+        ],
+        "callback_origins": (
+            None if tenant.callback_origins is None else list(tenant.callback_origins)
+        ),
+        "removed_at": None,
+    }
 
 
 def _iso(moment: datetime | None) -> str | None:

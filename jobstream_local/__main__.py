@@ -28,19 +28,20 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    # The shorthand's first token, when the registry is the shorthand (a file or a secret
-    # stores only token digests).
-    token = os.environ.get("JOBSTREAM_API_TOKENS", "").split(",", 1)[0].partition("=")[2]
     print(
         f"jobstream ready at {stack.base_url} - state is kept in memory only: "
         "stopping the stack loses every job and event",
         flush=True,
     )
+    # The stack's own token (stack_token.py): valid for whatever registry it serves.
+    token = stack.token.token
     print(
-        f"  try: curl -H 'Authorization: Bearer {token.strip() or '<your token>'}' "
+        f"  try: curl -H 'Authorization: Bearer {token or '<your token>'}' "
         f"{stack.base_url}/capabilities",
         flush=True,
     )
+    if token is None:
+        print(f"  no token for `jobstream --local`: {stack.token.missing_because}", flush=True)
     # Wake up regularly: a signal delivered to another thread only runs its Python handler
     # once the main thread executes bytecode again, and a bare wait() might never return.
     while not stopping.wait(0.2):

@@ -14,12 +14,9 @@ from typing import Annotated, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from jobstream.config.settings import ConfigurationError
+from jobstream_local.local_env import DEFAULT_DIRECTORY, DIRECTORY_VARIABLE
 
 Port = Annotated[int, Field(ge=0, le=65535)]
-# Where a running stack leaves what the CLI's --local needs (its URL, token and endpoint).
-DEFAULT_LOCAL_ENV_FILE: Final = (
-    Path(__file__).resolve().parent.parent / ".jobstream" / "local-env.json"
-)
 # A DNS name (RFC 1123 labels), for hosts that are not IP addresses.
 _HOST_NAME: Final = re.compile(
     r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -39,7 +36,8 @@ class LocalSettings(BaseModel):
     concurrency: Annotated[int, Field(ge=1, le=64)] = 4
     # How often the scheduled functions run (the sweep runs every minute on AWS).
     sweep_interval_s: Annotated[float, Field(ge=0.5, le=3600, allow_inf_nan=False)] = 5.0
-    local_env_file: Path = DEFAULT_LOCAL_ENV_FILE
+    # Where a running stack leaves what the CLI's --local needs: a file per stack (local_env.py).
+    local_env_dir: Path = DEFAULT_DIRECTORY
 
     @field_validator("moto_host")
     @classmethod
@@ -59,7 +57,7 @@ LOCAL_ENVIRONMENT: Final[dict[str, str]] = {
     "moto_port": "JOBSTREAM_MOTO_PORT",
     "concurrency": "JOBSTREAM_LOCAL_CONCURRENCY",
     "sweep_interval_s": "JOBSTREAM_SWEEP_INTERVAL_S",
-    "local_env_file": "JOBSTREAM_LOCAL_ENV_FILE",
+    "local_env_dir": DIRECTORY_VARIABLE,
 }
 
 

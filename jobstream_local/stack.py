@@ -3,7 +3,6 @@ queue pollers, the table stream's poller and schedules, all read from template.y
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -14,12 +13,21 @@ import time
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from jobstream.config.settings import ConfigurationError
+from jobstream_cli.errors import CliError
 from jobstream_local.gateway import LocalHttpApi, load_handler, make_server
+from jobstream_local.local_env import (
+    DIRECTORY_VARIABLE,
+    HeldFile,
+    LocalEnvInUseError,
+    file_for,
+    hold,
+)
 from jobstream_local.moto_server import READY
 from jobstream_local.resources import (
     create_buckets,
@@ -28,6 +36,7 @@ from jobstream_local.resources import (
     create_tables,
 )
 from jobstream_local.settings import LocalSettings
+from jobstream_local.stack_token import StackToken, stack_token
 from jobstream_local.streams import StreamPoller
 from jobstream_local.template import Template
 from jobstream_local.workers import QueuePoller, Schedule
@@ -36,8 +45,13 @@ from jobstream_local.workers import QueuePoller, Schedule
 LOCAL_DEFAULTS = {
     # A registry secret chosen locally (JOBSTREAM_TENANTS_SECRET) is read again every second.
     "JOBSTREAM_TENANTS_MAX_AGE_S": "1",
+}
+# The stack talks to its own moto only, which accepts any credentials: these replace every AWS_*
+# variable of the developer's environment, so real credentials (and a profile, a region or an
+# endpoint meant for AWS) never reach moto, the functions, the moto process or the local-env file.
+LOCAL_AWS = {
     "AWS_ACCESS_KEY_ID": "local",
-    "AWS_SECRET_ACCESS_KEY": "local",  # moto accepts any credentials
+    "AWS_SECRET_ACCESS_KEY": "local",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 
@@ -49,6 +63,9 @@ LOCAL_TENANT = {
     "JOBSTREAM_CALLBACK_ORIGINS": "http://127.0.0.1:*,http://localhost:*",
 }
 REGISTRY_SOURCES = ("JOBSTREAM_TENANTS_SECRET", "JOBSTREAM_TENANTS", "JOBSTREAM_API_TOKENS")
+# The shorthand's settings the operator commands need to load the same registry (its callback
+# token and signing secret stay out of the local-env file).
+LOCAL_REGISTRY_SETTINGS = ("JOBSTREAM_API_TOKENS", "JOBSTREAM_CALLBACK_ORIGINS")
 
 
 @dataclass
@@ -57,16 +74,19 @@ class LocalStack:
     http: ThreadingHTTPServer
     thread: threading.Thread
     resources: dict[str, dict[str, str]]
-    local_env_file: Path
+    # The token `jobstream --local` uses, and the file that tells it where this stack is.
+    token: StackToken
+    local_env: HeldFile
     stopping: threading.Event = field(default_factory=threading.Event)
     workers: list[threading.Thread] = field(default_factory=list)
 
     @property
     def base_url(self) -> str:
-        host, port = self.http.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return _base_url(self.http)
 
     def stop(self) -> None:
+        # First, so that no CLI finds a stack that is going away.
+        self.local_env.release()
         self.stopping.set()
         self.http.shutdown()
         self.http.server_close()
@@ -75,8 +95,21 @@ class LocalStack:
         deadline = time.monotonic() + 2
         for worker in self.workers:
             worker.join(timeout=max(0.0, deadline - time.monotonic()))
+        _withdraw(self.token)  # before moto stops: a registry secret lives there
         self.moto.stop()
-        self.local_env_file.unlink(missing_ok=True)
+
+
+def _base_url(server: ThreadingHTTPServer) -> str:
+    host, port = server.server_address[:2]
+    return f"http://{host!s}:{port}"
+
+
+def _withdraw(token: StackToken) -> None:
+    try:
+        token.withdraw()
+    except (CliError, OSError, BotoCoreError, ClientError) as error:
+        # Stopping goes on: the registry keeps one token that no running stack hands out.
+        print(f"jobstream: could not withdraw the stack's token from the registry: {error}")
 
 
 def _check_listen(host: str, port: int, names: str) -> None:
@@ -155,6 +188,9 @@ def start(
     env = os.environ if environ is None else environ
     # moto's server logs every request it serves; the local stack logs its own routes instead.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    for name in [name for name in env if name.startswith("AWS_")]:
+        del env[name]
+    env.update(LOCAL_AWS)
     for name, value in LOCAL_DEFAULTS.items():
         env.setdefault(name, value)
     if not any((env.get(name) or "").strip() for name in REGISTRY_SOURCES):
@@ -178,11 +214,18 @@ def start(
     return stack
 
 
-def _write_local_env(path: Path, env: Mapping[str, str]) -> None:
-    """What the operator CLI's --local needs to reach this stack (removed on stop)."""
-    names = [name for name in env if name.startswith(("JOBSTREAM_", "AWS_"))]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({name: env[name] for name in names}), encoding="utf-8")
+def _local_env_values(env: Mapping[str, str], url: str, token: str | None) -> dict[str, str]:
+    """What the CLI's --local needs of this stack: its URL and token, its AWS endpoint and the
+    functions' settings (for the operator commands), nothing else of the environment: no
+    developer credential, no callback credential (the CLI sends no callback)."""
+    from jobstream.config.settings import ENVIRONMENT
+
+    names = [*LOCAL_AWS, "AWS_ENDPOINT_URL", *ENVIRONMENT.values(), *LOCAL_REGISTRY_SETTINGS]
+    values = {name: env[name] for name in names if env.get(name)}
+    values["JOBSTREAM_URL"] = url
+    if token is not None:
+        values["JOBSTREAM_TOKEN"] = token
+    return values
 
 
 def _start_services(
@@ -218,13 +261,14 @@ def _start_services(
         raise ConfigurationError(
             f"JOBSTREAM_PORT: cannot listen on {host}:{settings.port} ({error.strerror or error})"
         ) from None
+    try:
+        token, held = _publish(env, settings, _base_url(server))
+    except BaseException:
+        server.server_close()
+        raise
     thread = threading.Thread(target=server.serve_forever, name="local-http-api", daemon=True)
     stack = LocalStack(
-        moto=moto,
-        http=server,
-        thread=thread,
-        resources=resources,
-        local_env_file=settings.local_env_file,
+        moto=moto, http=server, thread=thread, resources=resources, token=token, local_env=held
     )
     for source in template.queue_sources():
         queue = resources[source.queue]
@@ -270,6 +314,23 @@ def _start_services(
     thread.start()
     for worker in stack.workers:
         worker.start()
-    # Written once the port is bound: the CLI's --local reads the URL from it.
-    _write_local_env(settings.local_env_file, {**env, "JOBSTREAM_URL": stack.base_url})
     return stack
+
+
+def _publish(
+    env: Mapping[str, str], settings: LocalSettings, url: str
+) -> tuple[StackToken, HeldFile]:
+    """The stack's token for the CLI, and its local-env file (once the port is bound: the file
+    is named after it and carries the URL)."""
+    origins = LOCAL_TENANT["JOBSTREAM_CALLBACK_ORIGINS"].split(",")
+    token = stack_token(env, origins, env["AWS_ENDPOINT_URL"])
+    port = int(url.rsplit(":", 1)[1])
+    path = file_for(settings.local_env_dir, port)
+    try:
+        return token, hold(path, _local_env_values(env, url, token.token))
+    except LocalEnvInUseError as error:
+        _withdraw(token)
+        raise ConfigurationError(f"{DIRECTORY_VARIABLE}: {error}") from None
+    except BaseException:
+        _withdraw(token)
+        raise

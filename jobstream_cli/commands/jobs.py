@@ -35,9 +35,13 @@ def list_jobs(
 ) -> None:
     """The tenant's jobs, newest first, as a table."""
     state = current(ctx)
-    page = state.client().list_page(
-        status=status.value if status else None, correlation_id=correlation_id, limit=limit
-    )
+    client = state.client()
+    filters = {"status": status.value if status else None, "correlation_id": correlation_id}
+    page = client.list_page(**filters, limit=limit)
+    # A request reads a bounded part of the index: a rare status may first answer empty pages
+    # that say more may follow. Follow them to the first jobs, or to the end.
+    while not page.jobs and page.next_cursor:
+        page = client.list_page(**filters, limit=limit, cursor=page.next_cursor)
     if state.json:
         state.emit_json(page.raw)
         return

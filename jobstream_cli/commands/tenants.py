@@ -160,6 +160,9 @@ def list_tenants(ctx: typer.Context) -> None:
         return
     table = Table("tenant", "API tokens", "callback token", "signing secrets", "callback origins")
     for row in rows:
+        if row["removed_at"] is not None:
+            table.add_row(row["tenant"], f"removed {row['removed_at']}", "", "", "")
+            continue
         table.add_row(
             row["tenant"],
             _in_force(row["api_tokens"]),
@@ -183,6 +186,7 @@ def _in_force(entries: list[dict[str, Any]]) -> str:
 def add(
     ctx: typer.Context,
     name: NameArgument,
+    *,
     origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -200,8 +204,18 @@ def add(
             help="use the token on stdin (one the consumer already has) instead of a new one",
         ),
     ] = False,
+    restore: Annotated[
+        bool,
+        typer.Option(
+            "--restore",
+            help="bring a removed tenant back: the same consumer, its jobs its own again",
+        ),
+    ] = False,
 ) -> None:
-    """Add a tenant with a new API token (and signing secret), printed once."""
+    """Add a tenant with a new API token (and signing secret), printed once.
+
+    A removed tenant's name is refused (a new consumer under it would inherit the old one's jobs)
+    unless --restore says it is the same consumer coming back."""
     state = current(ctx)
     store = _store(ctx)
     token = _read_secret("API token") if api_token_stdin else None
@@ -214,9 +228,10 @@ def add(
                 origins=origin or None,
                 signing_secret=signing_secret,
                 api_token=token,
+                restore=restore,
             )
         )
-    _issued(state, store, "added", issued)
+    _issued(state, store, "restored" if restore else "added", issued)
 
 
 @app.command("rotate-token")
@@ -289,7 +304,8 @@ def remove(
     name: NameArgument,
     yes: Annotated[bool, typer.Option("--yes", help="do not ask")] = False,
 ) -> None:
-    """Remove a tenant: its tokens are refused, its pending callbacks are dead-lettered."""
+    """Remove a tenant: its tokens are refused, its pending callbacks are dead-lettered, its name
+    is kept (a tombstone) so that only `add NAME --restore` gives its jobs to anyone again."""
     state = current(ctx)
     store = _store(ctx)
     if not yes:
@@ -299,7 +315,7 @@ def remove(
             f"remove tenant {name}? Its tokens stop working and its callbacks die", abort=True
         )
     with operator_errors():
-        store.edit(lambda registry: (remove_tenant(registry, name), None))
+        store.edit(lambda registry: (remove_tenant(registry, name, now=_now()), None))
     _done(state, store, name, "removed")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import boto3
 import pytest
 import requests
+from botocore.exceptions import ClientError
 from rich.console import Console
 
 from jobstream.jobtypes.asset_fetch import storage
@@ -122,6 +123,103 @@ def test_the_assets_of_a_candidate_search_result_are_fetched(api: Api, bucket: s
     assert [a["metadata"]["source_url"] for a in fetched] == [
         a["locator"]["value"] for a in candidate["assets"]
     ]
+
+
+@pytest.mark.usefixtures("rt")
+def test_an_asset_named_by_id_reports_the_catalog_url_it_was_read_from(
+    api: Api, bucket: str
+) -> None:
+    # The consumer's URL is not the catalog's: the catalog's file for that asset id is stored.
+    named = {
+        "asset_id": "118416466_p0",
+        "locator": {"kind": "url", "value": "https://i.pximg.net/c/250x250/118416466_p0.jpg"},
+    }
+    job = run(api, {"assets": [named]})
+    assert job["status"] == "succeeded", job.get("error")
+    (asset,) = job["result"]["assets"]
+    assert (
+        downloaded(asset["locator"]["value"]) == (CATALOG_FILES / "118416466_p0.png").read_bytes()
+    )
+    assert asset["metadata"]["source_url"] == (
+        "https://i.pximg.net/img-original/img/2024/06/01/00/00/00/118416466_p0.png"
+    )
+
+
+class SlowDown:
+    """S3's answer to too many requests, to the first `times` uploads (each one that outlasted
+    botocore's own retries: the handler runs outside them)."""
+
+    def __init__(self, times: int) -> None:
+        self.times = times
+        self.calls = 0
+
+    def __call__(self, **_: Any) -> None:
+        self.calls += 1
+        if self.calls <= self.times:
+            response: Any = {
+                "Error": {"Code": "SlowDown", "Message": "Please reduce your request rate."},
+                "ResponseMetadata": {"HTTPStatusCode": 503},
+            }
+            raise ClientError(response, "PutObject")
+
+
+@pytest.fixture
+def slow_down() -> Iterator[Callable[[int], SlowDown]]:
+    events = storage._s3_client().meta.events
+    installed: list[SlowDown] = []
+
+    def install(times: int) -> SlowDown:
+        installed.append(SlowDown(times))
+        events.register("before-call.s3.PutObject", installed[-1], "slow-down")
+        return installed[-1]
+
+    yield install
+    events.unregister("before-call.s3.PutObject", unique_id="slow-down")
+
+
+@pytest.mark.usefixtures("rt")
+def test_a_transient_s3_slow_down_is_retried_and_the_job_succeeds(
+    api: Api,
+    bucket: str,
+    slow_down: Callable[[int], SlowDown],
+    retries_without_sleeping: list[float],
+) -> None:
+    fault = slow_down(2)
+    job = run(api, {"work_id": WORK_ID})
+    assert job["status"] == "succeeded", job.get("error")
+    assert fault.calls == 2 + 2  # two refused, then both assets stored
+    assert len(retries_without_sleeping) == 2  # backed off before each retry
+    for asset in job["result"]["assets"]:
+        assert downloaded(asset["locator"]["value"])
+
+
+@pytest.mark.usefixtures("rt")
+def test_a_slow_down_that_outlasts_the_retries_fails_the_job_retryably(
+    api: Api, bucket: str, slow_down: Callable[[int], SlowDown]
+) -> None:
+    fault = slow_down(1_000)
+    job = run(api, {"work_id": WORK_ID})
+    assert job["status"] == "failed"
+    error = job["error"]
+    assert (error["code"], error["retryable"]) == ("source_error", True)
+    assert error["detail"]["internal_code"] == "network_error"
+    assert error["message"] == "asset 118416466_p0 could not be stored; S3 may accept it on a retry"
+    assert fault.calls == 5  # the retry policy's attempts, then no more
+
+
+def test_a_bucket_that_does_not_exist_fails_the_job_as_misconfigured(
+    api: Api, rt: Runtime, aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOBSTREAM_ASSET_BUCKET", f"missing-{uuid.uuid4().hex[:10]}")
+    storage._s3_client.cache_clear()
+    job = run(api, {"work_id": WORK_ID})
+    assert job["status"] == "failed"
+    error = job["error"]
+    assert (error["code"], error["retryable"]) == ("internal_error", False)
+    assert error["detail"]["internal_code"] == "configuration_error"
+    assert (
+        error["message"] == "asset 118416466_p0 could not be stored: S3 refused it (NoSuchBucket)"
+    )
 
 
 @pytest.mark.usefixtures("rt")

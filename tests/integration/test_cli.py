@@ -17,13 +17,13 @@ from typer.testing import CliRunner
 
 from jobstream.service.runtime import Runtime
 from jobstream_cli import api as cli_api
-from jobstream_cli import state
 from jobstream_cli.app import app
 from jobstream_local.gateway import LocalHttpApi, make_server
 from jobstream_local.template import Template
 from tests.integration.test_callbacks import drain, intent
 from tests.integration.test_callbacks import submit as submit_with_callback
 from tests.support.harness import Api, Clock
+from tests.support.local_env import local_env_dir, published
 from tests.support.receiver import receiver
 
 TARGET = "bot1-illust-botefuku"
@@ -232,17 +232,11 @@ def test_unreachable_url_is_one_line_and_exit_1(rt: Runtime, pauses: Pauses) -> 
     assert all(wait <= 0.5 for wait in pauses)
 
 
-def test_a_local_stack_that_is_gone_says_how_to_start_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pauses: Pauses
-) -> None:
-    # The stack's file outlived it (killed without cleanup): nothing listens at its port.
-    env = {"JOBSTREAM_PORT": str(free_port()), "JOBSTREAM_API_TOKENS": "acme=acme-token"}
-    for name in env:
-        monkeypatch.delenv(name, raising=False)
-    local_env = tmp_path / "local-env.json"
-    local_env.write_text(json.dumps(env), encoding="utf-8")
-    monkeypatch.setattr(state, "LOCAL_ENV", local_env)
-    result = invoke(["--local", "events", "job-1"])
+def test_a_local_stack_that_is_gone_says_how_to_start_it(tmp_path: Path, pauses: Pauses) -> None:
+    # Its file is held (the process lives on) but nothing listens at its port any more.
+    url = f"http://127.0.0.1:{free_port()}"
+    with local_env_dir(tmp_path) as folder, published(folder, url, JOBSTREAM_TOKEN="t"):
+        result = invoke(["--local", "events", "job-1"])
     assert result.exit_code == 1
     assert result.stderr.endswith(
         "connection refused (is the stack running? start it with `make run`)\n"
@@ -343,23 +337,14 @@ def test_bad_input_is_exit_1_and_usage_errors_exit_2(base_url: str, tmp_path: Pa
         assert "Traceback" not in failed.output
 
 
-def test_local_reads_the_stacks_port_and_token(
-    base_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    port = base_url.rsplit(":", 1)[1]
-    env = {"JOBSTREAM_PORT": port, "JOBSTREAM_API_TOKENS": "acme=acme-token"}
-    for name in env:
-        # --local applies the file to os.environ; let monkeypatch restore it afterwards.
-        monkeypatch.delenv(name, raising=False)
-    local_env = tmp_path / "local-env.json"
-    local_env.write_text(json.dumps(env), encoding="utf-8")
-    monkeypatch.setattr(state, "LOCAL_ENV", local_env)
+def test_local_reads_the_stacks_url_and_token(base_url: str, tmp_path: Path) -> None:
     job_id = submitted(base_url)
-    result = invoke(["--local", "--output", "json", "jobs", "list"])
+    with local_env_dir(tmp_path) as folder:
+        with published(folder, base_url, JOBSTREAM_TOKEN="acme-token"):
+            result = invoke(["--local", "--output", "json", "jobs", "list"])
+        stopped = invoke(["--local", "sweep"])
     assert result.exit_code == 0, result.output
     assert [job["job_id"] for job in json.loads(result.stdout)["jobs"]] == [job_id]
-    monkeypatch.setattr(state, "LOCAL_ENV", tmp_path / "absent.json")
-    stopped = invoke(["--local", "sweep"])
     assert stopped.exit_code == 1
     assert "no local stack is running" in stopped.stderr
 
@@ -443,7 +428,7 @@ def test_redrive_without_move_task_permission_moves_by_hand(
 def test_version_needs_no_stack_and_matches_the_project(monkeypatch: pytest.MonkeyPatch) -> None:
     import tomllib
 
-    monkeypatch.setattr(state, "LOCAL_ENV", Path("/nonexistent/local-env.json"))
+    monkeypatch.setenv("JOBSTREAM_LOCAL_ENV_DIR", "/nonexistent/local-env")
     project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     for args in (["--version"], ["--local", "--version"], ["--version", "jobs", "list"]):
         result = invoke(args)

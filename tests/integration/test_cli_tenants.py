@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from jobstream.config.signing_secrets import decode_secret
 from jobstream.config.tenants import TenantRegistry, parse_registry, token_digest
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
-from jobstream_cli import state
 from jobstream_cli.app import app
 from jobstream_cli.errors import CliError
 from jobstream_cli.tenant_registry import (
@@ -32,8 +31,11 @@ from jobstream_cli.tenant_registry import (
     Issued,
     SecretStore,
     add_tenant,
+    remove_tenant,
+    rotate_token,
 )
 from tests.support.harness import Api, canonical_task
+from tests.support.local_env import local_env_dir, published
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 
@@ -148,7 +150,35 @@ def test_secret_rotation_callback_token_origins_and_removal(registry_file: Path)
     refused = cli(*where, "remove", "acme")
     assert (refused.exit_code, "--yes" in refused.stderr) == (1, True)
     ok(*where, "remove", "acme", "--yes")
-    assert parse_registry(registry_file.read_text(encoding="utf-8")).tenants == {}
+    registry = parse_registry(registry_file.read_text(encoding="utf-8"))
+    assert (registry.tenants, list(registry.removed_tenants)) == ({}, ["acme"])
+
+
+def test_a_removed_name_is_not_added_again_by_accident(served: Path) -> None:
+    """Job ids and listing keys derive from the tenant's name: a consumer added under a removed
+    one's name would see, cancel and ack the old consumer's jobs. The name stays taken."""
+    where = ("--file", str(served))
+    old = ok(*where, "add", "acme")["api_token"]
+    job_id = Api(token=old).post("/jobs", canonical_task()).body["job"]["job_id"]
+    ok(*where, "remove", "acme", "--yes")
+    assert Api(token=old).get("/jobs").status == 401
+    before = served.read_bytes()
+    refused = cli(*where, "add", "acme")
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith("jobstream: tenant 'acme' was removed on ")
+    assert "`jobstream tenants add acme --restore` brings that consumer back" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1
+    assert served.read_bytes() == before
+    # Listed, so the operator sees why the name is taken.
+    (row,) = ok(*where, "list")
+    assert (row["tenant"], row["api_tokens"], row["removed_at"] is not None) == ("acme", [], True)
+    # Restored on purpose: the same consumer, with new credentials and its own jobs.
+    restored = ok(*where, "add", "acme", "--restore")
+    assert restored["action"] == "restored"
+    assert Api(token=restored["api_token"]).get("/jobs").body["jobs"][0]["job_id"] == job_id
+    assert Api(token=old).get("/jobs").status == 401  # the removal ended the old token for good
+    assert parse_registry(served.read_bytes()).removed_tenants == {}
+    assert ok(*where, "list")[0]["removed_at"] is None
 
 
 @pytest.mark.parametrize(
@@ -161,12 +191,17 @@ def test_secret_rotation_callback_token_origins_and_removal(registry_file: Path)
         (("set-callback-token", "acme"), "no callback token on stdin"),
         (("set-origins", "acme"), "give the origins, or --any-public"),
         (("add", "acme"), "exists already"),
+        (("add", "acme", "--restore"), "exists already"),
+        (("add", "ghost", "--restore"), "tenant 'ghost' was never removed: nothing to restore"),
+        (("rotate-token", "gone"), "tenant 'gone' was removed on 2026-12-03T00:00:00Z"),
+        (("remove", "gone", "--yes"), "`jobstream tenants add gone --restore` brings it back"),
     ],
 )
 def test_bad_requests_are_one_line_and_change_nothing(
     registry_file: Path, args: tuple[str, ...], message: str
 ) -> None:
     ok("--file", str(registry_file), "add", "acme")
+    FileStore(registry_file).edit(lambda registry: (registry.remove("gone", NOW), None))
     before = registry_file.read_bytes()
     result = cli("--file", str(registry_file), *args, stdin="")
     assert result.exit_code in (1, 2)
@@ -191,10 +226,9 @@ def test_the_environment_names_the_registry_and_local_reads_the_stacks(
     monkeypatch.setenv("JOBSTREAM_TENANTS", str(registry_file))
     ok("add", "acme")
     monkeypatch.delenv("JOBSTREAM_TENANTS")
-    local_env = tmp_path / "local-env.json"
-    local_env.write_text(json.dumps({"JOBSTREAM_TENANTS": str(registry_file)}), encoding="utf-8")
-    monkeypatch.setattr(state, "LOCAL_ENV", local_env)
-    result = CliRunner().invoke(app, ["--local", "--output", "json", "tenants", "list"])
+    values = {"JOBSTREAM_TENANTS": str(registry_file)}
+    with local_env_dir(tmp_path) as folder, published(folder, "http://127.0.0.1:3000", **values):
+        result = CliRunner().invoke(app, ["--local", "--output", "json", "tenants", "list"])
     assert result.exit_code == 0, result.output
     assert [row["tenant"] for row in json.loads(result.stdout)] == ["acme"]
 
@@ -346,6 +380,27 @@ def test_each_cli_edit_of_the_secret_is_a_promoted_version(secret: str) -> None:
     }
     assert sorted(labels[versions[2]]) == ["AWSCURRENT", "jobstream-edit"]
     assert labels[versions[1]] == ["AWSPREVIOUS"]
+
+
+def test_an_edit_racing_a_removal_never_brings_the_tenant_back(secret: str) -> None:
+    """A rotation read the registry before another operator removed the tenant: it is read
+    again, finds the tombstone, and changes nothing."""
+    SecretStore(secret, boto3.client("secretsmanager")).edit(_adding("acme"))
+    store = SecretStore(secret, boto3.client("secretsmanager"), pause=lambda _seconds: None)
+    other = SecretStore(secret, boto3.client("secretsmanager"))
+    runs: list[set[str]] = []
+
+    def racing(registry: TenantRegistry) -> tuple[TenantRegistry, Issued]:
+        runs.append(set(registry.tenants))
+        if len(runs) == 1:
+            other.edit(lambda current: (remove_tenant(current, "acme", now=NOW), None))
+        return rotate_token(registry, "acme", now=NOW, overlap=timedelta(0))
+
+    with pytest.raises(CliError, match="tenant 'acme' was removed on"):
+        store.edit(racing)
+    assert runs == [{"acme"}, set()]
+    registry = parse_registry(_current_text(secret))
+    assert (registry.tenants, list(registry.removed_tenants)) == ({}, ["acme"])
 
 
 def test_concurrent_file_edits_are_all_kept(registry_file: Path) -> None:

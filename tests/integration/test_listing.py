@@ -5,7 +5,11 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -17,6 +21,9 @@ from jobstream.service.identity import derive_job_id
 from jobstream.service.runtime import Runtime
 from jobstream.store import keys
 from jobstream.store.jobs import JobQuery, decode_cursor, encode_cursor, record_to_item
+from jobstream.store.listing import LISTING_BUDGET
+from jobstream.store.shards import ReadBudget
+from tests.integration.test_cli import base_url, run  # noqa: F401 - base_url: a fixture
 from tests.support.harness import START_MS, Api, Clock, canonical_task
 from tests.support.state import mark_failed
 from tests.support.validation import validate, validate_error
@@ -80,6 +87,22 @@ def test_idempotency_key_is_exact_and_combines_with_filters(
     assert collect(api, "idempotency_key=unknown") == []
 
 
+def test_the_key_lookup_trims_the_key_as_admission_does(api: Api) -> None:
+    """Issue 22: admission knows a job by its trimmed key; the lookup now trims it too (as
+    JavaScript trims: U+3000 and U+FEFF included), and refuses what admission refuses in
+    admission's words."""
+    job = api.post("/jobs", canonical_task(idempotency_key="\u3000 padded key\t")).body["job"]
+    assert job["idempotency_key"] == "padded key"
+    for key in ("padded%20key", "%20%20padded%20key%09", "%EF%BB%BFpadded%20key%E3%80%80"):
+        assert collect(api, f"idempotency_key={key}") == [job["job_id"]], key
+    longest = "k" * 200
+    assert collect(api, f"idempotency_key=%20{longest}%20") == []
+    refused = api.get(f"/jobs?idempotency_key={longest}k")
+    assert refused.status == 400
+    assert refused.body == api.post("/jobs", canonical_task(idempotency_key=longest + "k")).body
+    assert refused.body["error"]["message"] == "idempotency_key must be at most 200 characters"
+
+
 @pytest.mark.parametrize(
     "query",
     [
@@ -89,6 +112,9 @@ def test_idempotency_key_is_exact_and_combines_with_filters(
         "limit=0",
         "limit=501",
         "limit=ten",
+        # More digits than int() reads (4,300): a 400 like any other bad limit, not a 500.
+        "limit=" + "9" * 5_000,
+        "limit=1" + "0" * 4_999,
         "status=done",
         "cursor=not-a-cursor",
         "cursor=",
@@ -194,7 +220,7 @@ def test_a_full_last_page_ends_the_listing_within_one_more_page(api: Api, clock:
 @st.composite
 def stored_jobs(draw: st.DrawFn) -> list[tuple[str, int, str, str | None]]:
     """(idempotency key, created_at, status, correlation id) of a tenant's jobs."""
-    count = draw(st.integers(0, 16))
+    count = draw(st.integers(0, 20))
     return [
         (
             f"key-{index}",
@@ -206,41 +232,62 @@ def stored_jobs(draw: st.DrawFn) -> list[tuple[str, int, str, str | None]]:
     ]
 
 
+def _record(tenant: str, key: str, created_at: int, status: str, correlation: str | None) -> Any:
+    return JobRecord(
+        job_id=derive_job_id(tenant, key),
+        tenant=tenant,
+        job_type="candidate_search",
+        idempotency_key=key,
+        params={},
+        params_canonical="{}",
+        target_id="t",
+        work_type="illustration",
+        status=status,
+        created_at=START_MS + created_at,
+        updated_at=START_MS + created_at,
+        correlation_id=correlation,
+    )
+
+
+@st.composite
+def listings(draw: st.DrawFn) -> tuple[str | None, ReadBudget]:
+    """A correlation filter or none, and a read budget: the production one, or one small
+    enough to stop a listing of a few jobs anywhere (at least one read of each partition)."""
+    correlation = draw(st.sampled_from([None, "x"]))
+    partitions = 1 if correlation else keys.TENANT_SHARDS
+    small = st.builds(
+        ReadBudget,
+        queries=st.integers(partitions, partitions + 4),
+        items=st.integers(partitions, partitions + 8),
+    )
+    return correlation, draw(st.just(LISTING_BUDGET) | small)
+
+
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     jobs=stored_jobs(),
-    limit=st.integers(3, 12),
+    limit=st.integers(1, 12),
     status=st.sampled_from([None, "queued", "failed"]),
-    correlation=st.sampled_from([None, "x"]),
+    listing=listings(),
 )
 def test_sharded_pages_walk_the_model_newest_first(
     rt: Runtime,
+    *,
     jobs: list[tuple[str, int, str, str | None]],
     limit: int,
     status: str | None,
-    correlation: str | None,
+    listing: tuple[str | None, ReadBudget],
 ) -> None:
-    """Pages of any size, any filter, followed by their cursors, give each matching job once,
-    newest first, over every shard; another tenant's jobs never show."""
+    """Pages of any size, any filter, under any read budget, followed by their cursors, give
+    each matching job once, newest first, over every shard, each page reading within its
+    budget; another tenant's jobs never show."""
+    correlation, budget = listing
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     client = rt.store.client
     model = []
     for key, created_at, job_status, correlation_id in [*jobs, ("other", 3, "queued", "x")]:
         owner = tenant if key != "other" else f"{tenant}-other"
-        record = JobRecord(
-            job_id=derive_job_id(owner, key),
-            tenant=owner,
-            job_type="candidate_search",
-            idempotency_key=key,
-            params={},
-            params_canonical="{}",
-            target_id="t",
-            work_type="illustration",
-            status=job_status,
-            created_at=START_MS + created_at,
-            updated_at=START_MS + created_at,
-            correlation_id=correlation_id,
-        )
+        record = _record(owner, key, created_at, job_status, correlation_id)
         client.put_item(TableName=rt.store.table_name, Item=record_to_item(record))
         if (
             owner == tenant
@@ -251,13 +298,21 @@ def test_sharded_pages_walk_the_model_newest_first(
     expected = [job_id for _, job_id in sorted(model, reverse=True)]
     got: list[str] = []
     start = None
-    for _ in range(len(jobs) + 2):
-        records, start = list_page(
-            rt.store,
-            JobQuery(
-                tenant, correlation_id=correlation, status=status, limit=limit, start_key=start
-            ),
-        )
+    # Every page reads at least one index entry past its start: the walk ends.
+    for _ in range(len(jobs) + 3):
+        with index_reads(client) as reads:
+            records, start = list_page(
+                rt.store,
+                JobQuery(
+                    tenant,
+                    correlation_id=correlation,
+                    status=status,
+                    limit=limit,
+                    start_key=start,
+                    budget=budget,
+                ),
+            )
+        assert reads.within(budget)
         assert len(records) <= limit
         got += [record.job_id for record in records]
         if start is None:
@@ -269,8 +324,112 @@ def test_sharded_pages_walk_the_model_newest_first(
 
 def list_page(store: Any, query: JobQuery) -> tuple[list[JobRecord], dict[str, Any] | None]:
     """One page of the store's lazy listing, as the service takes it: `limit` jobs, and the
-    resume key of the last one when another follows."""
-    listed = list(itertools.islice(store.iter_jobs(query), query.limit + 1))
+    resume key of the last one when another follows, or where the read budget stopped."""
+    listing = store.iter_jobs(query)
+    listed = list(itertools.islice(listing, query.limit + 1))
     page = listed[: query.limit]
-    more = len(listed) > query.limit
-    return [job.record for job in page], (page[-1].resume_key if more and page else None)
+    if len(listed) > query.limit:
+        return [job.record for job in page], page[-1].resume_key
+    return [job.record for job in page], listing.resume_key
+
+
+@dataclass
+class IndexReads:
+    """The `Limit` and `ScannedCount` (entries DynamoDB evaluated and bills) of each Query."""
+
+    limits: list[int] = field(default_factory=list)
+    scanned: list[int] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def within(self, budget: ReadBudget) -> bool:
+        return (
+            len(self.limits) <= budget.queries
+            and sum(self.limits) <= budget.items
+            and sum(self.scanned) <= budget.items
+        )
+
+
+@contextmanager
+def index_reads(client: Any) -> Iterator[IndexReads]:
+    """The Queries `client` makes while open (the listing makes its first ones in parallel)."""
+    reads = IndexReads()
+
+    def asked(params: dict[str, Any], **_: Any) -> None:
+        with reads._lock:
+            reads.limits.append(params.get("Limit", 10**9))
+
+    def answered(parsed: dict[str, Any], **_: Any) -> None:
+        with reads._lock:
+            reads.scanned.append(parsed.get("ScannedCount", 0))
+
+    events = client.meta.events
+    events.register("provide-client-params.dynamodb.Query", asked, "reads-asked")
+    events.register("after-call.dynamodb.Query", answered, "reads-answered")
+    try:
+        yield reads
+    finally:
+        events.unregister("provide-client-params.dynamodb.Query", unique_id="reads-asked")
+        events.unregister("after-call.dynamodb.Query", unique_id="reads-answered")
+
+
+# -- a request's reads are bounded (issue 22) ------------------------------------------------
+
+MANY = LISTING_BUDGET.items + 76  # more index entries than one request may read
+
+
+def test_every_request_reads_a_bounded_part_of_the_index(
+    api: Api,
+    rt: Runtime,
+    base_url: str,  # noqa: F811 - test_cli's fixture, imported above
+) -> None:
+    """Issue 22: a filter that matches little made one request read the tenant's whole index
+    (804 Queries for 1,600 jobs, past Lambda's timeout). Now each request, filtered or not, by
+    tenant or by correlation id, reads at most LISTING_BUDGET of the index and stops there with
+    a cursor (on a page short of `limit`, or empty); following the cursors still gives every
+    matching job once, newest first."""
+    # MANY queued jobs of acme under one correlation id; the oldest cancelled.
+    records = [
+        _record("acme", f"many-{n}", n, "cancelled" if n == 0 else "queued", "chain")
+        for n in range(MANY)
+    ]
+    for start in range(0, MANY, 25):
+        rt.store.client.batch_write_item(
+            RequestItems={
+                rt.store.table_name: [
+                    {"PutRequest": {"Item": record_to_item(record)}}
+                    for record in records[start : start + 25]
+                ]
+            }
+        )
+    cancelled = [records[0].job_id]
+    assert walk_within_budget(api, rt, "status=cancelled&limit=1") == (cancelled, True)
+    assert walk_within_budget(api, rt, "status=cancelled&correlation_id=chain") == (
+        cancelled,
+        True,
+    )
+    # Unfiltered, the largest page (walks under small budgets: the property test above).
+    newest_first = [record.job_id for record in reversed(records)]
+    assert walk_within_budget(api, rt, "limit=500", pages=1) == (newest_first[:500], False)
+    # The CLI follows the empty first page's cursor to the job.
+    listed = run("jobs", "list", "--status", "cancelled", url=base_url, output="json")
+    assert [job["job_id"] for job in json.loads(listed.stdout)["jobs"]] == cancelled
+
+
+def walk_within_budget(
+    api: Api, rt: Runtime, query: str, pages: int = 10
+) -> tuple[list[str], bool]:
+    """The job ids of a listing's first `pages` pages, each request read within budget, and
+    whether the listing ended."""
+    seen: list[str] = []
+    cursor = None
+    for _ in range(pages):
+        with index_reads(rt.store.client) as reads:
+            response = api.get(f"/jobs?{query}" + (f"&cursor={cursor}" if cursor else ""))
+        assert response.status == 200, response.body
+        validate(response.body, "JobPage")
+        assert reads.within(LISTING_BUDGET), (query, len(reads.limits), sum(reads.scanned))
+        seen += [job["job_id"] for job in response.body["jobs"]]
+        cursor = response.body.get("next_cursor")
+        if cursor is None:
+            return seen, True
+    return seen, False

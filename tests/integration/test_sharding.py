@@ -17,6 +17,8 @@ from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import to_item
+from jobstream.store.listing import JobQuery
+from jobstream.store.shards import ReadBudget
 from jobstream.store.sweep_index import sweep_entries
 from jobstream.tenant_names import is_tenant_name
 from tests.support.harness import Clock, canonical_task
@@ -183,3 +185,21 @@ def test_an_intent_under_an_unsharded_key_is_postponed_after_a_resend(
     clock.advance(keys.HANDOFF_GRACE_MS + 1)
     assert sweep(rt).callbacks_resent == 1
     assert sweep(rt).callbacks_resent == 0
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [
+        ReadBudget(queries=keys.TENANT_SHARDS - 1, items=1_024),
+        ReadBudget(queries=32, items=keys.TENANT_SHARDS - 1),
+    ],
+)
+def test_a_read_budget_must_reach_every_shard_once(rt: Runtime, budget: ReadBudget) -> None:
+    """A budgeted merge stops where a shard's next item is out of its reach: one that could
+    not read every shard once could stop before yielding anything, with no place to resume
+    from. Refused when the listing is made, before any read."""
+    with pytest.raises(ValueError, match="one read of each shard"):
+        rt.store.iter_jobs(JobQuery("acme", budget=budget))
+    # One partition (a correlation id) needs one read.
+    one = ReadBudget(queries=1, items=1)
+    assert list(rt.store.iter_jobs(JobQuery("acme", correlation_id="c", budget=one))) == []

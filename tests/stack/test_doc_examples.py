@@ -1,16 +1,16 @@
 """Every command docs/*.md shows for the local stack runs as written against `make run` and its
 shipped targets (layers/jobstream/jobstream/config/targets.default.json), as
-tests/stack/test_readme.py does for the README: each `sh` block (one bash per block, its
-variables carried from command to command) and each inline `jobstream --local …` command. A
-block written for an AWS deployment says so below, with the reason; a new block is run unless
-it is listed there. Only the base URL changes: the stack listens on a free port.
+tests/stack/test_readme.py does for the README: each `sh` block, one bash per block (its
+variables carried from command to command). A block written for an AWS deployment says so
+below, with the reason; a new block is run unless it is listed there. Only the base URL
+changes: the stack listens on a free port. (Inline commands in the prose are for the situation
+the sentence describes, not to be run in turn.)
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -42,8 +42,6 @@ NOT_LOCAL = {
     ),
     ("load.md", ".venv/bin/python -m bench.load"): "the load test: minutes, `make load` runs it",
 }
-# A runnable inline command: no placeholder (`<…>`, `…`) in it.
-INLINE = re.compile(r"`((?:\.venv/bin/)?jobstream --local [^`<…]*)`")
 
 
 def _events(output: str) -> list[dict[str, Any]]:
@@ -95,15 +93,6 @@ def local_blocks() -> list[tuple[str, str]]:
     ]
 
 
-def inline_commands() -> list[tuple[str, str]]:
-    return [
-        (path.name, command)
-        for path in sorted(DOCS.glob("*.md"))
-        if path.name not in AWS_PAGES
-        for command in INLINE.findall(path.read_text(encoding="utf-8"))
-    ]
-
-
 def test_every_block_not_run_says_why_and_still_exists() -> None:
     listed = {
         key
@@ -119,7 +108,7 @@ def test_every_block_not_run_says_why_and_still_exists() -> None:
 
 
 def _run(running: Stack, block_commands: list[str]) -> list[Ran]:
-    # The docs say `jobstream` where the README says `.venv/bin/jobstream`: both resolve here.
+    # A page may say `jobstream` where the README says `.venv/bin/jobstream`: both resolve here.
     path = f"{REPOSITORY / '.venv' / 'bin'}{os.pathsep}{running.env['PATH']}"
     return run_block(
         [c.replace(README_URL, running.url) for c in block_commands], {**running.env, "PATH": path}
@@ -136,9 +125,6 @@ def test_every_local_command_of_the_docs_runs_as_written(stack: Stack) -> None: 
                     assert check(item.output), (page, item.command, item.output)
                     checked.add(piece)
     assert checked == set(CHECKS)  # every check found its command
-    for page, command in inline_commands():
-        (item,) = _run(stack, [command])
-        assert item.status == 0, (page, item.command, item.output)
 
 
 def test_conformance_without_params_calls_the_shipped_stack_conformant(

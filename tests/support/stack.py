@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 
 from jobstream_local.child import REPOSITORY, child_environment
 
@@ -34,8 +33,8 @@ TARGETS = {
 
 
 def environment(**extra: str) -> dict[str, str]:
-    """A stack's environment (`child_environment`) with a local-env file of its own: a test stack
-    never overwrites (nor, when it stops, removes) the one a developer's `make run` left for the
-    CLI, nor another test stack's."""
-    local_env = Path(tempfile.mkdtemp(prefix="jobstream-stack-")) / "local-env.json"
-    return child_environment(JOBSTREAM_LOCAL_ENV_FILE=str(local_env), **extra)
+    """A stack's environment (`child_environment`) with a local-env directory of its own: a test
+    stack is never among the stacks a developer's `jobstream --local` chooses from, and the CLI
+    run with this environment finds that stack only."""
+    local_env_dir = tempfile.mkdtemp(prefix="jobstream-stack-")
+    return child_environment(JOBSTREAM_LOCAL_ENV_DIR=local_env_dir, **extra)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import responses
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from jobstream.config.origins import parse_origins
 from jobstream.config.targets import Target
@@ -238,7 +239,7 @@ def test_pixiv_reads_a_work_and_downloads_with_referer(monkeypatch: pytest.Monke
     ) as server:
         local = SourceAsset(asset_id="p0", type="image", role="primary", url=server.url("/p0.jpg"))
         read = PixivAssets(TARGET, config((server.base_url,))).read(local, 10_000, never_stop)
-    assert read == Read(IMAGE, "image/jpeg")
+    assert read == Read(IMAGE, "image/jpeg", source_url=local.url)
     assert server.requests[0][1]["Referer"] == "https://app-api.pixiv.net/"
     assert server.requests[0][1]["User-Agent"].startswith("PixivIOSApp/")
 
@@ -271,7 +272,7 @@ def write_catalog(folder: Path, file: str) -> CatalogSource:
 def test_the_catalog_reads_only_files_it_lists(tmp_path: Path) -> None:
     source = CatalogAssets(write_catalog(tmp_path, "img.png"))
     (first, second) = source.assets_of("7")
-    assert source.read(first, 10_000, never_stop) == Read(IMAGE, "image/png")
+    assert source.read(first, 10_000, never_stop) == Read(IMAGE, "image/png", first.url)
     # Named by a Task: found by URL (or id), and only the catalog's own file is read.
     named = SourceAsset(asset_id="renamed", type="image", role="primary", url=first.url)
     assert source.read(named, 10_000, never_stop).body == IMAGE
@@ -350,17 +351,17 @@ class Source:
         )
 
     def read(self, asset: SourceAsset, max_bytes: int, checkpoint: Callable[[], None]) -> Read:
-        return Read(self.bodies[asset.asset_id][: max_bytes + 1], "image/png")
+        return Read(self.bodies[asset.asset_id][: max_bytes + 1], "image/png", asset.url)
 
 
 @dataclass
 class Store:
     objects: dict[str, bytes] = field(default_factory=dict)
-    fail: bool = False
+    failure: Exception | None = None
 
     def put(self, key: str, body: bytes, mime: str, sha256_hex: str) -> None:
-        if self.fail:
-            raise OSError("S3 is down")
+        if self.failure is not None:
+            raise self.failure
         assert hashlib.sha256(body).hexdigest() == sha256_hex
         self.objects[key] = body
 
@@ -423,9 +424,53 @@ def test_a_cancel_between_assets_stops_the_job() -> None:
     assert list(store.objects) == ["jobs/job-1/00-p0"]
 
 
-def test_a_storage_failure_is_a_retryable_failure() -> None:
-    outcome = executor.run(
-        job({"work_id": "5"}, Context()), Source({"p0": b"a"}), Store(fail=True), config(), 0
+def s3_error(code: str, status: int) -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        "PutObject",
     )
-    assert outcome.reason == "network_error"
-    assert outcome.message == "asset p0 could not be stored"
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        s3_error("SlowDown", 503),
+        s3_error("InternalError", 500),
+        EndpointConnectionError(endpoint_url="https://s3.example.test"),
+        OSError("connection reset"),
+    ],
+    ids=["SlowDown", "InternalError", "connection", "OSError"],
+)
+def test_a_transient_storage_failure_that_outlasts_the_retries_is_retryable(
+    failure: Exception,
+) -> None:
+    outcome = executor.run(
+        job({"work_id": "5"}, Context()), Source({"p0": b"a"}), Store(failure=failure), config(), 0
+    )
+    assert outcome.reason == "network_error"  # source_error, retryable
+    assert outcome.message == "asset p0 could not be stored; S3 may accept it on a retry"
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [("NoSuchBucket", 404), ("AccessDenied", 403), ("KMS.DisabledException", 400)],
+)
+def test_a_storage_refusal_no_retry_cures_is_a_configuration_error(code: str, status: int) -> None:
+    store = Store(failure=s3_error(code, status))
+    outcome = executor.run(
+        job({"work_id": "5"}, Context()), Source({"p0": b"a"}), store, config(), 0
+    )
+    assert outcome.reason == "configuration_error"  # internal_error, not retryable
+    assert outcome.message == f"asset p0 could not be stored: S3 refused it ({code})"
+
+
+def test_a_catalog_asset_named_by_id_reports_the_catalog_url_it_read(tmp_path: Path) -> None:
+    # The Task names the catalog's asset 7_p0 with a URL of its own: the catalog's file is read,
+    # so the catalog's URL for it is where the bytes came from.
+    source = CatalogAssets(write_catalog(tmp_path, "img.png"))
+    named = {"asset_id": "7_p0", "url": "https://i.pximg.net/somewhere-else.png"}
+    outcome = executor.run(job({"assets": [named]}, Context()), source, Store(), config(), 0)
+    assert outcome.result is not None, outcome
+    (document,) = outcome.result["assets"]
+    assert document["hash"] == "sha256:" + hashlib.sha256(IMAGE).hexdigest()
+    assert document["metadata"]["source_url"] == "https://i.pximg.net/7_p0.png"

@@ -11,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobstream.delivery.ssrf import (
+    ANY_ADDRESS,
+    PUBLIC_ONLY,
     CallbackRefused,
     CallbackTarget,
     Resolver,
@@ -19,6 +21,7 @@ from jobstream.delivery.ssrf import (
     parse_callback_url,
     system_resolver,
 )
+from jobstream.special_addresses import Reach
 
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:2800:220:1:248:1893:25c8:1946"
@@ -44,16 +47,10 @@ def refusal(
     url: str,
     *,
     allow_http: bool = False,
-    allow_private: bool = False,
     resolver: FakeResolver | None = None,
 ) -> CallbackRefused:
     with pytest.raises(CallbackRefused) as caught:
-        check_callback_url(
-            url,
-            allow_http=allow_http,
-            allow_private=allow_private,
-            resolver=resolver or FakeResolver(),
-        )
+        check_callback_url(url, allow_http=allow_http, resolver=resolver or FakeResolver())
     return caught.value
 
 
@@ -79,7 +76,7 @@ def test_accepted_url_target(
     url: str, scheme: str, host: str, port: int, path_and_query: str
 ) -> None:
     resolver = FakeResolver()
-    target = check_callback_url(url, allow_http=False, allow_private=False, resolver=resolver)
+    target = check_callback_url(url, allow_http=False, reach=PUBLIC_ONLY, resolver=resolver)
     assert target == CallbackTarget(
         url=url,
         scheme=scheme,
@@ -95,14 +92,14 @@ def test_accepted_url_target(
     ("url", "port"), [("http://example.com/cb", 80), ("http://example.com:8080/cb", 8080)]
 )
 def test_http_is_accepted_only_with_allow_http(url: str, port: int) -> None:
-    target = check_callback_url(url, allow_http=True, allow_private=False, resolver=FakeResolver())
+    target = check_callback_url(url, allow_http=True, reach=PUBLIC_ONLY, resolver=FakeResolver())
     assert (target.scheme, target.port, target.path_and_query) == ("http", port, "/cb")
     assert refusal(url).reason == "scheme_not_allowed"
 
 
 def test_https_is_accepted_with_allow_http_too() -> None:
     target = check_callback_url(
-        "https://example.com/", allow_http=True, allow_private=False, resolver=FakeResolver()
+        "https://example.com/", allow_http=True, reach=PUBLIC_ONLY, resolver=FakeResolver()
     )
     assert (target.scheme, target.port) == ("https", 443)
 
@@ -127,7 +124,7 @@ def test_public_ip_literal_is_its_own_address_without_dns(
     url: str, host: str, address: str
 ) -> None:
     target = check_callback_url(
-        url, allow_http=False, allow_private=False, resolver=exploding_resolver
+        url, allow_http=False, reach=PUBLIC_ONLY, resolver=exploding_resolver
     )
     assert target.host == host
     assert target.addresses == (address,)
@@ -138,7 +135,7 @@ def test_resolver_answers_are_deduplicated_normalised_and_kept_in_order() -> Non
         {"multi.example": ["1.1.1.1", "2606:4700:0:0:0:0:0:1111", "1.1.1.1", "1.0.0.1"]}
     )
     target = check_callback_url(
-        "https://multi.example:9443/x", allow_http=False, allow_private=False, resolver=resolver
+        "https://multi.example:9443/x", allow_http=False, reach=PUBLIC_ONLY, resolver=resolver
     )
     assert target.addresses == ("1.1.1.1", "2606:4700::1111", "1.0.0.1")
     assert resolver.calls == [("multi.example", 9443)]
@@ -205,9 +202,9 @@ def test_private_ip_literal_is_refused(host: str) -> None:
 
 
 @pytest.mark.parametrize("host", PRIVATE_LITERALS)
-def test_private_ip_literal_is_accepted_with_allow_private(host: str) -> None:
+def test_private_ip_literal_is_accepted_where_any_address_is(host: str) -> None:
     target = check_callback_url(
-        f"http://{host}:8080/hook", allow_http=True, allow_private=True, resolver=exploding_resolver
+        f"http://{host}:8080/hook", allow_http=True, reach=ANY_ADDRESS, resolver=exploding_resolver
     )
     assert target.addresses == (str(ipaddress.ip_address(host.strip("[]"))),)
 
@@ -249,10 +246,10 @@ def test_name_resolving_to_a_private_address_is_refused(host: str) -> None:
 
 
 @pytest.mark.parametrize("host", sorted(RESOLVES_PRIVATE))
-def test_allow_private_still_resolves_and_returns_every_address(host: str) -> None:
+def test_any_address_still_resolves_and_returns_every_address(host: str) -> None:
     resolver = FakeResolver(RESOLVES_PRIVATE)
     target = check_callback_url(
-        f"https://{host}:8443/", allow_http=False, allow_private=True, resolver=resolver
+        f"https://{host}:8443/", allow_http=False, reach=ANY_ADDRESS, resolver=resolver
     )
     assert resolver.calls == [(host, 8443)]
     assert target.addresses == tuple(
@@ -264,7 +261,7 @@ def test_numeric_host_forms_are_left_to_the_resolver() -> None:
     # Not IP literals to us: the resolver decides, and a public answer is accepted.
     resolver = FakeResolver({"134744072": ["8.8.8.8"]})
     target = check_callback_url(
-        "https://134744072/", allow_http=False, allow_private=False, resolver=resolver
+        "https://134744072/", allow_http=False, reach=PUBLIC_ONLY, resolver=resolver
     )
     assert target.addresses == ("8.8.8.8",)
     assert resolver.calls == [("134744072", 443)]
@@ -294,13 +291,13 @@ def _garbage(host: str, port: int) -> list[str]:
 
 
 @pytest.mark.parametrize("resolver", [_gaierror, _unicode_error, _os_error, _empty, _garbage])
-@pytest.mark.parametrize("allow_private", [False, True])
-def test_resolution_failure_is_unresolvable(resolver: Resolver, allow_private: bool) -> None:
+@pytest.mark.parametrize("reach", [PUBLIC_ONLY, ANY_ADDRESS])
+def test_resolution_failure_is_unresolvable(resolver: Resolver, reach: frozenset[Reach]) -> None:
     with pytest.raises(CallbackRefused) as caught:
         check_callback_url(
             "https://nowhere.example/",
             allow_http=False,
-            allow_private=allow_private,
+            reach=reach,
             resolver=resolver,
         )
     assert caught.value.reason == "unresolvable"
@@ -367,10 +364,10 @@ def test_syntax_refusal(url: str, allow_http: bool, reason: str) -> None:
         parse_callback_url(url, allow_http=allow_http)
     assert caught.value.reason == reason
     assert caught.value.message
-    # The full check refuses the same way, before asking DNS, even with allow_private.
+    # The full check refuses the same way, before asking DNS, even where any address is allowed.
     with pytest.raises(CallbackRefused) as full:
         check_callback_url(
-            url, allow_http=allow_http, allow_private=True, resolver=exploding_resolver
+            url, allow_http=allow_http, reach=ANY_ADDRESS, resolver=exploding_resolver
         )
     assert full.value.reason == reason
 
@@ -468,7 +465,7 @@ def test_system_resolver_failure_is_unresolvable(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(socket, "getaddrinfo", failing)
     with pytest.raises(CallbackRefused) as caught:
-        check_callback_url("https://example.com/", allow_http=False, allow_private=False)
+        check_callback_url("https://example.com/", allow_http=False, reach=PUBLIC_ONLY)
     assert caught.value.reason == "unresolvable"
 
 
@@ -506,7 +503,7 @@ def test_every_ten_slash_eight_address_is_refused(offset: int) -> None:
         ("https://name.example/", FakeResolver({"name.example": [PUBLIC_V4, str(address)]})),
     ):
         with pytest.raises(CallbackRefused) as caught:
-            check_callback_url(url, allow_http=False, allow_private=False, resolver=resolver)
+            check_callback_url(url, allow_http=False, reach=PUBLIC_ONLY, resolver=resolver)
         assert caught.value.reason == "host_not_allowed"
 
 
@@ -521,7 +518,7 @@ def test_non_public_ipv4_is_refused_in_every_form(
         check_callback_url(
             f"https://{literal_host}/",
             allow_http=False,
-            allow_private=False,
+            reach=PUBLIC_ONLY,
             resolver=exploding_resolver,
         )
     assert caught.value.reason == "host_not_allowed"
@@ -544,7 +541,7 @@ URLISH = st.one_of(
 
 
 @given(URLISH, st.booleans(), st.booleans())
-def test_every_refusal_is_callback_refused(url: str, allow_http: bool, allow_private: bool) -> None:
+def test_every_refusal_is_callback_refused(url: str, allow_http: bool, any_address: bool) -> None:
     try:
         parse_callback_url(url, allow_http=allow_http)
         syntax_reason = None
@@ -554,7 +551,7 @@ def test_every_refusal_is_callback_refused(url: str, allow_http: bool, allow_pri
         result: CallbackTarget | CallbackRefused = check_callback_url(
             url,
             allow_http=allow_http,
-            allow_private=allow_private,
+            reach=ANY_ADDRESS if any_address else PUBLIC_ONLY,
             resolver=FakeResolver({"localhost": ["127.0.0.1"]}),
         )
     except CallbackRefused as refused:
@@ -571,4 +568,4 @@ def test_every_refusal_is_callback_refused(url: str, allow_http: bool, allow_pri
     assert "#" not in target.path_and_query
     assert not any(c.isspace() for c in target.path_and_query)
     assert target.addresses
-    assert allow_private or all(is_public_address(a) for a in target.addresses)
+    assert any_address or all(is_public_address(a) for a in target.addresses)

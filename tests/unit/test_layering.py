@@ -16,14 +16,25 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 PACKAGE = REPOSITORY / "layers" / "jobstream" / "jobstream"
 FUNCTIONS = REPOSITORY / "functions"
 
-# Plain data and pure helpers, importing nothing of the layer.
-BASE = frozenset({"clock", "domain", "tenant_names", "backoff", "callback_url", "observability"})
+# Plain data and pure helpers, importing nothing of the layer but (callback_url) the address table.
+BASE = frozenset(
+    {
+        "clock",
+        "domain",
+        "tenant_names",
+        "backoff",
+        "special_addresses",
+        "callback_url",
+        "observability",
+    }
+)
 # Each unit (a package of the layer, or a module at its top) and the units directly below it. A
 # unit may import every unit below it, directly or through others, and nothing else. Units that
 # are not below one another are independent: the store knows no protocol words and no queue,
 # the queue no store, the protocol facade no configuration.
 DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     **{unit: frozenset() for unit in BASE},
+    "callback_url": frozenset({"special_addresses"}),  # whether an address is public: the table's
     "protocol": BASE,  # the pure facade: documents, validation, errors, event kinds
     "retries": BASE,  # which AWS failures are transient, and retrying them
     "aws": frozenset({"retries"}),  # the boto3 clients

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from jobstream.config.settings import ConfigurationError
-from jobstream_local.settings import DEFAULT_LOCAL_ENV_FILE, LocalSettings, load_local_settings
+from jobstream_local.local_env import DEFAULT_DIRECTORY
+from jobstream_local.settings import LocalSettings, load_local_settings
 
 
 def test_defaults() -> None:
@@ -17,7 +18,7 @@ def test_defaults() -> None:
         moto_port=0,
         concurrency=4,
         sweep_interval_s=5.0,
-        local_env_file=DEFAULT_LOCAL_ENV_FILE,
+        local_env_dir=DEFAULT_DIRECTORY,
     )
 
 
@@ -29,12 +30,12 @@ def test_values_are_read_and_blank_means_default() -> None:
             "JOBSTREAM_MOTO_PORT": "4566",
             "JOBSTREAM_LOCAL_CONCURRENCY": "8",
             "JOBSTREAM_SWEEP_INTERVAL_S": "0.5",
-            "JOBSTREAM_LOCAL_ENV_FILE": "stacks/one.json",
+            "JOBSTREAM_LOCAL_ENV_DIR": "stacks",
         }
     )
     assert (settings.port, settings.moto_host, settings.moto_port) == (0, "192.0.2.1", 4566)
     assert (settings.concurrency, settings.sweep_interval_s) == (8, 0.5)
-    assert settings.local_env_file == Path("stacks/one.json")
+    assert settings.local_env_dir == Path("stacks")
     assert load_local_settings({"JOBSTREAM_LOCAL_CONCURRENCY": "  "}).concurrency == 4
 
 

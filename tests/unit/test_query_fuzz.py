@@ -6,14 +6,17 @@ values or raises a ProtocolError whose body is a valid error envelope, with a 4x
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from jobstream.http.request import parse_event
 from jobstream.protocol.errors import ProtocolError
+from jobstream.protocol.js import JS_WHITESPACE, is_blank
 from jobstream.protocol.queries import (
     JOB_STATUSES,
     MAX_LIST_LIMIT,
@@ -21,6 +24,7 @@ from jobstream.protocol.queries import (
     parse_events_query,
     parse_list_query,
 )
+from jobstream.protocol.task import MAX_IDEMPOTENCY_KEY, parse_idempotency_key
 from tests.support.validation import validate_error
 
 NAMES = ["after", "unacked", "limit", "status", "cursor", "idempotency_key", "correlation_id"]
@@ -30,6 +34,8 @@ values = st.one_of(
     st.sampled_from(["", "0", "1", "true", "false", "500", "501", "-1", "1e2", "running", " "]),
     st.integers(-(10**6), 10**6).map(str),
     st.sampled_from(["%", "%zz", "%00", "%E2%82%AC", "%ff", "+", "&", "="]),
+    # More digits than int() reads (4,300).
+    st.integers(4_000, 6_000).map(lambda length: "9" * length),
 )
 pairs = st.tuples(st.one_of(st.sampled_from(NAMES), st.text(max_size=6)), values)
 
@@ -82,6 +88,54 @@ def test_any_list_query_parses_or_is_a_protocol_error(raw: str) -> None:
     for name in ("cursor", "correlation_id"):
         value = getattr(parsed, name)
         assert value is None or (value and query[name] == [value])
+
+
+@given(
+    zeros=st.integers(0, 6_000),
+    digits=st.sampled_from(["", "1", "7", "500", "501", "1" + "0" * 4_400, "9" * 4_400]),
+)
+def test_a_limit_of_any_length_is_read_by_its_value(zeros: int, digits: str) -> None:
+    """Issue 22: a limit of more digits than int() reads was a 500. Any string of digits is
+    now read by its value (Decimal reads any length): 1..MAX_LIST_LIMIT, else a 400."""
+    text = "0" * zeros + digits
+    if text and 1 <= Decimal(text) <= MAX_LIST_LIMIT:
+        assert parse_list_query({"limit": [text]}).limit == Decimal(text)
+        return
+    with pytest.raises(ProtocolError) as refused:
+        parse_list_query({"limit": [text]})
+    _is_protocol_4xx(refused.value)
+    assert refused.value.detail == {"field": "limit"}
+
+
+_padding = st.text(alphabet=st.sampled_from([*JS_WHITESPACE[:4], "\u3000", "\ufeff"]), max_size=3)
+
+
+@given(
+    before=_padding,
+    length=st.integers(0, MAX_IDEMPOTENCY_KEY + 2),
+    after=_padding,
+    inner=st.sampled_from(["k", "\u0085", "\U0001f600"]),
+)
+def test_the_key_filter_is_the_key_admission_keeps(
+    before: str, length: int, after: str, inner: str
+) -> None:
+    """Issue 22: the lookup takes the key as admission does (trimmed as JavaScript trims,
+    at most MAX_IDEMPOTENCY_KEY characters), and refuses what admission refuses with the same
+    error; a blank key keeps the reference's words."""
+    raw = before + inner * length + after
+    try:
+        kept: Any = parse_idempotency_key(raw)
+    except ProtocolError as error:
+        kept = error.body()
+    try:
+        parsed: Any = parse_list_query({"idempotency_key": [raw]}).idempotency_key
+    except ProtocolError as error:
+        _is_protocol_4xx(error)
+        parsed = error.body()
+    if is_blank(raw):
+        assert parsed["error"]["message"] == "idempotency_key is required"
+    else:
+        assert parsed == kept
 
 
 json_values = st.recursive(

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from jobstream.config.origins import OriginPattern
 from jobstream.config.settings import ConfigurationError, load_settings
 from jobstream.config.tenants import (
+    ApiToken,
     RegistryError,
+    TenantConfig,
     TenantRegistry,
     parse_registry,
     shorthand_registry,
@@ -159,6 +161,44 @@ def test_a_token_names_exactly_one_tenant() -> None:
         parse_registry(document({"a": {"api_tokens": [{"sha256": digest}, {"sha256": digest}]}}))
 
 
+def test_a_removal_leaves_a_tombstone_without_credentials() -> None:
+    registry = parse_registry(
+        document({"acme": {"api_tokens": [{"sha256": token_digest("t")}], "callback_token": "c"}})
+    )
+    removed = registry.remove("acme", NOW)
+    assert (removed.get("acme"), removed.authenticate("t", NOW_MS)) == (None, None)
+    tombstone = removed.removed("acme")
+    assert tombstone is not None
+    assert tombstone.removed_at == NOW
+    # Stored and read back as it is; nothing of the consumer's credentials is kept.
+    text = removed.to_json()
+    assert parse_registry(text) == removed
+    assert token_digest("t") not in text
+    assert '"c"' not in text
+
+
+def test_a_removed_name_is_refused_until_it_is_restored() -> None:
+    removed = parse_registry(document({"acme": {}})).remove("acme", NOW)
+    tenant = TenantConfig(api_tokens=(ApiToken(sha256=token_digest("new")),))
+    with pytest.raises(RegistryError, match="both in force and removed"):
+        removed.replace("acme", tenant)
+    restored = removed.restore("acme", tenant)
+    assert (restored.authenticate("new", NOW_MS), restored.removed("acme")) == ("acme", None)
+
+
+def test_a_document_cannot_keep_a_removed_tenants_tokens_in_force() -> None:
+    """A hand edit that leaves a tombstoned name among the tenants is refused, whole: a removed
+    tenant's tokens never authenticate."""
+    text = json.dumps(
+        {
+            "tenants": {"acme": {"api_tokens": [{"sha256": token_digest("t")}]}},
+            "removed_tenants": {"acme": {"removed_at": "2030-01-01T00:00:00Z"}},
+        }
+    )
+    with pytest.raises(RegistryError, match="tenant 'acme' is both in force and removed"):
+        parse_registry(text)
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -172,6 +212,8 @@ def test_a_token_names_exactly_one_tenant() -> None:
         document({"a": {"callback_origins": ["ftp://x"]}}),
         document({"a": {"callback_token": ""}}),
         document({"a": {"signing_secrets": [{"secret": "whsec_!!"}]}}),
+        '{"tenants": {}, "removed_tenants": {"a": {}}}',  # a tombstone says when
+        '{"tenants": {}, "removed_tenants": {"A#x": {"removed_at": "2030-01-01T00:00:00Z"}}}',
     ],
 )
 def test_an_invalid_document_is_refused(text: str) -> None:

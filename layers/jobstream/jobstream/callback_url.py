@@ -1,6 +1,7 @@
 """What a callback URL says, checked without DNS: its syntax (scheme, credentials, host, port)
-and whether an address is public. Pure: the SSRF guard (delivery/ssrf.py) adds the resolution and
-the pinning, the tenants' origin patterns (config/origins.py) build on the same host rules.
+and whether an address is public (by the IANA table of special_addresses.py). Pure: the SSRF guard
+(delivery/ssrf.py) adds the resolution and the pinning, the tenants' origin patterns
+(config/origins.py) build on the same host rules.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from enum import StrEnum
 from typing import Final
 from urllib.parse import SplitResult, urlsplit
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+from jobstream.special_addresses import IPAddress, is_public
 
 DEFAULT_PORTS: Final[dict[str, int]] = {"https": 443, "http": 80}
 
@@ -23,14 +24,6 @@ _MAX_HOSTNAME: Final = 253
 # Printable ASCII only: urlsplit silently drops tabs and newlines, and a space or control
 # character would reach the request line.
 _URL_CHARS: Final = re.compile(r"[\x21-\x7e]+", re.ASCII)
-
-# Translation prefixes that embed an IPv4 address in the low 32 bits (RFC 6052 well-known).
-_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
-# Local-use NAT64 (RFC 8215) and the deprecated IPv4-compatible form (::a.b.c.d).
-_NAT64_LOCAL: Final = ipaddress.IPv6Network("64:ff9b:1::/48")
-_IPV4_COMPATIBLE: Final = ipaddress.IPv6Network("::/96")
-# IANA's global unicast block; nothing outside it is a legitimate public IPv6 destination.
-_GLOBAL_UNICAST_V6: Final = ipaddress.IPv6Network("2000::/3")
 
 
 class RefusalReason(StrEnum):
@@ -52,12 +45,12 @@ class CallbackRefused(Exception):  # noqa: N818 - a refusal, not an error in our
 
 
 def is_public_address(address: str) -> bool:
-    """True for a global unicast address; anything unparseable is not public."""
+    """True for a globally reachable address (the IANA table); anything unparseable is not."""
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return False
-    return _is_public(ip)
+    return is_public(ip)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,33 +134,3 @@ def ip_literal(host: str) -> IPAddress | None:
         return ipaddress.ip_address(host)
     except ValueError:
         return None
-
-
-def _is_public(ip: IPAddress) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(ip)
-        if embedded is not None:
-            # Mapped, 6to4 and NAT64 forms reach the IPv4 address they carry.
-            return _is_public_v4(embedded)
-        if ip in _NAT64_LOCAL or ip in _IPV4_COMPATIBLE:
-            return False
-        # 2000::/3 already leaves out multicast, link- and site-local, ULA and loopback;
-        # is_global removes the special blocks inside it (documentation, Teredo, ...).
-        return ip in _GLOBAL_UNICAST_V6 and ip.is_global
-    return _is_public_v4(ip)
-
-
-def _is_public_v4(ip: ipaddress.IPv4Address) -> bool:
-    # is_global already excludes private, loopback, link-local (the metadata address),
-    # 0.0.0.0/8, 100.64/10, documentation, reserved and broadcast; multicast it does not.
-    return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_unspecified)
-
-
-def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip in _NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None

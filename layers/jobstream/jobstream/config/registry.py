@@ -7,8 +7,12 @@
 - Inline (`Settings.tenants`): the `JOBSTREAM_API_TOKENS` shorthand, or a test's registry.
 
 A document is parsed once per distinct text. A secret that cannot be fetched while an earlier
-value is known keeps that value (logged): an outage of Secrets Manager does not take the API down.
-An invalid document is a ConfigurationError: the API answers 503 until it is fixed.
+value is known keeps that value (logged), for at most `JOBSTREAM_TENANTS_MAX_STALE_S` after the
+last successful read: a short outage of Secrets Manager does not take the API down, and a long
+one does not keep a revoked token or a removed tenant in force for ever. Past that bound, or with
+no value known, it is RegistryUnavailableError: a transient cause, which the API answers with a
+retryable 503 and a callback with another attempt later. An invalid document is a
+ConfigurationError: the API answers 503 (not retryable) until it is fixed.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jobstream.aws import endpoint_url
+from jobstream.clock import now_ms as wall_clock_ms
 from jobstream.config.settings import ConfigurationError, Settings
 from jobstream.config.tenants import RegistryError, TenantRegistry, parse_registry
 
@@ -27,13 +32,22 @@ logger = logging.getLogger("jobstream.config")
 _lock = threading.Lock()
 # Parsed documents by source, with the text (or file stamp) they came from.
 _parsed: dict[str, tuple[object, TenantRegistry]] = {}
+# When each secret was last read successfully (epoch ms of the caller's clock).
+_read_at: dict[str, int] = {}
 _providers: dict[str | None, Any] = {}
 
 
-def load_registry(settings: Settings) -> TenantRegistry:
-    """The registry as it is now; ConfigurationError when it cannot be had."""
+class RegistryUnavailableError(ConfigurationError):
+    """The registry cannot be read now and no value recent enough is known: transient (another
+    try may succeed), unlike an invalid document."""
+
+
+def load_registry(settings: Settings, now_ms: int | None = None) -> TenantRegistry:
+    """The registry as it is now (`now_ms`: the caller's clock); RegistryUnavailableError when it
+    cannot be read now, ConfigurationError when it is invalid."""
     if settings.tenants_secret is not None:
-        return _from_secret(settings.tenants_secret, settings.tenants_max_age_s)
+        now = wall_clock_ms() if now_ms is None else now_ms
+        return _from_secret(settings, now)
     if settings.tenants_path is not None:
         return load_registry_file(settings.tenants_path)
     if settings.tenants is None:  # Settings guarantees one source
@@ -64,16 +78,27 @@ def load_registry_file(path: Path) -> TenantRegistry:
     return _parse_and_keep(key, stamp, text, f"JOBSTREAM_TENANTS: {path.name}")
 
 
-def _from_secret(secret_id: str, max_age_s: int) -> TenantRegistry:
+def _from_secret(settings: Settings, now_ms: int) -> TenantRegistry:
+    secret_id = str(settings.tenants_secret)
     key = f"secret:{secret_id}"
     known = _parsed.get(key)
     try:
-        text = fetch_secret(secret_id, max_age_s)
-    except ConfigurationError:
+        text = fetch_secret(secret_id, settings.tenants_max_age_s)
+    except RegistryUnavailableError as error:
         if known is None:
             raise
-        logger.warning("tenants secret unreadable; keeping the registry read before")
+        age_s = (now_ms - _read_at.get(key, now_ms)) / 1000
+        if age_s > settings.tenants_max_stale_s:
+            # An operator who revoked a token expects it refused: past the bound, no answer
+            # rests on a registry that old.
+            raise RegistryUnavailableError(
+                f"{error} (the registry read {age_s:.0f} s ago is older than "
+                f"JOBSTREAM_TENANTS_MAX_STALE_S = {settings.tenants_max_stale_s} s)"
+            ) from None
+        logger.warning("tenants secret unreadable; keeping the registry read %.0f s ago", age_s)
         return known[1]
+    with _lock:
+        _read_at[key] = now_ms
     if known is not None and known[0] == text:
         return known[1]
     return _parse_and_keep(key, text, text, "JOBSTREAM_TENANTS_SECRET")
@@ -101,7 +126,7 @@ def fetch_secret(secret_id: str, max_age_s: int) -> str:
             secret_id, max_age=max_age_s or None, force_fetch=max_age_s == 0
         )
     except GetParameterError as error:
-        raise ConfigurationError(
+        raise RegistryUnavailableError(
             f"JOBSTREAM_TENANTS_SECRET: cannot read the tenants secret: {error}"
         ) from None
     if isinstance(value, bytes):
@@ -132,4 +157,5 @@ def forget_cached() -> None:
     """Drop every cached document and provider (tests; a new endpoint or credentials)."""
     with _lock:
         _parsed.clear()
+        _read_at.clear()
         _providers.clear()

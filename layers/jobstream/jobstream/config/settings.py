@@ -24,6 +24,8 @@ MIN_BUDGET_MS: Final = 60_000
 
 # Lambda's longest invocation.
 MAX_LAMBDA_TIMEOUT_S: Final = 900
+# Set by Lambda in every function's environment (and by its emulators: `sam local`, ministack).
+LAMBDA_FUNCTION_VARIABLE: Final = "AWS_LAMBDA_FUNCTION_NAME"
 
 PositiveMs = Annotated[int, Field(ge=1)]
 BudgetMs = Annotated[int, Field(ge=MIN_BUDGET_MS)]
@@ -56,6 +58,9 @@ class Settings(BaseModel):
     api_tokens: tuple[Tenant, ...] | None = Field(default=None, repr=False, exclude=True)
     # How long a fetched secret is used before it is read again (0: every time).
     tenants_max_age_s: Annotated[int, Field(ge=0, le=3600)] = 60
+    # How long past its last successful read a secret that cannot be read again is still trusted
+    # (a revocation made meanwhile is not seen); after it, requests answer a retryable 503.
+    tenants_max_stale_s: Annotated[int, Field(ge=0, le=86_400)] = 300
     queued_timeout_ms: BudgetMs = 1_800_000
     stall_timeout_ms: BudgetMs = 900_000
     heartbeat_interval_ms: PositiveMs = 30_000
@@ -155,6 +160,7 @@ ENVIRONMENT: Final[dict[str, str]] = {
     "tenants_secret": "JOBSTREAM_TENANTS_SECRET",
     "tenants_path": "JOBSTREAM_TENANTS",
     "tenants_max_age_s": "JOBSTREAM_TENANTS_MAX_AGE_S",
+    "tenants_max_stale_s": "JOBSTREAM_TENANTS_MAX_STALE_S",
     "queued_timeout_ms": "JOBSTREAM_QUEUED_TIMEOUT_MS",
     "stall_timeout_ms": "JOBSTREAM_STALL_TIMEOUT_MS",
     "heartbeat_interval_ms": "JOBSTREAM_HEARTBEAT_INTERVAL_MS",
@@ -190,6 +196,14 @@ RETIRED: Final[dict[str, str]] = {
         "callback_origins (or JOBSTREAM_CALLBACK_ORIGINS with the one-tenant shorthand)"
     ),
 }
+
+
+def runs_on_aws(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process is a Lambda function. There this host's loopback serves Lambda's
+    runtime API (127.0.0.1:9001) and its link the platform's own endpoints (169.254.0.0/16):
+    outbound requests never reach them, whatever origin an operator lists."""
+    env = os.environ if environ is None else environ
+    return bool((env.get(LAMBDA_FUNCTION_VARIABLE) or "").strip())
 
 
 def parse_api_tokens(value: str) -> tuple[Tenant, ...]:

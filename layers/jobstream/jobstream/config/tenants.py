@@ -6,12 +6,19 @@ One JSON document, the same shape in Secrets Manager (AWS) and in a local file:
         "api_tokens": [{"sha256": "<hex of the token>", "expires_at": "2030-01-01T00:00:00Z"}],
         "callback_token": "<bearer token the consumer issued>",
         "signing_secrets": [{"secret": "whsec_…", "expires_at": null}],
-        "callback_origins": ["http://telepost:8080"]}}}
+        "callback_origins": ["http://telepost:8080"]}},
+     "removed_tenants": {"beta": {"removed_at": "2030-01-01T00:00:00Z"}}}
 
 API tokens are stored as SHA-256 digests (tokens are high-entropy random strings, so a plain
 digest is enough) and are compared in constant time. Every unexpired token and signing secret
 is in force, which is how a rotation overlaps: two tokens are accepted, and a callback carries one
 signature per secret. Tenant names are a safe alphabet: no name can reach another tenant's keys.
+
+A tenant's name is its identity: its job ids and listing keys derive from it, and its jobs stay in
+the table after it is removed. So a removal leaves a tombstone (`removed_tenants`): the name is
+never in force again by accident (a consumer added under it would inherit the old one's jobs),
+only by a deliberate restore, which brings back the same consumer. A tombstone holds no
+credentials, and a name is never in force and removed at once.
 """
 
 from __future__ import annotations
@@ -108,8 +115,26 @@ class TenantConfig(_Strict):
         return [entry.secret for entry in self.signing_secrets if entry.valid_at(now_ms)]
 
 
+class RemovedTenant(_Strict):
+    """A tombstone: the name stays taken by the consumer that had it (and still owns its jobs)."""
+
+    removed_at: AwareDatetime
+
+
 class TenantRegistry(_Strict):
     tenants: dict[TenantName, TenantConfig] = Field(default_factory=dict)
+    removed_tenants: dict[TenantName, RemovedTenant] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _a_removed_tenant_is_not_in_force(self) -> TenantRegistry:
+        # A name in both would authenticate a removed consumer's tokens: refused, never guessed.
+        both = sorted(self.tenants.keys() & self.removed_tenants.keys())
+        if both:
+            raise ValueError(
+                f"tenant {both[0]!r} is both in force and removed (removed_tenants): restore it "
+                "(`jobstream tenants add NAME --restore`) or drop it from one of them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _a_token_names_one_tenant(self) -> TenantRegistry:
@@ -127,6 +152,10 @@ class TenantRegistry(_Strict):
     def get(self, name: str) -> TenantConfig | None:
         return self.tenants.get(name)
 
+    def removed(self, name: str) -> RemovedTenant | None:
+        """The tombstone of `name`, if it was removed (and not restored since)."""
+        return self.removed_tenants.get(name)
+
     def authenticate(self, token: str, now_ms: int) -> str | None:
         """The tenant `token` belongs to, if it is one of its unexpired tokens."""
         if not token:
@@ -141,15 +170,32 @@ class TenantRegistry(_Strict):
         return matched
 
     def replace(self, name: str, tenant: TenantConfig | None) -> TenantRegistry:
-        """A copy with `name` set to `tenant` (None removes it), validated again."""
+        """A copy with `name` set to `tenant` (None drops it, leaving no tombstone: `remove`
+        does), validated again: a removed name is refused until `restore`."""
         tenants = {key: value for key, value in self.tenants.items() if key != name}
         if tenant is not None:
             tenants[name] = tenant
-        return registry_from({"tenants": tenants})
+        return registry_from({"tenants": tenants, "removed_tenants": self.removed_tenants})
+
+    def remove(self, name: str, removed_at: datetime) -> TenantRegistry:
+        """A copy without tenant `name` and its credentials, its name kept by a tombstone."""
+        removed = {**self.removed_tenants, name: RemovedTenant(removed_at=removed_at)}
+        tenants = {key: value for key, value in self.tenants.items() if key != name}
+        return registry_from({"tenants": tenants, "removed_tenants": removed})
+
+    def restore(self, name: str, tenant: TenantConfig) -> TenantRegistry:
+        """A copy where removed tenant `name` is in force again, as `tenant`: the same consumer,
+        so its jobs are its own again."""
+        removed = {key: value for key, value in self.removed_tenants.items() if key != name}
+        tenants = {**self.tenants, name: tenant}
+        return registry_from({"tenants": tenants, "removed_tenants": removed})
 
     def to_json(self) -> str:
         """The document's text, secrets included (for the registry's own storage only)."""
-        return json.dumps(self.model_dump(mode="json", exclude_none=True), indent=2) + "\n"
+        document = self.model_dump(mode="json", exclude_none=True)
+        if not self.removed_tenants:
+            del document["removed_tenants"]  # a registry that never removed one reads as before
+        return json.dumps(document, indent=2) + "\n"
 
 
 class RegistryError(ValueError):

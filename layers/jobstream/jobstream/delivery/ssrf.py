@@ -1,8 +1,9 @@
 """The SSRF guard: which callback URLs jobstream may POST to, and the addresses to pin.
 
 A URL passes when its scheme is allowed, it carries no credentials, and every address its host
-resolves to is public. The addresses are returned so the request connects to exactly those,
-never to a second DNS answer (DNS rebinding).
+resolves to leads where its origin allows (by default: public addresses only; where an address
+leads is the IANA table's word, special_addresses.py). The addresses are returned so the request
+connects to exactly those, never to a second DNS answer (DNS rebinding).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import ipaddress
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from jobstream.callback_url import (
     CallbackRefused,
@@ -19,9 +21,12 @@ from jobstream.callback_url import (
     is_public_address,
     parse_callback_url,
 )
+from jobstream.special_addresses import Reach, reach_of
 
 # The refusal and the syntax check are the guard's too: callers name them through it.
 __all__ = [
+    "ANY_ADDRESS",
+    "PUBLIC_ONLY",
     "CallbackRefused",
     "CallbackTarget",
     "RefusalReason",
@@ -33,6 +38,10 @@ __all__ = [
 ]
 
 Resolver = Callable[[str, int], list[str]]
+
+# Where a URL's addresses may lead: the default, and what an origin an operator vouched for may.
+PUBLIC_ONLY: Final = frozenset({Reach.GLOBAL})
+ANY_ADDRESS: Final = frozenset(Reach)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +64,13 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 
 def check_callback_url(
-    url: str, *, allow_http: bool, allow_private: bool, resolver: Resolver = system_resolver
+    url: str,
+    *,
+    allow_http: bool,
+    reach: frozenset[Reach] = PUBLIC_ONLY,
+    resolver: Resolver = system_resolver,
 ) -> CallbackTarget:
-    """Check `url` and resolve its host; every address must be public unless `allow_private`."""
+    """Check `url` and resolve its host; every address must lead where `reach` allows."""
     parts = parse_callback_url(url, allow_http=allow_http)
     literal = ip_literal(parts.host)
     if literal is not None:
@@ -65,13 +78,8 @@ def check_callback_url(
         addresses: tuple[str, ...] = (str(literal),)
     else:
         addresses = _resolve(parts.host, parts.port, resolver)
-    if not allow_private:
-        for address in addresses:
-            if not is_public_address(address):
-                raise CallbackRefused(
-                    RefusalReason.HOST_NOT_ALLOWED,
-                    f"{parts.host} resolves to {address}, which is not a public address",
-                )
+    for address in addresses:
+        check_reach(address, reach, host=parts.host)
     return CallbackTarget(
         url=url,
         scheme=parts.scheme,
@@ -80,6 +88,21 @@ def check_callback_url(
         path_and_query=parts.path_and_query,
         addresses=addresses,
     )
+
+
+def check_reach(address: str, reach: frozenset[Reach], *, host: str) -> None:
+    """CallbackRefused(host_not_allowed) unless `address` (one of `host`'s) leads where `reach`
+    allows."""
+    leads = reach_of(ipaddress.ip_address(address))
+    if leads in reach:
+        return
+    names = host if host == address else f"{host} resolves to {address}, which"
+    if reach == PUBLIC_ONLY:
+        message = f"{names} is not a public address"
+    else:
+        # Only on AWS: this host and its link are Lambda's own, whatever the origin says.
+        message = f"{names} is {leads}, never reached from AWS, even for a listed origin"
+    raise CallbackRefused(RefusalReason.HOST_NOT_ALLOWED, message)
 
 
 def _resolve(host: str, port: int, resolver: Resolver) -> tuple[str, ...]:

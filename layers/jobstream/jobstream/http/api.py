@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobstream import observability
+from jobstream.config.registry import RegistryUnavailableError
 from jobstream.config.settings import ConfigurationError
 from jobstream.http.auth import authenticate
 from jobstream.http.request import Request, parse_event
@@ -66,9 +67,7 @@ def http_handler(
         except ProtocolError as error:
             return _rejected(error)
         except ConfigurationError as error:
-            # Misconfigured deployment: every job route says so rather than pretending.
-            logger.error("job API disabled: %s", error)  # noqa: TRY400 - the message is the point
-            return _rejected(_api_disabled())
+            return _rejected(_unconfigured(error))
         except Exception as error:
             failure = transient(error)
             if failure is not None:
@@ -90,6 +89,17 @@ def http_handler(
 def _rejected(error: ProtocolError) -> Response:
     observability.count("rejected", dimension=error.code.value)
     return error_response(error)
+
+
+def _unconfigured(error: ConfigurationError) -> ProtocolError:
+    if isinstance(error, RegistryUnavailableError):
+        # The consumer registry cannot be read now and none recent enough is known: transient,
+        # and never answered from an older registry.
+        logger.warning("consumer registry unavailable: %s", error)
+        return resource_busy()
+    # Misconfigured deployment: every job route says so rather than pretending.
+    logger.error("job API disabled: %s", error)
+    return _api_disabled()
 
 
 def _api_disabled() -> ProtocolError:

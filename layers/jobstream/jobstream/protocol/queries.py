@@ -9,7 +9,7 @@ from typing import Any, Final
 from jobstream.domain import JobStatus
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.js import is_blank, js_length
-from jobstream.protocol.task import MAX_CORRELATION_ID
+from jobstream.protocol.task import MAX_CORRELATION_ID, parse_idempotency_key
 
 Query = Mapping[str, Sequence[str]]
 
@@ -66,8 +66,12 @@ class JobListQuery:
 def parse_list_query(query: Query) -> JobListQuery:
     """Filters of `GET /jobs`: idempotency_key, correlation_id, status, limit, cursor."""
     key = _single(query, "idempotency_key")
-    if key is not None and is_blank(key):
-        raise invalid_params("idempotency_key is required")
+    if key is not None:
+        if is_blank(key):
+            raise invalid_params("idempotency_key is required")  # the reference's words
+        # Admission's rule and words: the key a job is known by is the trimmed one, and no
+        # job carries one longer than admission allows.
+        key = parse_idempotency_key(key)
     correlation_id = _single(query, "correlation_id")
     if correlation_id is not None and correlation_id == "":
         raise invalid_params(
@@ -85,19 +89,24 @@ def parse_list_query(query: Query) -> JobListQuery:
             f"status must be one of {', '.join(JOB_STATUSES)}", detail={"field": "status"}
         )
     limit_text = _single(query, "limit")
-    limit = DEFAULT_LIST_LIMIT
-    if limit_text is not None:
-        if (
-            not (limit_text.isascii() and limit_text.isdigit())
-            or not 1 <= int(limit_text) <= MAX_LIST_LIMIT
-        ):
-            raise invalid_params(
-                f"limit must be an integer from 1 to {MAX_LIST_LIMIT}", detail={"field": "limit"}
-            )
-        limit = int(limit_text)
+    limit = DEFAULT_LIST_LIMIT if limit_text is None else _parse_limit(limit_text)
     cursor = _single(query, "cursor")
     if cursor is not None and cursor == "":
         raise invalid_params(
             "cursor must be a cursor this API returned", detail={"field": "cursor"}
         )
     return JobListQuery(key, correlation_id, status, limit, cursor)
+
+
+def _parse_limit(text: str) -> int:
+    # Its digits are counted before int() reads them: int() refuses over 4,300 digits.
+    significant = text.lstrip("0")
+    if (
+        not (text.isascii() and text.isdigit())
+        or len(significant) > len(str(MAX_LIST_LIMIT))
+        or not 1 <= int(significant or "0") <= MAX_LIST_LIMIT
+    ):
+        raise invalid_params(
+            f"limit must be an integer from 1 to {MAX_LIST_LIMIT}", detail={"field": "limit"}
+        )
+    return int(significant)

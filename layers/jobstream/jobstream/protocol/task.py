@@ -69,7 +69,7 @@ def parse_task(body: Any, job_types: Mapping[str, ParamsParser]) -> AdmissionReq
         raise invalid_params("body must be a JSON object")
     _check_protocol_version(body)
     job_type = _parse_job_type(body.get("job_type"), job_types)
-    key = _parse_idempotency_key(body.get("idempotency_key"))
+    key = parse_idempotency_key(body.get("idempotency_key"))
     correlation_id = body.get("correlation_id")
     if correlation_id is not None and (
         not isinstance(correlation_id, str) or js_length(correlation_id) > MAX_CORRELATION_ID
@@ -127,7 +127,8 @@ def _parse_job_type(job_type: Any, job_types: Mapping[str, ParamsParser]) -> str
     return job_type
 
 
-def _parse_idempotency_key(value: Any) -> str:
+def parse_idempotency_key(value: Any) -> str:
+    """The key jobs are known by: trimmed, at most MAX_IDEMPOTENCY_KEY characters."""
     return _trimmed_string(value, "idempotency_key", MAX_IDEMPOTENCY_KEY)
 
 

@@ -75,13 +75,15 @@ def list_jobs(rt: Runtime, tenant: str, query: Query, base_url: str | None) -> d
             "cursor must be a cursor this API returned", detail={"field": "cursor"}
         ) from None
     # Bounded by bytes as well as by `limit`: the page ends where the next job would not fit
-    # in a Lambda response, and its cursor resumes after the last job it shows.
+    # in a Lambda response, and its cursor resumes after the last job it shows. When the
+    # listing's read budget ran out first, the cursor resumes where the reading stopped.
     taken, cut = fill_page(
         listing,
         lambda listed: documents.job_document(listed.record, now, base_url),
         max_count=filters.limit,
     )
-    next_cursor = encode_cursor(taken[-1][0].resume_key) if cut and taken else None
+    resume_key = taken[-1][0].resume_key if cut and taken else listing.resume_key
+    next_cursor = encode_cursor(resume_key) if resume_key is not None else None
     return documents.job_page(
         [listed.record for listed, _ in taken], next_cursor=next_cursor, now=now, base_url=base_url
     )

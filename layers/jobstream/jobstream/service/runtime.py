@@ -50,7 +50,7 @@ class Runtime:
 
     def tenants(self) -> TenantRegistry:
         """The consumer registry as it is now (re-read on change or after its cache age)."""
-        return load_registry(self.settings)
+        return load_registry(self.settings, self.clock())
 
     def tenant(self, name: str) -> TenantConfig | None:
         """One tenant's configuration now; None once it has been removed."""

@@ -23,6 +23,7 @@ from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_attribute, to_item
 from jobstream.store.listing import (
     InvalidCursorError,
+    JobListing,
     JobQuery,
     ListedJob,
     batch_get,
@@ -180,7 +181,7 @@ class JobStore(TableStore):
         # An event of an earlier job under the same key is no event of this one.
         return record, at if at is not None and at >= record.created_at else None
 
-    def iter_jobs(self, query: JobQuery) -> Iterator[ListedJob]:
+    def iter_jobs(self, query: JobQuery) -> JobListing:
         """A tenant's jobs, newest first (store/listing.py)."""
         return iter_jobs(self.client, self.table_name, query)
 

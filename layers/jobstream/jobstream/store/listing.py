@@ -4,6 +4,12 @@ The listing indexes (`by_tenant`, `by_correlation`) project the keys and `status
 the only job writes they see are the three that change its status (a job item is rewritten on
 every state change, progress and heartbeat included). A page's jobs are then read from the
 table, a batch at a time, with their results where they succeeded.
+
+What one request reads of an index is bounded (`LISTING_BUDGET`), whatever its filters match:
+a status filter is applied to the index entries as they are read, and when the budget runs out
+first the listing stops there, and its cursor resumes just after the last entry read, matching
+or not (docs/capacity.md, "Reads"). A page may then hold fewer jobs than asked, or none, and
+still have a cursor; a listing without one has no more jobs.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from jobstream.retries import default_policy
 from jobstream.store import keys
 from jobstream.store.codec import from_attribute, to_attribute
 from jobstream.store.records import item_to_record, job_key, part_key, with_parts
-from jobstream.store.shards import MergedQuery
+from jobstream.store.shards import MergedQuery, ReadBudget
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -32,6 +38,10 @@ if TYPE_CHECKING:
 LISTING_BATCH: Final = 50
 # BatchGetItem may leave keys unprocessed under throttling: ask again this many times.
 _BATCH_READ_ATTEMPTS: Final = 3
+# What one request may read of a listing index, filtered or not (docs/capacity.md, "Reads"):
+# 32 queries (a first read of every `by_tenant` shard and as many more), 1,024 entries (64 a
+# shard: 40 read units at most, ~0.2 s of DynamoDB reads, far inside Lambda's timeout).
+LISTING_BUDGET: Final = ReadBudget(queries=2 * keys.TENANT_SHARDS, items=64 * keys.TENANT_SHARDS)
 
 
 class InvalidCursorError(ValueError):
@@ -53,9 +63,11 @@ class JobQuery:
     status: str | None = None
     limit: int = 100
     start_key: dict[str, Any] | None = None
+    # What the request may read of the index: at least one read of each of its partitions.
+    budget: ReadBudget = LISTING_BUDGET
 
 
-def iter_jobs(client: DynamoDBClient, table_name: str, query: JobQuery) -> Iterator[ListedJob]:
+def iter_jobs(client: DynamoDBClient, table_name: str, query: JobQuery) -> JobListing:
     """A tenant's jobs, newest first, each with the start key that resumes the listing just
     after it. Read lazily: a caller that stops early, as a page bounded by bytes does, has read
     at most one batch of jobs beyond what it used. InvalidCursorError (at once, before any
@@ -85,15 +97,9 @@ def iter_jobs(client: DynamoDBClient, table_name: str, query: JobQuery) -> Itera
         "IndexName": index,
         "KeyConditionExpression": condition,
         "ScanIndexForward": False,
-        # Each shard holds about 1/n of the page: read that much (and one more) at a time.
-        "Limit": min(query.limit + 1, -(-query.limit // len(partitions)) + 1),
+        "Limit": _first_read(query, len(partitions)),
         "ReturnConsumedCapacity": "TOTAL",
     }
-    if query.status:
-        # The index holds each job's status: non-matching jobs are never read from the table.
-        base["FilterExpression"] = "#status = :status"
-        names["#status"] = "status"
-        values[":status"] = to_attribute(query.status)
     requests: list[QueryInputTypeDef] = [
         {
             **base,
@@ -102,33 +108,90 @@ def iter_jobs(client: DynamoDBClient, table_name: str, query: JobQuery) -> Itera
         }
         for partition in partitions
     ]
-    merged = MergedQuery(
-        client,
-        requests,
-        sort_key=sort_name,
-        descending=True,
-    )
-    return _listed(client, table_name, iter(merged), (keys.PK, keys.SK, sort_name), query)
+    merged = MergedQuery(client, requests, sort_key=sort_name, descending=True, budget=query.budget)
+    return JobListing(client, table_name, merged, (keys.PK, keys.SK, sort_name), query)
 
 
-def _listed(
-    client: DynamoDBClient,
-    table_name: str,
-    entries: Iterator[Mapping[str, Any]],
-    resume_names: tuple[str, ...],
-    query: JobQuery,
-) -> Iterator[ListedJob]:
-    # Batches up to the page's count; past it, one job at a time: a page only needs to know
-    # that another job follows (its cursor), and a byte-bounded page stops early anyway.
-    listed = 0
-    while True:
-        wanted = min(LISTING_BATCH, query.limit - listed) if listed < query.limit else 1
-        chunk = list(islice(entries, wanted))
-        if not chunk:
-            return
-        for job in _read_jobs(client, table_name, chunk, resume_names, query.status):
-            listed += 1
-            yield job
+def _first_read(query: JobQuery, shards: int) -> int:
+    """Entries each partition's first query asks for: its share of the page and one more.
+    A status filter may skip most entries: its first reads take 7/8 of the budget at once,
+    the rest going to the partitions that run out first (about 94% of what the budget reads
+    is then used: docs/capacity.md). Never more than one read of each partition can take."""
+    share = query.budget.items // shards
+    size = -(-query.limit // shards) + 1
+    if query.status:
+        size = max(size, share - share // 8)
+    return min(size, share)
+
+
+class JobListing:
+    """The jobs of one listing request, newest first (iterate once). When the read budget ends
+    the listing before the index does, `resume_key` then says where the next request starts."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        merged: MergedQuery,
+        resume_names: tuple[str, ...],
+        query: JobQuery,
+    ) -> None:
+        self._client = client
+        self._table_name = table_name
+        self._merged = merged
+        self._resume_names = resume_names
+        self._query = query
+        self._last_entry: Mapping[str, Any] | None = None
+        self._jobs = self._listed()
+
+    def __iter__(self) -> Iterator[ListedJob]:
+        return self._jobs
+
+    @property
+    def resume_key(self) -> dict[str, Any] | None:
+        """Once the jobs are all taken: the start key just after the last index entry read
+        (matching or not) when the read budget stopped the listing, None when no job is left."""
+        if not self._merged.stopped_short:
+            return None
+        if self._last_entry is not None:
+            return _resume_key(self._last_entry, self._resume_names)
+        # The budget covers a first read of every partition, and a query without a filter
+        # returns an entry unless its partition has none left: the merge always yields one.
+        raise RuntimeError("a listing stopped before reading any index entry")
+
+    def _entries(self) -> Iterator[Mapping[str, Any]]:
+        """The index entries whose status matches the filter (as the index has it), noting
+        where the read is."""
+        for entry in self._merged:
+            self._last_entry = entry
+            if self._query.status is None or _entry_status(entry) == self._query.status:
+                yield entry
+
+    def _listed(self) -> Iterator[ListedJob]:
+        # Batches up to the page's count; past it, one job at a time: a page only needs to know
+        # that another job follows (its cursor), and a byte-bounded page stops early anyway.
+        query = self._query
+        entries = self._entries()
+        listed = 0
+        while True:
+            wanted = min(LISTING_BATCH, query.limit - listed) if listed < query.limit else 1
+            chunk = list(islice(entries, wanted))
+            if not chunk:
+                return
+            for job in _read_jobs(
+                self._client, self._table_name, chunk, self._resume_names, query.status
+            ):
+                listed += 1
+                yield job
+
+
+def _entry_status(entry: Mapping[str, Any]) -> str | None:
+    status: str | None = entry.get("status", {}).get("S")
+    return status
+
+
+def _resume_key(entry: Mapping[str, Any], resume_names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: from_attribute(entry[name]) for name in resume_names}
 
 
 def _read_jobs(
@@ -143,7 +206,7 @@ def _read_jobs(
     for entry in entries:
         job_id = keys.job_id_of(entry[keys.PK]["S"])
         wanted.append(job_key(job_id))
-        if entry.get("status", {}).get("S") == JobStatus.SUCCEEDED:
+        if _entry_status(entry) == JobStatus.SUCCEEDED:
             wanted.append(part_key(job_id, keys.RESULT_SK))
     found = {
         (item[keys.PK]["S"], item[keys.SK]["S"]): item
@@ -157,14 +220,13 @@ def _read_jobs(
         record = item_to_record(job)
         if record.status is JobStatus.SUCCEEDED:
             result = found.get((pk, keys.RESULT_SK))
-            if result is None and entry.get("status", {}).get("S") != JobStatus.SUCCEEDED:
+            if result is None and _entry_status(entry) != JobStatus.SUCCEEDED:
                 # It succeeded after the index was read: its result was not asked for.
                 result = _one(client, table_name, part_key(record.job_id, keys.RESULT_SK))
             record = with_parts(record, [result] if result is not None else [])
         if status is not None and record.status != status:
             continue  # its status moved on since the index was read
-        resume_key = {name: from_attribute(entry[name]) for name in resume_names}
-        yield ListedJob(record, resume_key)
+        yield ListedJob(record, _resume_key(entry, resume_names))
 
 
 def _one(client: DynamoDBClient, table_name: str, key: Mapping[str, Any]) -> dict[str, Any] | None:

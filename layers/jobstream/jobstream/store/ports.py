@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from jobstream.domain import AttemptAnswer, CallbackRecord, IntentRef, JobRecord, StoredEvent
     from jobstream.store.jobs import Append, NewEvent
-    from jobstream.store.listing import JobQuery, ListedJob
+    from jobstream.store.listing import JobListing, JobQuery
 
 
 class CallbackStorePort(Protocol):
@@ -71,7 +71,7 @@ class JobStorePort(Protocol):
         self, job_id: str, sequence: int | None
     ) -> tuple[JobRecord | None, int | None]: ...
 
-    def iter_jobs(self, query: JobQuery) -> Iterator[ListedJob]: ...
+    def iter_jobs(self, query: JobQuery) -> JobListing: ...
 
     def active_jobs(self) -> Iterator[str]: ...
 

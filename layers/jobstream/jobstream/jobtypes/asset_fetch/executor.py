@@ -6,6 +6,8 @@ import hashlib
 import logging
 from typing import Any, Final
 
+from botocore.exceptions import ClientError
+
 from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig
 from jobstream.jobtypes.asset_fetch.fetch import too_large
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS
@@ -14,6 +16,7 @@ from jobstream.jobtypes.asset_fetch.storage import AssetStore, object_key
 from jobstream.jobtypes.base import JobRun, Outcome
 from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.protocol.errors import Reason
+from jobstream.retries import transient
 
 logger = logging.getLogger("jobstream.execution")
 
@@ -73,13 +76,9 @@ def run(
         try:
             store.put(key, read.body, read.mime, digest)
             url = store.url(key, config.url_ttl_s)
-        except Exception:
-            # botocore already retried transient failures; what is left may pass on a retry.
+        except Exception as error:
             logger.warning("storing an asset failed", exc_info=True)
-            return Outcome(
-                reason=Reason.NETWORK_ERROR.value,
-                message=f"asset {asset.asset_id} could not be stored",
-            )
+            return storage_failure(asset.asset_id, error)
         documents.append(
             _document(asset, source.platform, read, digest=digest, url=url, expires_at=expires_at)
         )
@@ -88,6 +87,23 @@ def run(
     if isinstance(job.params.get("work_id"), str):
         result["work_id"] = job.params["work_id"]
     return Outcome(result=result)
+
+
+def storage_failure(asset_id: str, error: Exception) -> Outcome:
+    """How the job ends when S3 did not store an asset. A refusal retrying cannot cure (no such
+    bucket, access denied) is the deployment's to fix; anything else (throttling, 5xx, a lost
+    connection, after the client's retries) may pass later: network_error, a retryable
+    source_error (the protocol has no job-terminal code for the producer's own storage)."""
+    if isinstance(error, ClientError) and transient(error) is None:
+        code = error.response.get("Error", {}).get("Code", "an error")
+        return Outcome(
+            reason=Reason.CONFIGURATION_ERROR.value,
+            message=f"asset {asset_id} could not be stored: S3 refused it ({code})",
+        )
+    return Outcome(
+        reason=Reason.NETWORK_ERROR.value,
+        message=f"asset {asset_id} could not be stored; S3 may accept it on a retry",
+    )
 
 
 def _document(
@@ -104,7 +120,7 @@ def _document(
         "bytes": len(read.body),
         "hash": f"sha256:{digest}",
         "locator": {"kind": "url", "value": url},
-        "metadata": {"sha256": digest, "expires_at": expires_at, "source_url": asset.url},
+        "metadata": {"sha256": digest, "expires_at": expires_at, "source_url": read.source_url},
     }
     if asset.width is not None:
         document["width"] = asset.width

@@ -26,10 +26,13 @@ OCTET_STREAM: Final = "application/octet-stream"
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """An asset's bytes (at most `max_bytes + 1`: more means too large) and its media type."""
+    """An asset's bytes (at most `max_bytes + 1`: more means too large), its media type, and
+    where they came from: the URL fetched, or the URL of the catalog entry whose file was read
+    (a Task may name an asset by id with a URL of its own)."""
 
     body: bytes
     mime: str
+    source_url: str
 
 
 class AssetSource(Protocol):
@@ -69,7 +72,7 @@ class CatalogAssets:
         del checkpoint  # a local read is short
         known = self._known(asset)
         body = self._catalog.read_file(known, max_bytes)
-        return Read(body, _mime(known.mime, known.file or known.url))
+        return Read(body, _mime(known.mime, known.file or known.url), source_url=known.url)
 
     def _known(self, asset: SourceAsset) -> SourceAsset:
         """The catalog's own entry for an asset a Task named (by URL, else by id): only files
@@ -120,7 +123,8 @@ class PixivAssets:
             checkpoint=checkpoint,
             resolver=self._resolver,
         )
-        return Read(fetched.body, _mime(fetched.content_type, urlsplit(asset.url).path))
+        mime = _mime(fetched.content_type, urlsplit(asset.url).path)
+        return Read(fetched.body, mime, source_url=asset.url)
 
 
 def open_asset_source(target: Target, config: AssetFetchConfig) -> AssetSource:

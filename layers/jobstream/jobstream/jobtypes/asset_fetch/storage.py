@@ -1,17 +1,19 @@
 """The asset bucket: one object per fetched asset, handed out as a presigned, expiring URL.
 
 Objects live under `jobs/<job_id>/`, the prefix the bucket's lifecycle rule expires, so the
-bucket never grows without bound; a re-run of the same job overwrites its own objects.
+bucket never grows without bound; a re-run of the same job overwrites its own objects (a put
+repeated after a lost answer writes the same bytes: retrying it is safe).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, cast
 from urllib.parse import quote
 
 from jobstream.aws import endpoint_url
+from jobstream.retries import RetryingClient
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -43,7 +45,10 @@ def _s3_client() -> S3Client:
         read_timeout=30,
         signature_version="s3v4",
     )
-    return boto3.client("s3", endpoint_url=endpoint_url(), config=config)
+    client = boto3.client("s3", endpoint_url=endpoint_url(), config=config)
+    # S3 answers a burst with 503 SlowDown for longer than botocore's three quick attempts:
+    # retried around them, with backoff, like every other client of ours (retries.py).
+    return cast("S3Client", RetryingClient(client, "s3"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,6 @@ class S3AssetStore:
 
     def url(self, key: str, ttl_s: int) -> str:
         url: str = self._client().generate_presigned_url(
-            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=ttl_s
+            ClientMethod="get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=ttl_s
         )
         return url

@@ -1,0 +1,169 @@
+"""A registry secret that stays unreadable is trusted for a bounded time only (issue 22).
+
+Secrets Manager may fail for a while; the functions keep the registry they read last, but only for
+JOBSTREAM_TENANTS_MAX_STALE_S after that read. Past it the API answers a retryable 503 rather than
+authenticating against a registry that may still hold a token revoked meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from jobstream.config import registry as registry_module
+from jobstream.config.registry import RegistryUnavailableError, load_registry
+from jobstream.config.settings import load_settings
+from jobstream.config.tenants import token_digest
+from jobstream.domain import IntentRef
+from jobstream.service import admission, callbacks
+from jobstream.service import runtime as runtime_module
+from jobstream.service.runtime import Runtime
+from tests.integration.test_callbacks import intent
+from tests.support.harness import Api, Clock, canonical_task
+from tests.support.receiver import receiver
+
+MAX_STALE_S = 300
+
+
+def document(**tokens: str) -> str:
+    return json.dumps(
+        {
+            "tenants": {
+                name: {"api_tokens": [{"sha256": token_digest(t)}]} for name, t in tokens.items()
+            }
+        }
+    )
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    registry_module.forget_cached()
+    yield
+    registry_module.forget_cached()
+
+
+@pytest.fixture
+def secret(aws: None) -> str:
+    name = f"tenants-{uuid.uuid4().hex[:8]}"
+    boto3.client("secretsmanager").create_secret(
+        Name=name, SecretString=document(acme="acme-token")
+    )
+    return name
+
+
+@pytest.fixture
+def srt(rt: Runtime, secret: str, monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    """The handlers read the registry from the secret, on every use (no cache age), with the
+    suite's fake clock."""
+    settings = rt.settings.model_copy(
+        update={
+            "tenants": None,
+            "tenants_secret": secret,
+            "tenants_max_age_s": 0,
+            "tenants_max_stale_s": MAX_STALE_S,
+        }
+    )
+    runtime = replace(rt, settings=settings)
+    monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)
+    return runtime
+
+
+@contextmanager
+def unreadable() -> Iterator[None]:
+    """Secrets Manager answers every read with 503 (after botocore's own retries)."""
+    client = registry_module.secrets_provider().client
+
+    def refuse(**_kwargs: Any) -> None:
+        raise ClientError(
+            {
+                "Error": {"Code": "ServiceUnavailable", "Message": "injected"},
+                "ResponseMetadata": {"HTTPStatusCode": 503},
+            },
+            "GetSecretValue",
+        )
+
+    event = "before-call.secrets-manager.GetSecretValue"
+    client.meta.events.register(event, refuse)
+    try:
+        yield
+    finally:
+        client.meta.events.unregister(event, refuse)
+
+
+def test_the_last_registry_is_kept_for_the_stale_bound_then_refused(
+    srt: Runtime, clock: Clock
+) -> None:
+    assert load_registry(srt.settings, clock()).authenticate("acme-token", 0) == "acme"
+    with unreadable():
+        clock.advance(MAX_STALE_S * 1000)
+        # A short outage does not take the API down: the registry read 300 s ago still answers.
+        assert load_registry(srt.settings, clock()).authenticate("acme-token", 0) == "acme"
+        clock.advance(1)
+        with pytest.raises(RegistryUnavailableError, match="JOBSTREAM_TENANTS_MAX_STALE_S = 300 s"):
+            load_registry(srt.settings, clock())
+    # Readable again: in force at once, and the bound counts from this read.
+    assert load_registry(srt.settings, clock()).authenticate("acme-token", 0) == "acme"
+
+
+def test_a_token_revoked_during_an_outage_is_never_accepted_past_the_bound(
+    srt: Runtime, secret: str, clock: Clock
+) -> None:
+    api = Api(token="acme-token")
+    assert api.get("/jobs").status == 200
+    # The operator revokes the token; Secrets Manager then fails for the functions.
+    boto3.client("secretsmanager").put_secret_value(SecretId=secret, SecretString=document())
+    with unreadable():
+        clock.advance(MAX_STALE_S * 1000 + 1)
+        refused = api.get("/jobs")
+        # Not 200 from an old registry, and not a permanent error either: retry later.
+        assert refused.status == 503
+        assert refused.body["error"]["code"] == "resource_busy"
+        assert refused.body["error"]["retryable"] is True
+        assert refused.headers["retry-after"] == "2"
+        assert api.post("/jobs", canonical_task()).status == 503
+    assert api.get("/jobs").status == 401  # the revocation, once the registry is read
+
+
+def test_a_registry_never_read_is_a_retryable_503(srt: Runtime) -> None:
+    with unreadable():
+        response = Api(token="acme-token").get("/jobs")
+    assert (response.status, response.body["error"]["retryable"]) == (503, True)
+
+
+def test_callbacks_wait_for_a_registry_they_can_trust(
+    crt: Runtime, secret: str, clock: Clock
+) -> None:
+    settings = crt.settings.model_copy(
+        update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
+    )
+    boto3.client("secretsmanager").put_secret_value(
+        SecretId=secret, SecretString=crt.tenants().to_json()
+    )
+    srt = replace(crt, settings=settings)
+    with receiver(204) as hook:
+        status, body = admission.submit(srt, "acme", canonical_task(callback_url=hook.url), None)
+        assert status == 202
+        with unreadable():
+            clock.advance(settings.tenants_max_stale_s * 1000 + 1)
+            result = callbacks.deliver(srt, IntentRef(body["job"]["job_id"], 1))
+        # Nothing is sent with credentials that may have been rotated or revoked since.
+        assert hook.requests == []
+    assert (result.disposition, result.outcome) == (callbacks.Disposition.RETRY, "retry")
+    record = intent(crt, body["job"]["job_id"])
+    assert (record.last_error or "").startswith("tenants_unavailable: JOBSTREAM_TENANTS_SECRET")
+
+
+def test_the_bound_is_a_setting_with_a_default() -> None:
+    base = {"JOBSTREAM_TABLE": "t", "JOBSTREAM_TENANTS_SECRET": "s"}
+    assert load_settings(base).tenants_max_stale_s == 300
+    assert load_settings({**base, "JOBSTREAM_TENANTS_MAX_STALE_S": "0"}).tenants_max_stale_s == 0
+    with pytest.raises(Exception, match="JOBSTREAM_TENANTS_MAX_STALE_S"):
+        load_settings({**base, "JOBSTREAM_TENANTS_MAX_STALE_S": "-1"})
