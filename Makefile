@@ -2,7 +2,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/jobstream/requirements.txt | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat requirements-*.txt layers/jobstream/requirements*.txt | cksum | cut -d' ' -f1)
 FUNCTIONS := $(wildcard functions/*/app.py)
 # The layer, the dev packages and the consumer SDK (clients/python, its own pip-installable package).
 export PYTHONPATH := $(CURDIR)/layers/jobstream:$(CURDIR):$(CURDIR)/clients/python
@@ -16,15 +16,16 @@ OPENAPI_SOURCES := schemas/openapi.yaml schemas/jobstream.schema.json tools/open
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 
-.PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check rehearse rehearse-setup clean
+.PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check rehearse rehearse-setup teardown clean
 
 setup: $(STAMP) $(SERVED_OPENAPI)
 
-$(STAMP): requirements-dev.txt layers/jobstream/requirements.txt Makefile
+$(STAMP): requirements-dev.txt requirements-translator.txt layers/jobstream/requirements.txt layers/jobstream/requirements-tracing.txt Makefile
 	@test -n "$(PYTHON)" || { echo "Python 3.11 is required (python3.11 or python3 on PATH)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-translator.txt
 	@# The layer and the dev packages on the venv's path, so `python -m ...` works from anywhere.
 	printf '%s\n%s\n%s\n' "$(CURDIR)/layers/jobstream" "$(CURDIR)" "$(CURDIR)/clients/python" > "$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')/jobstream-dev.pth"
 	@# The operator/consumer CLI as a command: .venv/bin/jobstream
@@ -88,19 +89,23 @@ $(SAM):
 	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli==1.170.0
 
 # Everything a deploy relies on, offline: lint, SAM's own validation and build, the template and
-# sample-event tests.
+# sample-event tests, the privilege and deployer-policy tests.
 deploy-check: setup $(SAM) $(SERVED_OPENAPI)
 	$(BIN)/cfn-lint template.yaml
 	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint
 	SAM_CLI_TELEMETRY=0 $(SAM) build --build-dir .aws-sam/build
-	$(BIN)/pytest -q tests/unit/test_template.py tests/integration/test_sample_events.py
+	$(BIN)/pytest -q tests/unit/test_template.py tests/unit/test_template_privileges.py \
+		tests/unit/test_deployer_policy.py tests/integration/test_sample_events.py
 
 # The deployment rehearsal (docs/operations.md): sam build + sam deploy to ministack with IAM
 # enforced, an end-to-end journey through the emulated API, queues and schedule, then the
 # mutations it must catch. The emulator and the Lambda runtime each have their own virtualenv.
 REHEARSAL_VENV := .venv-rehearsal
+# The functions' Python (template.yaml's Runtime) where this machine has it, pyenv's included;
+# else $(PYTHON), and the rehearsal says it rebuilt the functions for that version.
+LAMBDA_PYTHON ?= $(shell PYENV_VERSION=3.13 python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null || echo $(PYTHON))
 EMULATOR_STAMP := $(REHEARSAL_VENV)/.emulator-$(shell cat rehearsal/requirements-emulator.txt | cksum | cut -d' ' -f1)
-RUNTIME_STAMP := $(REHEARSAL_VENV)/.runtime-$(shell cat rehearsal/requirements-lambda-runtime.txt | cksum | cut -d' ' -f1)
+RUNTIME_STAMP := $(REHEARSAL_VENV)/.runtime-$(shell echo $(LAMBDA_PYTHON) | cat - rehearsal/requirements-lambda-runtime.txt | cksum | cut -d' ' -f1)
 
 $(EMULATOR_STAMP): rehearsal/requirements-emulator.txt
 	rm -rf $(REHEARSAL_VENV)/emulator $(REHEARSAL_VENV)/.emulator-*
@@ -110,7 +115,7 @@ $(EMULATOR_STAMP): rehearsal/requirements-emulator.txt
 
 $(RUNTIME_STAMP): rehearsal/requirements-lambda-runtime.txt
 	rm -rf $(REHEARSAL_VENV)/lambda-runtime $(REHEARSAL_VENV)/.runtime-*
-	$(PYTHON) -m venv $(REHEARSAL_VENV)/lambda-runtime
+	$(LAMBDA_PYTHON) -m venv $(REHEARSAL_VENV)/lambda-runtime
 	$(REHEARSAL_VENV)/lambda-runtime/bin/python -m pip install --quiet -r rehearsal/requirements-lambda-runtime.txt
 	touch $@
 
@@ -119,6 +124,13 @@ rehearse-setup: setup $(SAM) $(EMULATOR_STAMP) $(RUNTIME_STAMP)
 rehearse: rehearse-setup
 	$(BIN)/python -m rehearsal
 	$(BIN)/pytest -q -p no:cacheprovider -m rehearsal tests/rehearsal
+
+# Removes a deployed stack (docs/deploy.md, teardown): empties its bucket, deletes it, and says
+# what stays (the table, the registry secret, SAM's artifacts) with the commands for each. Asks
+# for the stack's name unless TEARDOWN_ARGS=--yes; the AWS region and credentials are yours.
+STACK ?= jobstream
+teardown: setup
+	$(BIN)/python -m tools.teardown --stack "$(STACK)" $(TEARDOWN_ARGS)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(REHEARSAL_VENV) .mypy_cache .pytest_cache .ruff_cache .aws-sam

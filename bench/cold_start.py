@@ -127,6 +127,8 @@ def built_layers() -> Iterator[tuple[Path, Path]]:
                 f"ARTIFACTS_DIR={built}",
                 f"LAYER_ARCHITECTURE={architecture}",
                 f"PYTHON={sys.executable}",
+                # Bytecode for this interpreter, which imports it here.
+                f"LAYER_PYTHON_VERSION={sys.version_info.major}.{sys.version_info.minor}",
             ],
             check=True,
             stdout=subprocess.DEVNULL,

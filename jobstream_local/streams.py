@@ -1,8 +1,7 @@
 """What AWS does around the dispatcher: a DynamoDB Streams event source mapping.
 
 `StreamPoller` reads a table's stream from the local endpoint (moto's DynamoDB Streams), keeps
-the records the mapping's `FilterCriteria` pass (`passes`: the subset of Lambda's event filter
-patterns the template uses: value lists, `prefix`, `exists`, nested objects), invokes the
+the records the mapping's `FilterCriteria` pass (jobstream_local/event_filter.py), invokes the
 function with them in Lambda's event shape, and honours partial batch responses (a failed
 record and what follows it are read again, at most `max_retries` times, then skipped, as
 Lambda does with `MaximumRetryAttempts`).
@@ -10,43 +9,15 @@ Lambda does with `MaximumRetryAttempts`).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jobstream_local.event_filter import passes
 from jobstream_local.gateway import Handler, LambdaContext
 
 logger = logging.getLogger("jobstream.local")
-
-
-def matches(pattern: Any, value: Any, present: bool = True) -> bool:
-    """Whether `value` (absent when not `present`) matches one Lambda event filter pattern."""
-    if isinstance(pattern, Mapping):
-        if not present or not isinstance(value, Mapping):
-            return False
-        return all(
-            matches(inner, value.get(name), name in value) for name, inner in pattern.items()
-        )
-    if isinstance(pattern, list):
-        return any(_matches_one(choice, value, present) for choice in pattern)
-    raise ValueError(f"unsupported filter pattern {pattern!r}")
-
-
-def _matches_one(choice: Any, value: Any, present: bool) -> bool:
-    if isinstance(choice, Mapping):
-        if "exists" in choice:
-            return bool(choice["exists"]) == present
-        if "prefix" in choice:
-            return present and isinstance(value, str) and value.startswith(choice["prefix"])
-        raise ValueError(f"unsupported filter rule {choice!r}")
-    return present and value == choice
-
-
-def passes(filters: Sequence[Mapping[str, Any]], record: Mapping[str, Any]) -> bool:
-    """A record passes when there are no filters or any one pattern matches it."""
-    return not filters or any(matches(json.loads(f["Pattern"]), record) for f in filters)
 
 
 class StreamPoller(threading.Thread):

@@ -154,6 +154,8 @@ class Template:
     def resolve(self, value: Any, physical: Physical) -> str:
         if isinstance(value, dict) and "Ref" in value:
             ref = value["Ref"]
+            if ref == "AWS::StackName":
+                return LOCAL_STACK_NAME
             parameter = self.document.get("Parameters", {}).get(ref)
             if parameter is not None:
                 return str(parameter.get("Default", ""))

@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-parity", action="store_true", help="skip the second-arch build")
     parser.add_argument("--no-suites", action="store_true", help="skip jobstream smoke/conformance")
+    parser.add_argument("--no-guide", action="store_true", help="skip --guided and teardown")
     parser.add_argument("--sweep-timeout", type=float, default=SWEEP_TIMEOUT_S)
     args = parser.parse_args(argv)
     options = Options(
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         built=args.built.resolve() if args.built else None,
         parity=not args.no_parity,
         suites=not args.no_suites,
+        guide=not args.no_guide,
         sweep_timeout_s=args.sweep_timeout,
     )
     try:

@@ -19,9 +19,11 @@ import re
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 SHIM_LOG = logging.getLogger("rehearsal")
+REPOSITORY = Path(__file__).resolve().parent.parent
 SCHEDULER = "scheduler.amazonaws.com"
 API_GATEWAY = "apigateway.amazonaws.com"
 
@@ -318,6 +320,135 @@ def shim_event_source_integers() -> None:
     handlers.update(create=create_mapping, update=update_mapping)
 
 
+def first_metric(props: Any) -> Any:
+    """An alarm's properties with its metric math replaced by the first metric it reads."""
+    queries = props.get("Metrics") if isinstance(props, dict) else None
+    if not queries:
+        return props
+    stats = [q["MetricStat"] for q in queries if isinstance(q, dict) and "MetricStat" in q]
+    if not stats or not any("Expression" in q for q in queries):
+        raise ValueError("an alarm's Metrics need a MetricStat and an Expression")
+    metric = stats[0]["Metric"]
+    kept = {key: value for key, value in props.items() if key != "Metrics"}
+    return {
+        **kept,
+        "Namespace": metric["Namespace"],
+        "MetricName": metric["MetricName"],
+        "Dimensions": metric.get("Dimensions") or [],
+        "Statistic": stats[0].get("Stat", "Sum"),
+        "Period": stats[0].get("Period", 60),
+    }
+
+
+def shim_metric_math_alarms() -> None:
+    """An alarm on metric math (`Metrics`) is created, as on AWS, recorded on its first metric.
+
+    ministack's CloudFormation refuses `AWS::CloudWatch::Alarm` with `Metrics`; AWS evaluates the
+    expression. The rehearsal proves no alarm fires either way (docs/operations.md): it keeps the
+    alarm a resource of the stack, so a deploy and a teardown handle it as they would on AWS.
+    """
+    from ministack.services.cloudformation import provisioners
+
+    handlers = provisioners._RESOURCE_HANDLERS["AWS::CloudWatch::Alarm"]
+    create, update = handlers["create"], handlers["update"]
+
+    def create_alarm(logical_id: str, props: Any, stack_name: str) -> Any:
+        return create(logical_id, first_metric(props), stack_name)
+
+    def update_alarm(physical_id: str, old: Any, new: Any, stack_name: str, *rest: Any) -> Any:
+        return update(physical_id, first_metric(old), first_metric(new), stack_name, *rest)
+
+    handlers.update(create=create_alarm, update=update_alarm)
+
+
+def shim_secret_resource_policy() -> None:
+    """`AWS::SecretsManager::ResourcePolicy` puts a secret's policy, which IAM enforces.
+
+    ministack's CloudFormation does not know the type (it refuses the template); its Secrets
+    Manager stores and enforces a policy put through the API, which this handler calls.
+    """
+    from ministack.services import secretsmanager
+    from ministack.services.cloudformation import provisioners
+
+    def put(props: Any) -> Any:
+        policy = props["ResourcePolicy"]
+        text = policy if isinstance(policy, str) else json.dumps(policy)
+        status = secretsmanager._put_resource_policy(
+            {"SecretId": props["SecretId"], "ResourcePolicy": text}
+        )
+        body = json.loads(status[2]) if isinstance(status, tuple) else {}
+        if "ARN" not in body:
+            raise ValueError(f"AWS::SecretsManager::ResourcePolicy: {status!r}")
+        return body["ARN"], {"Id": body["ARN"]}
+
+    # ministack's handler signatures: (logical id, props, stack), (physical id, old, new,
+    # stack), (physical id, props).
+    def create_policy(*arguments: Any) -> Any:
+        return put(arguments[1])
+
+    def update_policy(*arguments: Any) -> Any:
+        return put(arguments[2])
+
+    def delete_policy(*arguments: Any) -> None:
+        secretsmanager._delete_resource_policy({"SecretId": arguments[0]})
+
+    provisioners._RESOURCE_HANDLERS["AWS::SecretsManager::ResourcePolicy"] = {
+        "create": create_policy,
+        "update": update_policy,
+        "delete": delete_policy,
+    }
+
+
+def shim_event_filter_leaves() -> None:
+    """Event filters match a record's leaves only, as Lambda's do (an object is no value).
+
+    ministack treats `exists` on an object as a key test and fails a pattern object whose key is
+    absent: the dispatcher's `{"N": [{"exists": false}]}` (an attribute not set) then never
+    matched, and the former `[{"exists": false}]` on the attribute itself (which AWS never
+    matches against) passed the rehearsal. The rule is jobstream_local/event_filter.py's, the
+    local stack's too.
+    """
+    from ministack.services import lambda_svc
+
+    sys.path.insert(0, str(REPOSITORY))
+    from jobstream_local.event_filter import matches
+
+    def match(record: dict[str, Any], pattern: dict[str, Any]) -> bool:
+        return matches(pattern, record)
+
+    lambda_svc._match_esm_filter = match
+
+
+ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/[^/]+$")
+
+
+def principal_arn(value: Any) -> Any:
+    """aws:PrincipalArn of a role session: the role's ARN, not the session's."""
+    match = ASSUMED_ROLE.match(value) if isinstance(value, str) else None
+    if match is None:
+        return value
+    partition, account, role = match.groups()
+    return f"arn:{partition}:iam::{account}:role/{role}"
+
+
+def shim_principal_arn_of_a_role() -> None:
+    """`aws:PrincipalArn` of a role's session is the role's ARN, as on AWS.
+
+    AWS: "For IAM roles, the request context returns the ARN of the role, not the ARN of the
+    user that assumed the role". ministack gives the session's `sts` ARN, so a resource policy
+    that names roles (the registry secret's) would refuse the very roles it names.
+    """
+    from ministack.core import iam_evaluator
+
+    original = iam_evaluator._resolve_condition_key
+
+    def resolve(key: str, ctx: Any) -> Any:
+        value = original(key, ctx)
+        return principal_arn(value) if key.lower() == "aws:principalarn" else value
+
+    iam_evaluator._resolve_condition_key = resolve
+
+
 SHIMS: tuple[Callable[[], None], ...] = (
     shim_lambda_runtime,
     shim_sqs_batch_permissions,
@@ -326,6 +457,10 @@ SHIMS: tuple[Callable[[], None], ...] = (
     shim_api_invoke_permission,
     shim_secret_ref_is_its_arn,
     shim_event_source_integers,
+    shim_metric_math_alarms,
+    shim_secret_resource_policy,
+    shim_principal_arn_of_a_role,
+    shim_event_filter_leaves,
 )
 
 

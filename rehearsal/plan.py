@@ -106,9 +106,37 @@ def for_architecture(
     return rewritten, sorted(set(changes))
 
 
+def for_runtime(document: dict[str, Any], version: str) -> tuple[dict[str, Any], list[str]]:
+    """A copy of the template whose functions and layers run Python `version`, and what changed.
+
+    Shim, where this machine lacks the template's Python: the rehearsal's Lambda runtime is a
+    virtualenv of the Python it has; the functions and the layers' bytecode are built for that
+    version, and `build_parity` checks the template's own build holds the same packages.
+    """
+    rewritten = copy.deepcopy(document)
+    wanted = f"python{version}"
+    changes: list[str] = []
+    places = [(_globals(rewritten), "Runtime")] + [
+        (resource.get("Properties") or {}, key)
+        for resource in rewritten["Resources"].values()
+        if resource["Type"] in (FUNCTION, LAYER)
+        for key in ("Runtime", "CompatibleRuntimes")
+    ]
+    for mapping, key in places:
+        value = mapping.get(key)
+        if value is None:
+            continue
+        replacement: Any = [wanted] if isinstance(value, list) else wanted
+        if value != replacement:
+            mapping[key] = replacement
+            changes.append(f"{key} {value} -> {replacement}")
+    return rewritten, sorted(set(changes))
+
+
 def layer_build_environment(document: dict[str, Any]) -> dict[str, str]:
     """What a layer's own Makefile (`BuildMethod: makefile`) needs to build for the template's
-    architecture: sam hands a Makefile no architecture, so it reads LAYER_ARCHITECTURE."""
+    architecture and Python: sam hands a Makefile neither, so it reads LAYER_ARCHITECTURE and
+    LAYER_PYTHON_VERSION."""
     wanted = {
         str((resource.get("Metadata") or {}).get("BuildArchitecture"))
         for resource in document["Resources"].values()
@@ -119,7 +147,7 @@ def layer_build_environment(document: dict[str, Any]) -> dict[str, str]:
         return {}
     if len(wanted) != 1:
         raise RehearsalError("plan", f"layers built for several architectures: {sorted(wanted)}")
-    return {"LAYER_ARCHITECTURE": wanted.pop()}
+    return {"LAYER_ARCHITECTURE": wanted.pop(), "LAYER_PYTHON_VERSION": python_version(document)}
 
 
 def _environments(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -136,12 +164,12 @@ def registry_secret(document: dict[str, Any]) -> str:
     consumer registry (by the variable the code reads, never by a resource name)."""
     resources = document["Resources"]
     found = {
-        value["Ref"]
+        reference
         for variables in _environments(document)
         for name, value in variables.items()
         if name == REGISTRY_VARIABLE
-        and isinstance(value, dict)
-        and resources.get(value.get("Ref"), {}).get("Type") == SECRET_TYPE
+        for reference in _references(value)
+        if resources.get(reference, {}).get("Type") == SECRET_TYPE
     }
     if len(found) != 1:
         raise RehearsalError(
@@ -151,6 +179,15 @@ def registry_secret(document: dict[str, Any]) -> str:
             "(teach rehearsal.tenants the new way)",
         )
     return str(found.pop())
+
+
+def _references(value: Any) -> list[str]:
+    """What a value names by Ref, on either side of an Fn::If (a secret created or adopted)."""
+    if isinstance(value, dict) and isinstance(value.get("Ref"), str):
+        return [value["Ref"]]
+    if isinstance(value, dict) and isinstance(value.get("Fn::If"), list):
+        return [ref for branch in value["Fn::If"][1:] for ref in _references(branch)]
+    return []
 
 
 def parameter_overrides(document: dict[str, Any]) -> dict[str, str]:

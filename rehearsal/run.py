@@ -10,7 +10,7 @@ from typing import Any
 
 from jobstream_conformance.callbacks import receiver
 from jobstream_local.template import Template
-from rehearsal import deploy, emulator_main, plugins, tenants
+from rehearsal import deploy, emulator_main, guided, plugins, tenants
 from rehearsal.api import ApiClient
 from rehearsal.emulator import Emulator, free_port
 from rehearsal.gateway import serve_api
@@ -19,13 +19,14 @@ from rehearsal.logs import FunctionLogs
 from rehearsal.plan import (
     Credentials,
     for_architecture,
+    for_runtime,
     host_architecture,
     parameter_overrides,
     python_version,
     registry_secret,
 )
 from rehearsal.stack import Stack
-from rehearsal.toolchain import REPOSITORY, WORK_DIR, RehearsalError
+from rehearsal.toolchain import REPOSITORY, WORK_DIR, RehearsalError, lambda_runtime_version
 
 STACK_NAME = "jobstream-rehearsal"
 SCHEDULE_TYPES = ("AWS::Scheduler::Schedule", "AWS::Events::Rule")
@@ -40,6 +41,8 @@ class Options:
     built: Path | None = None
     parity: bool = True
     suites: bool = True
+    # docs/deploy.md's guided answers up to the change set, then `make teardown` of the stack.
+    guide: bool = True
     sweep_timeout_s: float = SWEEP_TIMEOUT_S
     work_dir: Path = WORK_DIR
     say: Callable[[str], None] = print
@@ -92,6 +95,14 @@ def _build(options: Options, document: dict[str, Any], report: Report) -> Path:
     host_template, changes = for_architecture(document, architecture)
     if changes:
         report.shims.append(f"architecture: built for this machine ({architecture}): {changes}")
+    version = lambda_runtime_version()
+    host_template, runtime_changes = for_runtime(host_template, version)
+    if runtime_changes:
+        report.shims.append(
+            f"runtime: this machine has no python{python_version(document)}; the functions run "
+            f"on the rehearsal's python{version} and are built for it: {runtime_changes}"
+        )
+    changes += runtime_changes
     built = deploy.build(host_template, options.work_dir, "host")
     if options.parity and changes:
         problems = deploy.build_parity(built, deploy.build(document, options.work_dir, "target"))
@@ -138,9 +149,18 @@ def _add_tenants(options: Options, stack: Stack, emulator: Emulator, registry: s
         raise RehearsalError(
             "tenants", f"no stack output names the registry secret {registry} ({secret_arn})"
         )
-    credentials = tenants.register(tenants.Registry(secret_arn, emulator.endpoint), origins)
+    roles = stack.operator_roles()
+    role_outputs = [name for name, value in stack.outputs().items() if value in roles]
+    if len(roles) != 1 or not role_outputs:
+        raise RehearsalError(
+            "tenants", f"expected one operator role named by a stack output, found {roles}"
+        )
+    credentials = tenants.register(
+        tenants.Registry(secret_arn, tenants.assumed(emulator.endpoint, roles[0])), origins
+    )
     options.say(
-        f"ok   jobstream tenants --secret <{outputs[0]}> add {credentials.tenant_a} "
+        f"ok   as <{role_outputs[0]}>: jobstream tenants --secret <{outputs[0]}> add "
+        f"{credentials.tenant_a} "
         f"(callback token, origins {', '.join(origins)}) and {credentials.tenant_b} "
         f"({round(time.monotonic() - started, 1)} s)"
     )
@@ -188,6 +208,30 @@ def _drive(options: Options, stack: Stack, emulator: Emulator, registry: str,
     options.say("ok   no function logged an error; the emulator refused no invocation")
 
 
+def _guide(options: Options, built: Path, stack: Stack, document: dict[str, Any],
+           report: Report) -> None:  # fmt: skip
+    """The guide's own commands: `sam deploy --guided` as answered there, `make teardown`."""
+    started = time.monotonic()
+    answers = guided.guided_answers(document)
+    change_set = guided.guided_to_change_set(
+        built, answers, stack.endpoint, options.work_dir / "sam-deploy-guided.log"
+    )
+    options.say(
+        f"ok   sam deploy --guided ({answers.parameters} parameters at their defaults, "
+        f"{answers.unauthenticated_events} routes without authentication answered y) reached "
+        f"change set {change_set} ({report.lap('guided', started)} s)"
+    )
+    started = time.monotonic()
+    kept = guided.teardown(stack, options.work_dir / "teardown.log")
+    left = guided.leftovers(stack, kept)
+    if left:
+        raise RehearsalError("make teardown", f"left behind, unnamed: {left}")
+    options.say(
+        f"ok   make teardown: bucket emptied, stack deleted, nothing left but the {len(kept)} "
+        f"it names ({report.lap('teardown', started)} s)"
+    )
+
+
 def rehearse(options: Options) -> Report:
     report = Report(shims=emulator_shims())
     started = time.monotonic()
@@ -196,7 +240,7 @@ def rehearse(options: Options) -> Report:
     overrides = parameter_overrides(document)
     registry = registry_secret(document)
     built = _build(options, document, report)
-    emulator = Emulator(options.work_dir / "emulator.log", python_version(document))
+    emulator = Emulator(options.work_dir / "emulator.log", lambda_runtime_version())
     try:
         step = time.monotonic()
         emulator.start()
@@ -204,6 +248,8 @@ def rehearse(options: Options) -> Report:
         options.say(f"ok   ministack on {emulator.endpoint}, IAM enforced ({seconds} s)")
         stack = _deploy(options, built, emulator, overrides, report)
         _drive(options, stack, emulator, registry, report)
+        if options.guide:
+            _guide(options, built, stack, document, report)
     finally:
         emulator.stop()
     report.lap("total", started)

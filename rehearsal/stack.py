@@ -198,6 +198,20 @@ class Stack:
             )
         return next(iter(apis.values()))[0]
 
+    def operator_roles(self) -> list[str]:
+        """ARNs of the stack's roles that people (this account), not a service, assume."""
+        iam = self.client("iam")
+        physical = self.physical_ids()
+        found = []
+        for logical, resource in self.processed_template()["Resources"].items():
+            if resource["Type"] != "AWS::IAM::Role" or logical not in physical:
+                continue
+            trust = resource.get("Properties", {}).get("AssumeRolePolicyDocument") or {}
+            principals = [s.get("Principal") or {} for s in trust.get("Statement") or []]
+            if any(isinstance(p, dict) and "AWS" in p for p in principals):
+                found.append(iam.get_role(RoleName=physical[logical])["Role"]["Arn"])
+        return found
+
     def outputs(self) -> dict[str, str]:
         stack = self.client("cloudformation").describe_stacks(StackName=self.name)["Stacks"][0]
         return {o["OutputKey"]: o.get("OutputValue", "") for o in stack.get("Outputs", [])}

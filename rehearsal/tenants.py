@@ -1,5 +1,7 @@
 """The rehearsal's two tenants, added to the deployed registry the way an operator adds them:
-`jobstream tenants --secret <the stack's registry secret> …` against the emulator's endpoint.
+`jobstream tenants --secret <the stack's registry secret> …` against the emulator's endpoint, as
+the stack's operator role (assumed with `sts assume-role`, as docs/deploy.md shows): the
+registry's resource policy lets no other identity read or write it.
 
 Tenant A gets an API token and a signing secret (printed once by `add`, read from its JSON), the
 callback origins of the rehearsal's receivers, and a callback token its receiver "issued"
@@ -11,11 +13,14 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from typing import Any
+
+import boto3
 
 from rehearsal.cli import run_cli
 from rehearsal.plan import Credentials
-from rehearsal.toolchain import RehearsalError, aws_environment
+from rehearsal.toolchain import REGION, ROOT_CREDENTIALS, RehearsalError, aws_environment
 
 TENANT_A = "rehearsal-a"
 TENANT_B = "rehearsal-b"
@@ -23,11 +28,12 @@ TAIL_LINES = 20
 
 
 class Registry:
-    """`jobstream -o json tenants --secret SECRET …` with the emulator as the AWS endpoint."""
+    """`jobstream -o json tenants --secret SECRET …` in `env`: the emulator as the AWS endpoint,
+    the operator role's session as the credentials (`assumed`)."""
 
-    def __init__(self, secret_id: str, endpoint: str) -> None:
+    def __init__(self, secret_id: str, env: Mapping[str, str]) -> None:
         self.secret_id = secret_id
-        self.env = aws_environment(endpoint)
+        self.env = dict(env)
 
     def run(self, *arguments: str, stdin: str | None = None) -> Any:
         result = run_cli(
@@ -41,6 +47,26 @@ class Registry:
                 + "\n".join(tail),
             )  # fmt: skip
         return json.loads(result.stdout)
+
+
+def assumed(endpoint: str, role_arn: str) -> dict[str, str]:
+    """The environment of a session of `role_arn`, assumed with the emulator's root account:
+    the emulator's endpoint and the session's credentials, no others."""
+    sts = boto3.client(
+        "sts",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=ROOT_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=ROOT_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+    session = sts.assume_role(RoleArn=role_arn, RoleSessionName="rehearsal-operator")
+    credentials = session["Credentials"]
+    return {
+        **aws_environment(endpoint),
+        "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": credentials["SecretAccessKey"],
+        "AWS_SESSION_TOKEN": credentials["SessionToken"],
+    }
 
 
 def register(registry: Registry, origins: list[str]) -> Credentials:

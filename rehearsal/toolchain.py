@@ -21,6 +21,17 @@ ROOT_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"
 TAIL_LINES = 40
 
 
+def lambda_runtime_version() -> str:
+    """The Python version (3.x) of the rehearsal's Lambda runtime virtualenv."""
+    config = LAMBDA_PYTHON.parent.parent / "pyvenv.cfg"
+    require(config, "run `make rehearse` (it sets up .venv-rehearsal)")
+    for line in config.read_text(encoding="utf-8").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() in {"version", "version_info"}:
+            return ".".join(value.strip().split(".")[:2])
+    raise RehearsalError("setup", f"{config} names no Python version")
+
+
 class RehearsalError(Exception):
     """A step of the rehearsal failed; the message says what and, where known, why."""
 

@@ -13,8 +13,8 @@ from jobstream.domain import IntentRef
 from jobstream.service import runtime as runtime_module
 from jobstream.service.dispatcher import dispatch_records, handoffs
 from jobstream.service.runtime import Runtime
+from jobstream_local.event_filter import matches, passes
 from jobstream_local.gateway import LambdaContext, load_handler
-from jobstream_local.streams import matches, passes
 from jobstream_local.template import Template
 
 JOB = "job_R-FEtjChNfSuVqRM7Jdl-iJNZxSTDOFg"
@@ -100,6 +100,11 @@ def test_what_is_handed_off_and_from_which_record() -> None:
         ([{"exists": False}], None, False, True),
         ([{"exists": False}], "x", True, False),
         ([{"exists": True}], "x", True, True),
+        # `exists` tests a leaf: on an attribute's type object it sees nothing (AWS's rule).
+        ([{"exists": False}], {"N": "5"}, True, True),
+        ([{"exists": True}], {"N": "5"}, True, False),
+        ({"N": [{"exists": False}]}, {"N": "5"}, True, False),
+        ({"N": [{"exists": False}]}, None, False, True),
         ({"S": ["x"]}, {"S": "x"}, True, True),
         ({"S": ["x"]}, {"N": "1"}, True, False),
     ],

@@ -113,8 +113,9 @@ def metric_values(documents: list[dict[str, Any]]) -> dict[tuple[str, tuple[str,
     found: dict[tuple[str, tuple[str, ...]], Any] = {}
     for document in documents:
         for directive in document["_aws"]["CloudWatchMetrics"]:
-            (dimension_set,) = directive["Dimensions"]
+            dimension_set, *totals = directive["Dimensions"]
             assert dimension_set[0] == "service"
+            assert totals == ([["service"]] if dimension_set[1:] else [])
             key = tuple(document[name] for name in dimension_set[1:])
             for metric in directive["Metrics"]:
                 found[(metric["Name"], key)] = document[metric["Name"]]
@@ -172,8 +173,10 @@ def test_emf_documents_have_the_specified_shape() -> None:
     )
     coded = {d["code"]: d for d in documents if "code" in d}
     assert set(coded) == {"invalid_params", "auth_error"}
+    # Per code, and per stack alone: the total an alarm watches.
     assert coded["auth_error"]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
-        ["service", "code"]
+        ["service", "code"],
+        ["service"],
     ]
     assert coded["auth_error"]["rejected"] == 1
     assert observability.emf_documents() == []  # drained

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from jobstream_local.template import TEMPLATE, Template
-from rehearsal import deploy, emulator_main, gateway, mutations, plugins, tenants
+from rehearsal import deploy, emulator_main, gateway, guided, mutations, plan, plugins, tenants
 from rehearsal.logs import explain, is_failure
 from rehearsal.plan import (
     Credentials,
     for_architecture,
+    for_runtime,
     layer_build_environment,
     parameter_overrides,
     python_version,
@@ -23,7 +24,7 @@ from rehearsal.plan import (
 )
 from rehearsal.run import emulator_shims, scheduled_functions
 from rehearsal.stack import RouteSpec, routes_from_body
-from rehearsal.toolchain import RehearsalError
+from rehearsal.toolchain import REPOSITORY, RehearsalError
 
 CREDENTIALS = Credentials(
     tenant_a="a",
@@ -71,9 +72,31 @@ def test_the_layer_makefile_is_told_the_architecture_it_builds_for(
     document: dict[str, Any],
 ) -> None:
     # sam hands a Makefile no architecture: the host build must not ship the template's wheels.
-    assert layer_build_environment(document) == {"LAYER_ARCHITECTURE": "arm64"}
+    assert layer_build_environment(document) == {
+        "LAYER_ARCHITECTURE": "arm64",
+        "LAYER_PYTHON_VERSION": "3.13",
+    }
     rewritten, _ = for_architecture(document, "x86_64")
-    assert layer_build_environment(rewritten) == {"LAYER_ARCHITECTURE": "x86_64"}
+    rewritten, _ = for_runtime(rewritten, "3.11")
+    assert layer_build_environment(rewritten) == {
+        "LAYER_ARCHITECTURE": "x86_64",
+        "LAYER_PYTHON_VERSION": "3.11",
+    }
+
+
+def test_the_runtime_shim_rewrites_every_runtime_and_only_them(
+    document: dict[str, Any],
+) -> None:
+    rewritten, changes = for_runtime(document, "3.11")
+    assert python_version(rewritten) == "3.11"
+    layers = [r for r in rewritten["Resources"].values() if r["Type"] == plan.LAYER]
+    assert all(r["Properties"]["CompatibleRuntimes"] == ["python3.11"] for r in layers)
+    assert changes == [
+        "CompatibleRuntimes ['python3.13'] -> ['python3.11']",
+        "Runtime python3.13 -> python3.11",
+    ]
+    assert python_version(document) == "3.13"  # the template itself is untouched
+    assert for_runtime(document, "3.13") == (document, [])
 
 
 def test_no_parameter_carries_a_secret(document: dict[str, Any]) -> None:
@@ -101,6 +124,11 @@ def test_the_registry_is_the_secret_that_feeds_the_registry_variable(
     variables = document["Globals"]["Function"]["Environment"]["Variables"]
     variables["JOBSTREAM_TENANTS_SECRET"] = {"Ref": "ConsumerRegistry"}
     assert registry_secret(document) == "ConsumerRegistry"
+    # Created by the stack or adopted by a parameter: the created one is the rehearsal's.
+    variables["JOBSTREAM_TENANTS_SECRET"] = {
+        "Fn::If": ["Creates", {"Ref": "ConsumerRegistry"}, {"Ref": "ExistingTenantsSecretArn"}]
+    }
+    assert registry_secret(document) == "ConsumerRegistry"
 
 
 def test_a_template_without_a_registry_secret_is_a_clear_failure(
@@ -112,7 +140,7 @@ def test_a_template_without_a_registry_secret_is_a_clear_failure(
 
 
 def test_one_python_runtime_for_every_function(document: dict[str, Any]) -> None:
-    assert python_version(document) == "3.11"
+    assert python_version(document) == "3.13"
     first = next(r for r in document["Resources"].values() if r["Type"] == mutations.FUNCTION)
     first["Properties"]["Runtime"] = "python3.12"
     with pytest.raises(RehearsalError, match=r"one python3\.x runtime"):
@@ -451,7 +479,7 @@ def test_tenants_are_added_with_the_cli_as_an_operator_adds_them(
     monkeypatch.setattr(tenants, "run_cli", cli)
 
     credentials = tenants.register(
-        tenants.Registry("arn:aws:secretsmanager:r:1:secret:s", "http://127.0.0.1:1"), origins
+        tenants.Registry("arn:aws:secretsmanager:r:1:secret:s", {}), origins
     )
 
     commands = [arguments[arguments.index("--secret") + 2 :] for arguments, _ in cli.calls]
@@ -488,7 +516,7 @@ def test_a_refused_tenants_command_fails_with_its_error_not_its_output(
 ) -> None:
     monkeypatch.setattr(tenants, "run_cli", _FakeCli({"add": (1, {"api_token": "jst_x"})}))
     with pytest.raises(RehearsalError, match="the suite's last line") as failure:
-        tenants.register(tenants.Registry("s", "http://127.0.0.1:1"), [])
+        tenants.register(tenants.Registry("s", {}), [])
     assert "jst_x" not in failure.value.message  # stdout may hold a new token
 
 
@@ -547,3 +575,58 @@ def test_the_api_proxy_keeps_the_clients_host_and_says_http(tmp_path: Path) -> N
     assert echoed["headers"]["Host"] == base.removeprefix("http://")
     assert echoed["headers"]["X-Forwarded-Proto"] == "http"
     assert echoed["body"] == "{}"
+
+
+def test_a_metric_math_alarm_is_recorded_on_its_first_metric() -> None:
+    metric = {"Namespace": "AWS/SQS", "MetricName": "Visible", "Dimensions": [{"Name": "Q"}]}
+    props = {
+        "AlarmDescription": "d",
+        "Metrics": [
+            {"Id": "visible", "MetricStat": {"Metric": metric, "Stat": "Maximum", "Period": 60}},
+            {"Id": "alarmed", "Expression": "DIFF(FILL(visible, 0))"},
+        ],
+        "Threshold": 0,
+    }
+    assert emulator_main.first_metric(props) == {
+        "AlarmDescription": "d",
+        "Threshold": 0,
+        "Namespace": "AWS/SQS",
+        "MetricName": "Visible",
+        "Dimensions": [{"Name": "Q"}],
+        "Statistic": "Maximum",
+        "Period": 60,
+    }
+    plain = {"Namespace": "n", "MetricName": "m"}
+    assert emulator_main.first_metric(plain) is plain
+    with pytest.raises(ValueError, match="MetricStat and an Expression"):
+        emulator_main.first_metric({"Metrics": [{"Id": "x", "Expression": "1"}]})
+
+
+@pytest.mark.parametrize(
+    ("principal", "expected"),
+    [
+        (
+            "arn:aws:sts::000000000000:assumed-role/jobstream-AckRole-X/session",
+            "arn:aws:iam::000000000000:role/jobstream-AckRole-X",
+        ),
+        ("arn:aws:iam::000000000000:user/alice", "arn:aws:iam::000000000000:user/alice"),
+        ("arn:aws:iam::000000000000:root", "arn:aws:iam::000000000000:root"),
+    ],
+)
+def test_the_principal_arn_of_a_role_session_is_the_roles(principal: str, expected: str) -> None:
+    assert emulator_main.principal_arn(principal) == expected
+
+
+def test_the_guides_guided_answers_are_the_ones_the_rehearsal_pipes(
+    document: dict[str, Any],
+) -> None:
+    """docs/deploy.md's table and rehearsal.guided ask the same of SAM CLI 1.170's prompts."""
+    answers = guided.guided_answers(document)
+    assert answers == guided.GuidedAnswers(parameters=len(document["Parameters"]),
+                                           unauthenticated_events=9)  # fmt: skip
+    guide = (REPOSITORY / "docs" / "deploy.md").read_text(encoding="utf-8")
+    assert f"Parameter … (one per parameter, {answers.parameters})" in guide
+    assert f"Is this okay?` ({answers.unauthenticated_events}: " in guide
+    lines = answers.lines("jobstream-guided", "us-east-1", deploy=False)
+    assert len(lines) == 2 + answers.parameters + 3 + answers.unauthenticated_events + 2
+    assert lines[-2:] == ["n", "n"]  # arguments not saved; the change set not executed

@@ -31,7 +31,7 @@ PSEUDO_PARAMETERS = frozenset(
         "AWS::NoValue",
     }
 )
-RUNTIME = "python3.11"
+RUNTIME = "python3.13"
 ARCHITECTURES = ["arm64"]
 SAM_DEFAULT_TIMEOUT = 3  # seconds, when neither the function nor Globals says
 SQS_DEFAULT_VISIBILITY = 30  # seconds, when the queue does not say
@@ -69,6 +69,14 @@ REGISTRY_READERS = frozenset(
     {"AdmissionFunction", "JobsFunction", "EventsFunction", "AckFunction", "CallbacksFunction"}
 )
 TABLE_INDEXES = (keys.TENANT_INDEX, keys.CORRELATION_INDEX, keys.SWEEP_INDEX)
+# The registry: the stack's own secret, or one it adopts (ExistingTenantsSecretArn).
+ADOPTABLE_SECRET = {
+    "Fn::If": [
+        "CreatesTenantsSecret",
+        {"Ref": "TenantsSecret"},
+        {"Ref": "ExistingTenantsSecretArn"},
+    ]
+}
 
 SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
@@ -318,6 +326,14 @@ def layer_build_problems(template: Template, name: str, root: Path) -> list[str]
             f"{name}: the Makefile builds for {default and default.group(1)!r}, the template "
             f"says BuildArchitecture {wanted!r} and CompatibleArchitectures {architectures!r}"
         )
+    version = re.search(r"^LAYER_PYTHON_VERSION \?= (\S+)$", text, re.MULTILINE)
+    runtime = globals_function(template).get("Runtime")
+    runtimes = resource["Properties"].get("CompatibleRuntimes")
+    if version is None or f"python{version.group(1)}" != runtime or runtimes != [runtime]:
+        problems.append(
+            f"{name}: the Makefile compiles for Python {version and version.group(1)!r}, the "
+            f"functions run {runtime!r}, the layer is compatible with {runtimes!r}"
+        )
     compile_lines = [line for line in text.splitlines() if "-m compileall" in line]
     if not compile_lines or any(
         "--invalidation-mode unchecked-hash" not in line or re.search(r"\s-[oO]\b", line)
@@ -486,20 +502,34 @@ def dead_letter_queues(template: Template) -> list[str]:
     return sorted(set(found))
 
 
+def alarm_metrics(alarm: dict[str, Any]) -> list[dict[str, Any]]:
+    """The metrics an alarm watches: its own, or those of its metric math."""
+    if "Metrics" not in alarm:
+        return [alarm]
+    return [query["MetricStat"]["Metric"] for query in alarm["Metrics"] if "MetricStat" in query]
+
+
 def alarm_problems(template: Template, dead_letter_queue: str) -> list[str]:
+    """A dead-letter queue alarms on each rise of its count (DIFF), not while it stays up: a
+    queue still holding the last incident's messages would keep a plain alarm on, and a second
+    incident would notify no one."""
     for alarm in template.resources_of_type("AWS::CloudWatch::Alarm").values():
-        dimensions = alarm.get("Dimensions") or []
-        watched = [getatt(d.get("Value")) for d in dimensions if d.get("Name") == "QueueName"]
-        if (
-            alarm.get("Namespace") == "AWS/SQS"
-            and alarm.get("MetricName") == "ApproximateNumberOfMessagesVisible"
-            and (dead_letter_queue, "QueueName") in watched
-        ):
-            return []
+        for metric in alarm_metrics(alarm):
+            dimensions = metric.get("Dimensions") or []
+            watched = [getatt(d.get("Value")) for d in dimensions if d.get("Name") == "QueueName"]
+            expressions = [q.get("Expression", "") for q in alarm.get("Metrics") or []]
+            if (
+                metric.get("Namespace") == "AWS/SQS"
+                and metric.get("MetricName") == "ApproximateNumberOfMessagesVisible"
+                and (dead_letter_queue, "QueueName") in watched
+                and any(e.startswith("DIFF(") for e in expressions)
+            ):
+                return []
     return [
         (
-            f"{dead_letter_queue}: no AWS/SQS ApproximateNumberOfMessagesVisible alarm with "
-            f"Dimensions QueueName = !GetAtt {dead_letter_queue}.QueueName"
+            f"{dead_letter_queue}: no alarm on the rise (DIFF) of AWS/SQS "
+            f"ApproximateNumberOfMessagesVisible with QueueName = !GetAtt "
+            f"{dead_letter_queue}.QueueName"
         )
     ]
 
@@ -673,7 +703,7 @@ def test_references_name_declared_things(block: str) -> None:
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
-def test_function_runs_python311_on_arm64(function: str) -> None:
+def test_function_runs_python313_on_arm64(function: str) -> None:
     problems = function_runtime_problems(TEMPLATE_NOW, function)
     assert not problems, "\n".join(problems)
 
@@ -835,7 +865,8 @@ def test_the_registry_is_a_secret_read_at_run_time() -> None:
 
     assert parse_registry(secrets["TenantsSecret"]["SecretString"]).tenants == {}
     globals_environment = environment_of(globals_function(TEMPLATE_NOW))
-    assert globals_environment["JOBSTREAM_TENANTS_SECRET"] == {"Ref": "TenantsSecret"}
+    assert globals_environment["JOBSTREAM_TENANTS_SECRET"] == ADOPTABLE_SECRET
+    assert resource["Condition"] == "CreatesTenantsSecret"
 
 
 def test_the_registry_policy_reads_exactly_the_tenants_secret() -> None:
@@ -843,7 +874,7 @@ def test_the_registry_policy_reads_exactly_the_tenants_secret() -> None:
     (statement,) = policy_statements(policy)
     assert statement["Effect"] == "Allow"
     assert as_list(statement["Action"]) == ["secretsmanager:GetSecretValue"]
-    assert statement["Resource"] == {"Ref": "TenantsSecret"}
+    assert statement["Resource"] == ADOPTABLE_SECRET
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
@@ -1018,6 +1049,7 @@ def test_the_dispatcher_may_read_this_tables_stream_and_no_other() -> None:
         ),
         ("logs:CreateLogStream", log_group),
         ("logs:PutLogEvents", log_group),
+        ("sqs:SendMessage", json.dumps({"Fn::GetAtt": ["StreamFailureQueue", "Arn"]})),
     }
     assert function["LoggingConfig"]["LogGroup"] == {"Ref": "DispatcherLogGroup"}
 
@@ -1304,7 +1336,9 @@ def worker_grants(template: Template, token_parameter: str) -> list[tuple[str, s
     """(action, resource) of every secret-store grant of the worker's own policies, for a
     deployment whose PixivRefreshTokenParameter is `token_parameter`."""
     values = {"PixivRefreshTokenParameter": token_parameter}
-    policies = template.resources_of_type(FUNCTION)["WorkerFunction"].get("Policies") or []
+    role = getatt(template.resources_of_type(FUNCTION)["WorkerFunction"]["Role"])
+    assert role is not None
+    policies = template.resources_of_type("AWS::IAM::Role")[role[0]].get("Policies") or []
     grants = []
     for entry in as_list(policies):
         policy = entry
@@ -1497,3 +1531,95 @@ def test_a_whole_callback_attempt_fits_in_the_callbacks_function() -> None:
     assert timeout_s is not None
     largest = int(parameters(TEMPLATE_NOW)["CallbackTimeoutMs"]["MaxValue"])
     assert largest + OUTCOME_MARGIN_MS + 1_000 <= timeout_s * 1000
+
+
+# ------------------------------------------------------ alarms and their runbooks (issue 23)
+
+OPERATIONS = REPOSITORY / "docs" / "operations.md"
+ALARMS = sorted(TEMPLATE_NOW.resources_of_type("AWS::CloudWatch::Alarm"))
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor, as GitHub makes it."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def runbook_problems(alarms: list[str], operations: str) -> list[str]:
+    """Every alarm has a row in the alarms table of docs/operations.md whose link leads to a
+    runbook heading there (the per-function error alarms: named in their runbook)."""
+    anchors = {slug(line[4:]) for line in operations.splitlines() if line.startswith("### ")}
+    function_errors = operations.split("### Function errors alarms", 1)[-1].split("**Meaning", 1)[0]
+    rows = [line for line in operations.splitlines() if line.startswith("| `")]
+    problems = []
+    for alarm in alarms:
+        if f"`{alarm}`" in function_errors:
+            continue
+        row = next((r for r in rows if f"`{alarm}`" in r.split("|")[1]), None)
+        links = re.findall(r"\]\(#([^)]+)\)", row or "")
+        if row is None:
+            problems.append(f"{alarm}: not in the alarms table of docs/operations.md")
+        elif not links or not set(links) <= anchors:
+            problems.append(f"{alarm}: its row links to no runbook heading ({links})")
+    return problems
+
+
+def test_every_alarm_has_a_runbook() -> None:
+    assert len(ALARMS) == 23
+    assert runbook_problems(ALARMS, OPERATIONS.read_text(encoding="utf-8")) == []
+    assert runbook_problems(["NewAlarm"], OPERATIONS.read_text(encoding="utf-8")) == [
+        "NewAlarm: not in the alarms table of docs/operations.md"
+    ]
+
+
+@pytest.mark.parametrize("alarm", ALARMS)
+def test_every_alarm_notifies_the_topic_and_says_when_it_is_ok(alarm: str) -> None:
+    properties = TEMPLATE_NOW.resources_of_type("AWS::CloudWatch::Alarm")[alarm]
+    expected = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+    assert properties["AlarmActions"] == expected
+    assert properties["OKActions"] == expected
+
+
+def test_the_emf_alarms_watch_this_stacks_series_of_metrics_the_code_emits() -> None:
+    """An alarm on a jobstream metric names one the code emits, with this stack's `service`
+    (the template sets POWERTOOLS_SERVICE_NAME to the stack's name) and only dimensions the
+    metric is published with (its own, or the per-stack total)."""
+    from jobstream.observability import METRICS
+
+    variables = environment_of(globals_function(TEMPLATE_NOW))
+    assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
+    watched = [
+        (name, alarm)
+        for name, alarm in TEMPLATE_NOW.resources_of_type("AWS::CloudWatch::Alarm").items()
+        if alarm.get("Namespace") == "jobstream"
+    ]
+    assert len(watched) == 5
+    for name, alarm in watched:
+        metric = METRICS[alarm["MetricName"]]
+        dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+        assert dimensions.pop("service") == {"Ref": "AWS::StackName"}, name
+        assert set(dimensions) <= {metric.dimension}, name
+
+
+def test_the_dashboard_graphs_metrics_that_exist() -> None:
+    """The dashboard's body is JSON once its ${...} are filled; every jobstream metric it graphs
+    is one the code emits, for this stack; every ${...} names something of the template."""
+    from jobstream.observability import METRICS
+
+    dashboard = TEMPLATE_NOW.resources_of_type("AWS::CloudWatch::Dashboard")["Dashboard"]
+    body = dashboard["DashboardBody"]["Fn::Sub"]
+    assert not reference_problems(TEMPLATE_NOW, dashboard, "Dashboard")
+    widgets = json.loads(SUB_VARIABLE.sub("x", body))["widgets"]
+    titles = [w["properties"]["title"] for w in widgets]
+    assert titles[:5] == [
+        "Admissions",
+        "Job outcomes",
+        "Callback outcomes",
+        "Queue ages (oldest message, s)",
+        "Throttles",
+    ]
+    ours = [m for w in widgets for m in w["properties"]["metrics"] if m[0] == "jobstream"]
+    assert ours
+    for metric in ours:
+        assert metric[1] in METRICS, metric
+        assert metric[2:4] == ["service", "x"], metric

@@ -213,7 +213,12 @@ def emf_documents(timestamp_ms: int | None = None) -> list[dict[str, Any]]:
         names = sorted(metrics)
         directive = {
             "Namespace": namespace(),
-            "Dimensions": [[SERVICE_DIMENSION, *(name for name, _ in dimensions)]],
+            # A metric with a second dimension is also published per stack alone (its total):
+            # what an alarm watches, whatever the code or reason.
+            "Dimensions": [
+                [SERVICE_DIMENSION, *(name for name, _ in dimensions)],
+                *([[SERVICE_DIMENSION]] if dimensions else []),
+            ],
             "Metrics": [{"Name": name, "Unit": METRICS[name].unit} for name in names],
         }
         document: dict[str, Any] = {
