@@ -58,6 +58,12 @@ cfn-lint: setup
 pytest: setup
 	$(BIN)/pytest -n 2 -q --cov --cov-report=
 
+# The unit and integration suites alone (no stack, client or conformance suites, no gates): the
+# quick check while working, a few minutes. `make test` before committing.
+.PHONY: test-quick
+test-quick: setup
+	$(BIN)/pytest -n 2 -q tests/unit tests/integration
+
 # Measures, prints, and REWRITES docs/performance.md (a tracked file: review the diff, commit it
 # with the change it measures).
 bench: setup

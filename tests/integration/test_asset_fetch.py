@@ -5,6 +5,7 @@ published protocol's, where it is checked out)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import threading
 import time
 import uuid
@@ -17,6 +18,7 @@ import boto3
 import pytest
 import requests
 from botocore.exceptions import ClientError
+from rich.console import Console
 
 from jobstream.config.origins import parse_origins
 from jobstream.jobtypes.asset_fetch import storage
@@ -25,6 +27,7 @@ from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
 from jobstream.service import admission, execution, jobs
 from jobstream.service.execution import Lease
 from jobstream.service.runtime import Runtime
+from jobstream_cli.render import event_line, job_detail
 from jobstream_local.resources import create_buckets
 from jobstream_local.template import Template
 from tests.integration.test_job_type_registry import run_worker
@@ -344,3 +347,21 @@ def test_a_trickling_download_stops_at_a_cancel_and_at_the_jobs_deadline(
         assert type(stopped) is DeadlineReachedError
         assert ran_on < STOP_MARGIN_S
         assert len(peer.went_away(2)) == 2  # both connections aborted
+
+
+@pytest.mark.usefixtures("rt")
+def test_the_cli_tells_the_result_in_its_job_types_words(api: Api, bucket: str) -> None:
+    """`jobs show` and the terminal event's line show the fetched files, not "0 candidate(s)"."""
+    job = run(api, {"work_id": WORK_ID})
+    assert job["status"] == "succeeded", job.get("error")
+    assets = job["result"]["assets"]
+    terminal = api.get(f"/jobs/{job['job_id']}/events").body["events"][-1]
+    for view in (job_detail(job, job["updated_at"]), event_line(terminal)):
+        out = io.StringIO()
+        Console(file=out, width=10_000, color_system=None).print(view)
+        text = out.getvalue()
+        assert "candidate" not in text
+        assert f"result: 2 asset(s), {sum(a['bytes'] for a in assets)} bytes" in text
+        for asset in assets:
+            assert f"{asset['asset_id']}: image/png, {asset['bytes']} bytes, " in text
+            assert asset["locator"]["value"] in text

@@ -107,12 +107,15 @@ class JobChange:
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
-    """One recorded event of a job's stream; `sequence` is its 1-based position."""
+    """One recorded event of a job's stream; `sequence` is its 1-based position. A progress
+    event keeps the stage and message it reported: the job's own move on with the next one."""
 
     job_id: str
     sequence: int
     kind: str
     at: int
+    progress_stage: str | None = None
+    progress_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +175,9 @@ class CallbackRecord:
     # in `retain_until`, which the close that follows sets again.
     expires_at: int | None = None
     retain_until: int | None = None
+    # What the event reported, when it is a progress event (its item keeps it).
+    progress_stage: str | None = None
+    progress_message: str | None = None
 
     def __post_init__(self) -> None:
         # A state read as text (an item, a test's literal) becomes the enum it names, or fails.

@@ -256,9 +256,9 @@ class Lease:
 
     def _record_progress(self, stage: str, message: str | None, now: int) -> None:
         record = self.record
-        # Kept on the job item, within its growth budget (`store/budgets.py`).
-        stage = budgets.clip(stage, budgets.MAX_STAGE_CHARS) or stage
-        message = budgets.clip(message)
+        # Kept on the job item, within its growth budget, and on the event (`store/budgets.py`).
+        stage = budgets.clip_bytes(stage, budgets.MAX_PROGRESS_STAGE_BYTES) or stage
+        message = budgets.clip_bytes(message, budgets.MAX_PROGRESS_MESSAGE_BYTES)
         change = StateChange(
             JobChange(
                 {

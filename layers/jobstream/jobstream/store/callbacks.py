@@ -20,6 +20,7 @@ from jobstream.store import keys
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.listing import batch_get
+from jobstream.store.records import EVENT_PROGRESS
 from jobstream.store.sweep_index import sweep_entries
 
 MAX_ERROR_CHARS: Final = 1000
@@ -37,6 +38,7 @@ _OPTIONAL: Final = (
     "dead_lettered_at",
     "expires_at",
     "retain_until",
+    *EVENT_PROGRESS,
 )
 
 

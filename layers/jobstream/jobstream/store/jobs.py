@@ -32,7 +32,9 @@ from jobstream.store.listing import (
     iter_jobs,
 )
 from jobstream.store.records import (
+    EVENT_PROGRESS,
     GENERATION,
+    event_progress,
     is_part_of,
     item_to_record,
     job_key,
@@ -418,6 +420,7 @@ class JobStore(TableStore):
             "kind": event.kind,
             "at": event.at,
             keys.TTL_ATTRIBUTE: new.expires_at,
+            **event_progress(event),
         }
         if intent is not None:
             item_id = keys.intent_item_id(event.job_id, event.sequence)
@@ -547,6 +550,7 @@ def _item_to_event(job_id: str, item: Mapping[str, Any]) -> StoredEvent:
         sequence=keys.sequence_of(item[keys.SK]["S"]),
         kind=item["kind"]["S"],
         at=int(item["at"]["N"]),
+        **{name: item[name]["S"] for name in EVENT_PROGRESS if name in item},
     )
 
 
