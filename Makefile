@@ -73,6 +73,12 @@ pytest: setup $(CHROMIUM)
 console-screenshots: setup $(CHROMIUM)
 	$(BIN)/python -m tests.browser.screenshots docs/console
 
+# The unit and integration suites alone (no stack, client or conformance suites, no gates): the
+# quick check while working, a few minutes. `make test` before committing.
+.PHONY: test-quick
+test-quick: setup
+	$(BIN)/pytest -n 2 -q tests/unit tests/integration
+
 # Measures, prints, and REWRITES docs/performance.md (a tracked file: review the diff, commit it
 # with the change it measures).
 bench: setup

@@ -13,6 +13,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from jobstream.jobtypes import registry
+from jobstream.jobtypes.base import summarize_any_result
+
 STATUS_STYLES: Final = {
     "queued": "dim",
     "running": "cyan",
@@ -21,7 +24,7 @@ STATUS_STYLES: Final = {
     "expired": "yellow",
     "cancelled": "yellow",
 }
-FIRST_URLS: Final = 3
+FIRST_ITEMS: Final = 3
 
 
 def now_ms() -> int:
@@ -181,7 +184,7 @@ def job_detail(job: Mapping[str, Any], now: int) -> RenderableType:
         grid.add_row("progress", Text(progress_text(progress)))
     parts: list[RenderableType] = [grid]
     if job.get("result") is not None:
-        parts.append(result_summary(job["result"]))
+        parts.append(result_summary(job["result"], job.get("job_type")))
     if job.get("error"):
         parts.append(error_text(job["error"]))
     return Group(*parts)
@@ -192,18 +195,16 @@ def progress_text(progress: Mapping[str, Any]) -> str:
     return f"{progress.get('stage')}: {message}" if message else str(progress.get("stage"))
 
 
-def result_summary(result: Mapping[str, Any]) -> Text:
-    candidates = result.get("candidates") or []
-    text = Text(f"result: {len(candidates)} candidate(s)", style="green")
-    if result.get("scanned") is not None:
-        text.append(f", {result['scanned']} scanned")
-    if result.get("filtered"):
-        text.append(f", {len(result['filtered'])} filtered")
-    urls = [str(c["url"]) for c in candidates if c.get("url")]
-    for url in urls[:FIRST_URLS]:
-        text.append(f"\n  {url}", style="")
-    if len(urls) > FIRST_URLS:
-        text.append(f"\n  (+{len(urls) - FIRST_URLS} more)", style="dim")
+def result_summary(result: Mapping[str, Any], job_type: Any) -> Text:
+    """The result in the words of its job type (what a type this deployment does not know
+    holds, by its keys), then the first few things in it: candidates' URLs, fetched files."""
+    declared = registry.get(job_type) if isinstance(job_type, str) else None
+    summary = (declared.summarize_result if declared else summarize_any_result)(result)
+    text = Text(f"result: {summary.headline}", style="green")
+    for item in summary.items[:FIRST_ITEMS]:
+        text.append(f"\n  {item}", style="")
+    if len(summary.items) > FIRST_ITEMS:
+        text.append(f"\n  (+{len(summary.items) - FIRST_ITEMS} more)", style="dim")
     return text
 
 
@@ -217,19 +218,20 @@ def error_text(error: Mapping[str, Any]) -> Text:
     return text
 
 
-def event_line(event: Mapping[str, Any], progress: Mapping[str, Any] | None = None) -> Text:
-    """One line per event: time, type, id, and what it says (for a progress event, the job's
-    `progress` when the caller read it: the event itself carries only its internal kind)."""
+def event_line(event: Mapping[str, Any]) -> Text:
+    """One line per event: time, type, id, and what it says (a progress event, its progress)."""
     kind = str(event.get("type"))
     style = STATUS_STYLES.get(kind.removeprefix("job."), "")
     line = Text(f"{timestamp(event.get('at'))}  ")
     line.append(f"{kind:<14}", style=style or "bold")
     line.append(f"  {event.get('event_id')}", style="dim")
     payload = event.get("payload") or {}
-    if kind == "job.progress" and progress and progress.get("stage"):
+    progress = payload.get("progress")
+    if isinstance(progress, Mapping) and progress.get("stage"):
         line.append(f"  {progress_text(progress)}")
     if payload.get("result") is not None:
-        line.append("  ").append_text(result_summary(payload["result"]))
+        job_type = (payload.get("job") or {}).get("job_type")
+        line.append("  ").append_text(result_summary(payload["result"], job_type))
     if payload.get("error"):
         line.append("  ").append_text(error_text(payload["error"]))
     return line

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
@@ -23,7 +24,7 @@ from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.pages import MAX_RESPONSE_BYTES
 from jobstream_local.http_answer import send_body
 from jobstream_local.request_body import BODY_TIMEOUT_S, OversizedBody, UnreadableBody, read_body
-from jobstream_local.template import FunctionSpec, HttpRoute
+from jobstream_local.template import FunctionSpec, HttpRoute, Template
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -72,8 +73,20 @@ def load_handler(function: FunctionSpec) -> Handler:
     return handler
 
 
+# moto answers far slower than DynamoDB (more so on a busy machine): no local invocation is
+# given less, so a local request is not cut short where AWS would answer in time.
+MIN_LOCAL_TIMEOUT_S: Final = 30
+
+
+@cache
+def _timeout_s(function_name: str) -> int:
+    return max(MIN_LOCAL_TIMEOUT_S, Template.load().function_timeout_s(function_name))
+
+
 class LambdaContext:
-    """The parts of the Lambda context object that handlers and Powertools read."""
+    """The parts of the Lambda context object that handlers and Powertools read; the remaining
+    time counts down from the function's timeout in the template, at least 30 s (the handlers
+    keep within it)."""
 
     def __init__(self, function_name: str) -> None:
         self.function_name = function_name
@@ -85,7 +98,7 @@ class LambdaContext:
         )
         self.log_group_name = f"/aws/lambda/{function_name}"
         self.log_stream_name = "local"
-        self._deadline = time.monotonic() + 30
+        self._deadline = time.monotonic() + _timeout_s(function_name)
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))

@@ -141,6 +141,12 @@ class Template:
             for spec, _ in self._function_events(event_type)
         ]
 
+    def function_timeout_s(self, name: str) -> int:
+        """A function's timeout: its own, else the Globals' (parameters at their defaults)."""
+        function = self.resources_of_type("AWS::Serverless::Function").get(name, {})
+        timeout = function.get("Timeout", self.document["Globals"]["Function"]["Timeout"])
+        return int(self.resolve(timeout, {}))
+
     def function_environment(
         self, overrides: Mapping[str, str], physical: Physical
     ) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import shutil
@@ -35,11 +36,32 @@ START_TIMEOUT_S = 60.0
 SHIM_TAG = "[rehearsal-shim]"
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def receiver_host() -> str:
+    """This machine's own non-loopback IPv4 address, for the callback receivers: the deployed
+    functions run "on AWS" (the emulator sets AWS_LAMBDA_FUNCTION_NAME), where no origin may
+    reach loopback, so the receivers must listen where a private network address leads."""
+    candidates: list[str] = []
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        # A UDP connect sends nothing: it only asks the kernel which address routes outward.
+        probe.connect(("10.255.255.255", 1))
+        candidates.append(probe.getsockname()[0])
+    with contextlib.suppress(OSError):
+        candidates += socket.gethostbyname_ex(socket.gethostname())[2]
+    for address in candidates:
+        if not ipaddress.ip_address(address).is_loopback and address != "0.0.0.0":  # noqa: S104
+            return address
+    raise RehearsalError(
+        "receivers",
+        "this machine has no non-loopback IPv4 address: on AWS no callback may reach loopback, "
+        "so the rehearsal's receivers need one (any private address will do)",
+    )
 
 
 @dataclass

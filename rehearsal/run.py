@@ -12,7 +12,7 @@ from jobstream_conformance.callbacks import receiver
 from jobstream_local.template import Template
 from rehearsal import deploy, emulator_main, guided, plugins, tenants
 from rehearsal.api import ApiClient
-from rehearsal.emulator import Emulator, free_port
+from rehearsal.emulator import Emulator, free_port, receiver_host
 from rehearsal.gateway import serve_api
 from rehearsal.journey import Journey
 from rehearsal.logs import FunctionLogs
@@ -177,8 +177,11 @@ def _drive(options: Options, stack: Stack, emulator: Emulator, registry: str,
     deployed_at = time.monotonic()
     logs = FunctionLogs(stack.client("logs"), stack.log_groups())
     # The conformance kit's own callback listener: a second origin of tenant A.
-    kit_receiver = f"127.0.0.1:{free_port()}"
-    with receiver("127.0.0.1:0", None) as callbacks:
+    # Both listen on a private address of this machine: the functions run as on AWS, where no
+    # callback reaches loopback (delivery/origins.py).
+    host = receiver_host()
+    kit_receiver = f"{host}:{free_port(host)}"
+    with receiver(f"{host}:0", None) as callbacks:
         origins = [_origin(callbacks.url), f"http://{kit_receiver}"]
         credentials = _add_tenants(options, stack, emulator, registry, origins)
         with serve_api(emulator.endpoint, stack.api_id()) as base_url:

@@ -18,17 +18,11 @@ def print_events(state: Cli, job_id: str, *, follow_stream: bool) -> None:
 
     client = state.client()
 
-    def show(event: Event, *, newest: bool = False) -> None:
+    def show(event: Event) -> None:
         if state.json:
             state.emit_json(event.raw, line=True)
-            return
-        progress = None
-        if follow_stream and newest and event.type == "job.progress":
-            # The event says that the job progressed; what it is doing now is on the job, while
-            # it still runs (a job that ended since the page was read says how it ended instead).
-            job = client.get(job_id)
-            progress = job.raw.get("progress") if job.status == "running" else None
-        state.out.print(event_line(event.raw, progress))
+        else:
+            state.out.print(event_line(event.raw))
 
     if not follow_stream:
         for event in client.events(job_id):
@@ -44,9 +38,8 @@ def print_events(state: Cli, job_id: str, *, follow_stream: bool) -> None:
         # The CLI acks nothing (`ack` does): it reads the stream from the start.
         pages = client.follow_pages(job_id, ack=False, poll_interval_s=api.POLL_INTERVAL_S)
         for page in pages:
-            for position, event in enumerate(page.events, start=1):
-                # The newest of the stream when its page was read: the job's progress is its.
-                show(event, newest=page.next_after is None and position == len(page.events))
+            for event in page.events:
+                show(event)
 
 
 def events(

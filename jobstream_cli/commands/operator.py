@@ -116,11 +116,12 @@ def _redrive(state: Cli, rt: Runtime, job_id: str | None) -> dict[str, Any]:
         transient=True,
         disable=state.json or not state.out.is_terminal,
     ) as progress:
+        # How many there are is known only at the end: they are read a page at a time.
         task = progress.add_task("revive", total=None)
 
-        def advance(done: int, total: int) -> None:
+        def advance(done: int) -> None:
             # Shown only for large redrives: a bar for a handful of items is noise.
-            progress.update(task, completed=done, total=total, visible=total >= PROGRESS_FROM)
+            progress.update(task, completed=done, visible=done >= PROGRESS_FROM)
 
         report = redrive(rt, job_id=job_id, on_progress=advance)
     return {"revived": report.revived, "messages_moved": report.messages_moved, "how": report.how}

@@ -11,6 +11,7 @@ import pytest
 
 from jobstream_conformance import ITEMS, Config, Outcome, Verdict, run, schema, table
 from jobstream_conformance.cli import main
+from jobstream_conformance.report import needing_params
 from tests.support.fake_producer import FakeProducer, fake_producer
 from tests.support.validation import SHARED_PROTOCOL
 
@@ -121,3 +122,41 @@ def test_the_kit_ships_its_provenance() -> None:
     for name, digest in schema.PUBLISHED.items():
         assert name in text
         assert digest in text
+
+
+def test_without_params_a_producer_that_needs_some_is_not_called_not_conformant(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Several targets, as jobstream ships: a Task must name one, and the kit without --params
+    sends none. The refusal (409 invalid_params) is the producer's right: what needed an
+    admitted Task is skipped with the reason, nothing fails, and the table says what to pass."""
+    with fake_producer(several_targets=True, **FAST) as producer:
+        verdicts = {
+            verdict.id: verdict
+            for verdict in run(Config(url=producer.url, token="token-a", timeout_s=10, poll_s=0.05))
+        }
+        assert main(["--url", producer.url, "--token", "token-a", "--timeout", "10"]) == 0
+        assert [v for v in verdicts.values() if v.outcome is Outcome.FAIL] == []
+        unobserved = needing_params(list(verdicts.values()))
+        for item in ("R8", "R9", "R15", "R17", "R42", "C3", "C6", "C9", "C11", "C12", "C23"):
+            assert verdicts[item] in unobserved, verdicts[item]
+        assert "409 invalid_params: several targets" in verdicts["R8"].evidence[0]
+        # What needs no admitted Task is still judged.
+        for item in ("K1", "S1", "R16", "R47", "E1", "E2", "E3"):
+            assert verdicts[item].outcome is Outcome.PASS, verdicts[item]
+        out = capsys.readouterr().out
+        assert "NOT CONFORMANT" not in out
+        assert f"{len(unobserved)} items were not observed" in out
+        assert "--params" in out.splitlines()[-1]
+        # Given the params it needs, the same producer passes every item it can show.
+        given = kit(producer)
+        assert [v for v in given.values() if v.outcome is Outcome.FAIL] == []
+        assert needing_params(list(given.values())) == []
+
+
+def test_without_params_a_broken_producer_still_fails() -> None:
+    """The leniency is for a refused Task only: what the run observes is still judged."""
+    with fake_producer(several_targets=True, faults=frozenset({"plain_401"}), **FAST) as broken:
+        verdicts = run(Config(url=broken.url, token="token-a", timeout_s=10, poll_s=0.05))
+    failed = {verdict.id for verdict in verdicts if verdict.outcome is Outcome.FAIL}
+    assert {"E1", "C2", "R31"} <= failed

@@ -90,6 +90,27 @@ def test_an_event_page_with_its_terminal_event() -> None:
     assert decoded.result is None
 
 
+def test_a_progress_event_reports_its_progress() -> None:
+    event = {
+        "protocol_version": "1",
+        "event_id": "e-3",
+        "job_id": "j-1",
+        "type": "job.progress",
+        "at": 1_700_000_000_500,
+        "payload": {"progress": {"stage": "searching", "message": "scanned 10", "at": 5}},
+    }
+    decoded = Event.from_dict(event)
+    assert decoded.progress is not None
+    assert (decoded.progress.stage, decoded.progress.message, decoded.progress.at) == (
+        "searching",
+        "scanned 10",
+        5,
+    )
+    assert Event.from_dict({**event, "payload": {}}).progress is None  # a terser producer
+    with pytest.raises(DocumentError, match=r"Event\.payload\.progress\.stage must be str"):
+        _ = Event.from_dict({**event, "payload": {"progress": {"message": "m"}}}).progress
+
+
 def test_new_task_has_a_fresh_key_unless_given_one() -> None:
     first = new_task("candidate_search", {"target_id": "t"})
     second = new_task("candidate_search", {"target_id": "t"}, callback_url="https://x/y")

@@ -3,6 +3,8 @@ on the standard library alone, away from this repository."""
 
 from __future__ import annotations
 
+import io
+import re
 import shutil
 import subprocess
 import sys
@@ -10,10 +12,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from mypy.config_parser import parse_config_file
+from mypy.find_sources import create_source_list
+from mypy.options import Options
 
 from tests.support.fake_producer import fake_producer
 
-PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "python"
+REPOSITORY = Path(__file__).resolve().parents[2]
+PACKAGE = REPOSITORY / "clients" / "python"
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +81,55 @@ def test_the_sdk_runs_on_the_standard_library_alone(wheel: Path, tmp_path: Path)
         )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "True", "True"]
+
+
+def test_the_readmes_sdk_install_leaves_the_checkout_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pip install ./clients/python`, as the README says, builds in the source tree (build/,
+    *.egg-info): a checkout must stay clean for git, and ruff and mypy must not read the copies
+    (they used to: `make test` then failed in `ruff check`)."""
+    readme = (REPOSITORY / "README.md").read_text(encoding="utf-8")
+    (install,) = set(re.findall(r"`(pip install \./clients/python)`", readme))
+    checkout = tmp_path / "checkout"
+    for name in (".gitignore", "pyproject.toml"):
+        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPOSITORY / name, checkout / name)
+    shutil.copytree(PACKAGE, checkout / "clients" / "python", ignore=_not_tracked)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.test"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
+        _run([*git, *command], checkout)
+    # Offline: the build backend is this environment's, and the install goes to a folder.
+    _run(
+        [sys.executable, "-m", *install.split(), "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(tmp_path / "site")],
+        checkout,
+    )  # fmt: skip
+    written = [*checkout.glob("clients/python/build"), *checkout.glob("clients/python/*.egg-info")]
+    assert len(written) == 2  # what the install leaves behind, or this test proves nothing
+    assert _run([*git, "status", "--porcelain", "--untracked-files=all"], checkout) == ""
+    # Ruff as `make lint` runs it, and as it runs where no .gitignore is read (an archive).
+    ruff = [str(Path(sys.executable).parent / "ruff"), "check", "--show-files"]
+    for options in ([], ["--no-respect-gitignore"]):
+        listed = _run([*ruff, *options, "."], checkout).splitlines()
+        assert any("jobstream_client" in line for line in listed)  # the sources are linted
+        assert [line for line in listed if "/build/" in line or ".egg-info" in line] == []
+    monkeypatch.chdir(checkout)
+    options = Options()
+    parse_config_file(options, lambda: None, "pyproject.toml", io.StringIO(), io.StringIO())
+    checked = [source.path for source in create_source_list(["clients/python"], options)]
+    assert any(path and "jobstream_client" in path for path in checked)
+    assert [path for path in checked if path and ("build" in path or "egg-info" in path)] == []
+
+
+def _not_tracked(directory: str, names: list[str]) -> set[str]:
+    # What a clean checkout holds: no caches, no earlier build.
+    return {n for n in names if n in {"__pycache__", "build"} or n.endswith(".egg-info")}
+
+
+def _run(command: list[str], cwd: Path) -> str:
+    result = subprocess.run(  # noqa: S603 - git, pip and ruff on a scratch copy
+        command, cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, (command, result.stdout, result.stderr)
+    return result.stdout

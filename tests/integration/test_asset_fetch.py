@@ -5,6 +5,9 @@ published protocol's, where it is checked out)."""
 from __future__ import annotations
 
 import hashlib
+import io
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,13 +18,21 @@ import boto3
 import pytest
 import requests
 from botocore.exceptions import ClientError
+from rich.console import Console
 
+from jobstream.config.origins import parse_origins
 from jobstream.jobtypes.asset_fetch import storage
+from jobstream.jobtypes.asset_fetch.fetch import fetch
+from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
+from jobstream.service import admission, execution, jobs
+from jobstream.service.execution import Lease
 from jobstream.service.runtime import Runtime
+from jobstream_cli.render import event_line, job_detail
 from jobstream_local.resources import create_buckets
 from jobstream_local.template import Template
 from tests.integration.test_job_type_registry import run_worker
-from tests.support.harness import Api
+from tests.support.harness import Api, Clock, canonical_task
+from tests.support.slow_peer import SlowPeer, slow_peer
 from tests.support.validation import validate, validate_error
 
 LAYER = Path(__file__).resolve().parents[2] / "layers" / "jobstream" / "jobstream"
@@ -265,3 +276,92 @@ def test_without_a_bucket_the_job_fails_as_misconfigured(
     assert job["status"] == "failed"
     assert job["error"]["code"] == "internal_error"
     assert job["error"]["detail"]["internal_code"] == "configuration_error"
+
+
+# A source that sends its headers, then one byte of the body every 50 ms (tests/support/slow_peer).
+TRICKLE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: 100000\r\n\r\n"
+# How far past the moment it must stop a download may end on a loaded machine: a bound.
+STOP_MARGIN_S = 4.5
+
+
+def running_job(rt: Runtime, key: str) -> Lease:
+    """A job claimed by a worker, and the worker's lease (its heartbeat driven by the test)."""
+    task = {**canonical_task(idempotency_key=key, callback_url=None), "deadline_ms": 60_000}
+    job_id = admission.submit(rt, "acme", task, None)[1]["job"]["job_id"]
+    record = execution.claim(rt, job_id, owner="worker-1")
+    assert record is not None
+    return Lease(rt, record, owner="worker-1")
+
+
+def trickled_download(
+    peer: SlowPeer, lease: Lease, stop: Callable[[], None]
+) -> tuple[float, JobInterruptedError | None]:
+    """How long a download with the lease's checkpoint ran on once `stop` happened 0.3 s into
+    it, and how it was stopped."""
+    timer = threading.Timer(0.3, stop)
+    timer.start()
+    started = time.monotonic()
+    stopped: JobInterruptedError | None = None
+    try:
+        fetch(
+            peer.url("/img.png"),
+            asset_id="a1",
+            origins=parse_origins((peer.base_url,)),
+            headers={},
+            max_bytes=200_000,
+            timeout_s=30,
+            checkpoint=lease.checkpoint,
+        )
+    except JobInterruptedError as error:
+        stopped = error
+    elapsed = time.monotonic() - started
+    timer.join()
+    return elapsed - 0.3, stopped
+
+
+def test_a_trickling_download_stops_at_a_cancel_and_at_the_jobs_deadline(
+    rt: Runtime, clock: Clock
+) -> None:
+    """The download of a running job, from a source that trickles its body: the cancel (the
+    lease is lost at the next heartbeat) and the job's deadline each stop it promptly, not at
+    the download's own 30 s timeout nor at the next 64 KiB."""
+    with slow_peer(head=TRICKLE_HEAD, trickle=b"x" * 100_000) as peer:
+        cancelled = running_job(rt, "cancelled")
+
+        def cancel() -> None:
+            jobs.cancel(rt, "acme", cancelled.record.job_id, None)
+            cancelled.beat()  # the heartbeat finds the lease gone
+
+        ran_on, stopped = trickled_download(peer, cancelled, cancel)
+        assert type(stopped) is JobInterruptedError
+        assert ran_on < STOP_MARGIN_S
+
+        late = running_job(rt, "late")
+        deadline_at = late.record.deadline_at
+        assert deadline_at is not None
+
+        def pass_deadline() -> None:
+            clock.now = deadline_at
+
+        ran_on, stopped = trickled_download(peer, late, pass_deadline)
+        assert type(stopped) is DeadlineReachedError
+        assert ran_on < STOP_MARGIN_S
+        assert len(peer.went_away(2)) == 2  # both connections aborted
+
+
+@pytest.mark.usefixtures("rt")
+def test_the_cli_tells_the_result_in_its_job_types_words(api: Api, bucket: str) -> None:
+    """`jobs show` and the terminal event's line show the fetched files, not "0 candidate(s)"."""
+    job = run(api, {"work_id": WORK_ID})
+    assert job["status"] == "succeeded", job.get("error")
+    assets = job["result"]["assets"]
+    terminal = api.get(f"/jobs/{job['job_id']}/events").body["events"][-1]
+    for view in (job_detail(job, job["updated_at"]), event_line(terminal)):
+        out = io.StringIO()
+        Console(file=out, width=10_000, color_system=None).print(view)
+        text = out.getvalue()
+        assert "candidate" not in text
+        assert f"result: 2 asset(s), {sum(a['bytes'] for a in assets)} bytes" in text
+        for asset in assets:
+            assert f"{asset['asset_id']}: image/png, {asset['bytes']} bytes, " in text
+            assert asset["locator"]["value"] in text

@@ -13,6 +13,7 @@ import boto3
 import pytest
 
 from jobstream import observability
+from jobstream.deadline import ANSWER_MARGIN_MS
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import IntentRef
 from jobstream.queue import QueueMessage
@@ -28,15 +29,16 @@ from jobstream.store.callbacks import CallbackStore
 from tests.support.dispatch import dispatch_stream
 from tests.support.harness import canonical_task
 from tests.support.lambda_events import lambda_context, queue_handler, sqs_record
+from tests.support.slow_peer import SLOWLORIS, slow_peer
 
 HOOK = "https://consumer.example.test/hooks"
 
 
-def submit_many(rt: Runtime, count: int) -> list[str]:
+def submit_many(rt: Runtime, count: int, hook: str = HOOK) -> list[str]:
     ids = []
     for index in range(count):
         status, body = admission.submit(
-            rt, "acme", canonical_task(idempotency_key=f"batch-{index}", callback_url=HOOK), None
+            rt, "acme", canonical_task(idempotency_key=f"batch-{index}", callback_url=hook), None
         )
         assert status == 202
         ids.append(body["job"]["job_id"])
@@ -135,30 +137,23 @@ def test_the_handler_reads_the_invocations_remaining_time(crt: Runtime) -> None:
     assert states(crt, job_ids) == [("pending", 0)] * 2
 
 
-def test_an_attempt_unfinished_at_the_deadline_does_not_hold_the_invocation(
-    crt: Runtime,
-) -> None:
-    """A receiver that holds its connection past the invocation's time: the function answers
-    before its timeout, keeping the message; the attempt keeps its lease."""
-    (job_id,) = submit_many(crt, 1)
-    release = threading.Event()
-    entered = threading.Event()
-
-    def stuck(_target: Any, _body: bytes, _headers: Any, _timeout: float) -> HttpResult:
-        entered.set()
-        release.wait(10)
-        return HttpResult(204, "", None)
-
-    (message,) = receive(crt, 1)
-    # Time for the attempt to start, not for it to end.
-    just_enough = crt.settings.callback_timeout_ms + OUTCOME_MARGIN_MS + 300
-    try:
-        kept = deliver_batch(replace(crt, poster=stuck), [message], lambda: just_enough)
-        assert entered.is_set()
-        assert kept == [message.message_id]
-        assert states(crt, [job_id]) == [("in_flight", 1)]
-    finally:
-        release.set()
+def test_no_attempt_outlives_the_invocation(crt: Runtime) -> None:
+    """A receiver that trickles its answer (real sockets): the POST is cut at its deadline, its
+    outcome recorded and its message's backoff set before the function returns, so no thread
+    is left running to be frozen with the environment and resumed in a later invocation."""
+    fast = replace(crt, settings=crt.settings.model_copy(update={"callback_timeout_ms": 500}))
+    # Time to claim the message, and 2 s more than the attempt's timeout before the margin the
+    # outcome keeps (the function used to wait that long, then leave the attempt running).
+    remaining = 500 + OUTCOME_MARGIN_MS + ANSWER_MARGIN_MS + 2_000
+    with slow_peer(trickle=SLOWLORIS) as peer:
+        (job_id,) = submit_many(fast, 1, hook=peer.url("/hooks"))
+        (message,) = receive(fast, 1)
+        kept = deliver_batch(fast, [message], lambda: remaining)
+        # The attempt is over: its outcome is recorded, its connection was closed by us.
+        assert states(fast, [job_id]) == [("retry_wait", 1)]
+        assert peer.went_away()
+    assert kept == [message.message_id]
+    assert not [thread for thread in threading.enumerate() if thread.name == "http-deadline"]
 
 
 def test_a_consumer_outage_is_no_invocation_error(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from jobstream.domain import IntentRef
 from jobstream.service import admission, callbacks, jobs, stream
@@ -15,6 +17,8 @@ from jobstream.service.dead_letters import list_dead, redrive
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
+from jobstream.store.callbacks import MAX_CALLBACK_ATTEMPTS
+from jobstream.store.codec import to_item
 from jobstream.store.jobs import JobQuery
 from jobstream_local.gateway import load_handler
 from jobstream_local.template import Template
@@ -22,12 +26,17 @@ from jobstream_local.workers import QueuePoller
 from tests.conftest import CALLBACK_SECRET as SECRET
 from tests.conftest import CALLBACK_TOKEN as TOKEN
 from tests.support.dispatch import dispatch_stream
+from tests.support.faults import Faults, injected
 from tests.support.harness import Clock, canonical_task
 from tests.support.receiver import receiver
 from tests.support.signatures import signature_verifies
+from tests.support.slow_peer import SLOWLORIS, slow_peer
 from tests.support.state import mark_failed
 from tests.support.tenants import with_tenant
 from tests.support.validation import validate
+
+# How far past its deadline an aborted request may end on a loaded machine: a bound, not a timing.
+DEADLINE_MARGIN_S: Final = 4.5
 
 
 def messages(rt: Runtime, url: str | None = None) -> list[dict[str, Any]]:
@@ -372,3 +381,136 @@ def test_the_operator_cli_lists_and_redrives(
         assert main(["sweep"]) == 0
         assert json.loads(capsys.readouterr().out)["budget_exhausted"] is False
     assert intent(crt, job_id).state == "delivered"
+
+
+# -------------------------------------------- deadlines, spent budgets, missing dead letters
+
+
+def test_a_slowloris_receiver_is_cut_at_the_callback_timeout(crt: Runtime) -> None:
+    """A receiver sending a header byte every 50 ms never trips a per-read timeout; the attempt
+    still ends at its wall-clock deadline (a bound with a generous margin, not a timing), the
+    connection is aborted, and the callback waits for its retry."""
+    fast = replace(crt, settings=crt.settings.model_copy(update={"callback_timeout_ms": 500}))
+    with slow_peer(trickle=SLOWLORIS) as peer:
+        job_id = submit(fast, peer.url("/hooks"))
+        started = time.monotonic()
+        result = callbacks.deliver(fast, IntentRef(job_id, 1))
+        elapsed = time.monotonic() - started
+        assert peer.went_away(), "the connection is aborted, not left to the receiver"
+    assert elapsed < 0.5 + DEADLINE_MARGIN_S
+    assert result.disposition is callbacks.Disposition.RETRY
+    record = intent(crt, job_id)
+    assert (record.state, record.attempts) == ("retry_wait", 1)
+    assert "RequestDeadlineError" in (record.last_error or "")
+
+
+def test_a_callback_due_a_few_ms_ahead_is_delayed_not_dropped(crt: Runtime, clock: Clock) -> None:
+    """The deliverer's clock is a few ms behind the one that made the callback due: its message
+    comes back when the callback is due (not deleted as settled, to wait for the sweep)."""
+    with receiver(204) as hook:
+        job_id = submit(crt, hook.url)
+        ref = IntentRef(job_id, 1)
+        behind = replace(crt, clock=lambda: clock.now - 5)
+        early = callbacks.deliver(behind, ref)
+        assert (early.disposition, early.delay_ms) == (callbacks.Disposition.RETRY, 5)
+        assert hook.requests == []
+        assert (intent(crt, job_id).state, intent(crt, job_id).attempts) == ("pending", 0)
+        assert callbacks.deliver(crt, ref).outcome == "delivered"
+        assert len(hook.requests) == 1
+
+
+def test_an_attempt_that_never_returns_spends_the_budget(crt: Runtime, clock: Clock) -> None:
+    """Attempts whose invocation died before recording an outcome count: after the 8th, the
+    callback is claimed no more and the next message dead-letters it, with no POST."""
+    lease_ms = crt.settings.callback_timeout_ms + callbacks.LEASE_MARGIN_MS
+    with receiver(204) as hook:
+        job_id = submit(crt, hook.url)
+        ref = IntentRef(job_id, 1)
+        for _ in range(MAX_CALLBACK_ATTEMPTS):
+            assert crt.callbacks.claim(ref, now=clock.now, lease_ms=lease_ms) is not None
+            clock.advance(lease_ms + 1)  # the attempt's invocation died: its lease lapses
+        assert crt.callbacks.claim(ref, now=clock.now, lease_ms=lease_ms) is None
+        result = callbacks.deliver(crt, ref)
+        assert hook.requests == []
+    assert result.outcome == "dead"
+    record = intent(crt, job_id)
+    assert (record.state, record.attempts) == ("dead", MAX_CALLBACK_ATTEMPTS)
+    assert (record.last_error or "").startswith("attempt_abandoned")
+    (dead,) = messages(crt, crt.settings.callback_dead_letter_url)
+    assert json.loads(dead["Body"]) == {"job_id": job_id, "sequence": 1}
+
+
+def test_a_dead_letter_whose_send_failed_is_sent_when_the_message_returns(
+    crt: Runtime, queues: dict[str, Any]
+) -> None:
+    """The callback is marked dead, then the DLQ refuses the dead letter: the message raises
+    (it comes back, SQS keeps it), and its return sends the dead letter, without a second POST.
+    The CallbackDeadLetterAlarm sees every dead callback."""
+    dead_letter_queue = crt.settings.callback_dead_letter_url or ""
+    refused = Faults(kinds=("internal",), at=1, times=1_000, matching=dead_letter_queue)
+    with receiver(404) as hook:
+        job_id = submit(crt, hook.url)
+        ref = IntentRef(job_id, 1)
+        with injected(refused), pytest.raises(ClientError):
+            callbacks.deliver(crt, ref)
+        assert refused.fired >= 1
+        assert intent(crt, job_id).state == "dead"
+        assert messages(crt, dead_letter_queue) == []
+        assert callbacks.deliver(crt, ref).outcome == "dead"  # the message, redelivered
+        assert len(hook.requests) == 1
+    (dead,) = messages(crt, dead_letter_queue)
+    assert json.loads(dead["Body"]) == {"job_id": job_id, "sequence": 1}
+
+
+def put_dead_callbacks(rt: Runtime, job_id: str, sequences: range, *, at: int) -> None:
+    """Dead callbacks on events `sequences` of a job, as `mark_dead` leaves them (a thousand
+    real deaths would take a thousand attempts)."""
+    items = [
+        to_item(
+            {
+                keys.PK: keys.job_pk(job_id),
+                keys.SK: keys.event_sk(sequence),
+                "kind": "job.progressed",
+                "at": at,
+                "state": "dead",
+                "attempts": MAX_CALLBACK_ATTEMPTS,
+                "next_attempt_at": at,
+                "dead_at": at,
+                "last_error": "HTTP 503",
+                "sweep_pk": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_DEAD, job_id),
+                "sweep_sk": keys.sweep_sk(at, keys.intent_item_id(job_id, sequence)),
+                keys.TTL_ATTRIBUTE: at // 1000 + 86_400,
+            }
+        )
+        for sequence in sequences
+    ]
+    for start in range(0, len(items), 25):
+        rt.store.client.batch_write_item(
+            RequestItems={
+                rt.settings.table_name: [
+                    {"PutRequest": {"Item": item}} for item in items[start : start + 25]
+                ]
+            }
+        )
+
+
+def test_a_full_redrive_looks_at_every_dead_callback_past_a_thousand(
+    crt: Runtime, clock: Clock
+) -> None:
+    """A redrive reads the dead callbacks a page at a time and revives every one that was dead
+    when it started, however many (it looked at the oldest 1,000 only, while the DLQ move sent
+    every message back), reporting its progress as it goes. Here a thousand of them belong to a
+    job already gone (they stay dead), between two of a live job's."""
+    job_id = submit(crt, "https://consumer.example.test/hooks")
+    gone_job = "job_" + "G" * 32
+    put_dead_callbacks(crt, job_id, range(2, 3), at=clock.advance(1_000))
+    put_dead_callbacks(crt, gone_job, range(1, 1_001), at=clock.advance(1_000))
+    put_dead_callbacks(crt, job_id, range(3, 4), at=clock.advance(1_000))
+    progress: list[int] = []
+    report = redrive(crt, on_progress=progress.append)
+    assert report.revived == 2
+    assert progress == list(range(1, 1_003))
+    for sequence in (2, 3):
+        revived = intent(crt, job_id, sequence)
+        assert (revived.state, revived.attempts) == ("pending", 0)
+    assert intent(crt, gone_job, 1_000).state == "dead"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -233,3 +234,55 @@ def api_submit(rt: Runtime, key: str = "stale-page") -> str:
     assert status == 202
     job_id: str = body["job"]["job_id"]
     return job_id
+
+
+def test_two_copies_of_a_work_message_run_the_job_once(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQS delivers one work message twice, the second copy while the first runs the job (a
+    standard queue may, even at once): the job runs once, and its result and terminal event are
+    written once, never rewritten."""
+    from jobstream.service import execution
+
+    job_id = api_submit(rt, key="copied-message")
+    body = json.dumps({"job_id": job_id})
+    running, copy_done = threading.Event(), threading.Event()
+    runs: list[str] = []
+    run_job = execution.run_job
+
+    def first_run_waits_for_the_copy(targets: Any, record: Any, context: Any) -> Any:
+        runs.append(record.job_id)
+        if len(runs) == 1:
+            running.set()
+            copy_done.wait(10)
+        return run_job(targets, record, context)
+
+    monkeypatch.setattr(execution, "run_job", first_run_waits_for_the_copy)
+    writes: list[str] = []
+
+    def count_writes(model: Any, params: dict[str, Any], **_: Any) -> None:
+        body = params.get("body", b"")
+        text = body.decode() if isinstance(body, bytes) else str(body)
+        if model.name in {"PutItem", "TransactWriteItems"}:
+            writes.extend(kind for kind in ("#RESULT", "job.outcome_succeeded") if kind in text)
+
+    events = rt.store.client.meta.events
+    events.register("before-call.dynamodb", count_writes, unique_id="count-writes")
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            first = pool.submit(execution.handle_work_message, rt, body, "message-1")
+            assert running.wait(10)
+            copy = execution.handle_work_message(rt, body, "message-1")
+            copy_done.set()
+            assert first.result() == "succeeded"
+    finally:
+        events.unregister("before-call.dynamodb", unique_id="count-writes")
+    assert copy == "not-claimed"
+    assert runs == [job_id]
+    assert writes.count("#RESULT") == 1
+    assert writes.count("job.outcome_succeeded") == 1
+    assert kinds(rt, job_id).count("job.outcome_succeeded") == 1
+    job = rt.store.get_job(job_id)
+    assert job is not None
+    assert job.status == "succeeded"
+    assert job.attempt == 1

@@ -286,3 +286,96 @@ def test_a_worker_past_the_deadline_expires_the_job(
     job = jobs.get_job(fast, "acme", job_id, None)
     assert (job["status"], job["error"]["code"]) == ("expired", "deadline_exceeded")
     assert types(fast, job_id)[-1] == "job.expired"
+
+
+def _result(work_id: str) -> dict[str, Any]:
+    candidate = {
+        "candidate_id": f"pixiv:{work_id}",
+        "platform": "pixiv",
+        "work_id": work_id,
+        "work_type": "illustration",
+        "url": f"https://www.pixiv.net/artworks/{work_id}",
+    }
+    return {"candidates": [candidate], "scanned": 1, "filtered": []}
+
+
+def test_a_late_run_never_rewrites_a_reported_result(rt: Runtime) -> None:
+    """The job succeeded with its run's result; a late run of it (a copy of its message that
+    ran too, a worker that lost its lease) completes from what it read while running: it is
+    `lost`, and the result a consumer may have read is never rewritten."""
+    job_id = submit(rt)
+    record = execution.claim(rt, job_id, "worker-a")
+    assert record is not None
+    assert execution.complete(rt, record, "worker-a", Outcome(result=_result("1"))) == "succeeded"
+    assert execution.complete(rt, record, "worker-a", Outcome(result=_result("2"))) == "lost"
+    job = rt.store.get_job(job_id)
+    assert job is not None
+    assert job.result == _result("1")
+
+
+def test_a_run_taken_over_keeps_the_result_stored_first(rt: Runtime, clock: Clock) -> None:
+    """A worker stored its result and went silent before its completion; the job's message
+    comes back once its lease has lapsed and lands that result, without running the job again:
+    one result, one terminal event."""
+    job_id = submit(rt)
+    record = execution.claim(rt, job_id, "worker-a")
+    assert record is not None
+    rt.store.put_result(record, _result("1"), expires_at=10**10)
+    assert execution.execute(rt, job_id) == "not-claimed"  # a copy while the lease is live
+    clock.advance(rt.settings.lease_ms)
+    assert execution.execute(rt, job_id) == "succeeded"
+    job = rt.store.get_job(job_id)
+    assert job is not None
+    assert (job.status, job.result, job.attempt) == ("succeeded", _result("1"), 1)
+    assert types(rt, job_id) == ["job.accepted", "job.started", "job.succeeded"]
+
+
+def test_a_lapsed_lease_is_taken_over_and_the_job_runs(rt: Runtime, clock: Clock) -> None:
+    """A worker claimed the job and died: its message comes back once its lease has lapsed
+    (well before the stall verdict) and resumes the job's execution under a lease of its own
+    (one start, one attempt); the dead worker's owner can no longer complete it."""
+    job_id = submit(rt)
+    record = execution.claim(rt, job_id, "worker-a")
+    assert record is not None
+    clock.advance(rt.settings.lease_ms)
+    assert execution.execute(rt, job_id, owner="worker-b") == "succeeded"
+    job = rt.store.get_job(job_id)
+    assert job is not None
+    assert job.attempt == 1
+    assert types(rt, job_id)[:2] == ["job.accepted", "job.started"]
+    assert types(rt, job_id).count("job.started") == 1
+    late = Outcome(reason="no_candidate", message="late")
+    assert execution.complete(rt, record, "worker-a", late) == "lost"
+
+
+def test_a_worker_that_does_not_hold_the_job_stores_no_result(rt: Runtime) -> None:
+    """A worker completing a job another worker holds (as it read it) is `lost` and stores no
+    result: the holder's run stores its own, and the job succeeds with it."""
+    job_id = submit(rt)
+    record = execution.claim(rt, job_id, "worker-a")
+    assert record is not None
+    assert execution.complete(rt, record, "worker-b", Outcome(result=_result("2"))) == "lost"
+    assert rt.store.get_result(record) is None
+    assert execution.complete(rt, record, "worker-a", Outcome(result=_result("1"))) == "succeeded"
+    job = rt.store.get_job(job_id)
+    assert job is not None
+    assert job.result == _result("1")
+
+
+def test_a_take_over_loses_to_a_heartbeat_after_its_read(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's lease looked lapsed when a message read it, but its worker renewed it since
+    (a slow heartbeat): the take-over is refused, the live run keeps the job."""
+    job_id = submit(rt)
+    assert execution.claim(rt, job_id, "worker-a") is not None
+    clock.advance(rt.settings.lease_ms)
+    lapsed = rt.store.get_job_item(job_id)
+    assert lapsed is not None
+    assert rt.store.renew_lease(job_id, "worker-a", now=clock.now, lease_ms=rt.settings.lease_ms)
+    monkeypatch.setattr(rt.store, "get_job_item", lambda _job_id: lapsed)
+    assert execution.claim(rt, job_id, "worker-b") is None
+    monkeypatch.undo()
+    held = rt.store.get_job_item(job_id)
+    assert held is not None
+    assert (held.lease_owner, held.lease_active(clock.now)) == ("worker-a", True)

@@ -9,7 +9,15 @@ error): at every DynamoDB and SQS call of every operation, each kind either is a
 retries (one failure of every call: the operation answers as without it) or outlasts them (one
 call and all its retries: the HTTP answer is a retryable 503, the worker keeps its message);
 then the client repeats what was refused, sweeps run, the queues are drained, and the final
-state equals the fault-free run's, nothing lost.
+state equals the fault-free run's, nothing lost. The `after` variants apply the call and lose
+its answer: at every call at once, each retried to the store (moto does not honour a
+transaction's ClientRequestToken, so the retry meets its own write: the harder case; AWS
+answers it as the first try), and at each call in turn, its retries refused.
+
+Refusals (ValidationException: what AWS answers a request it will never apply): at each call in
+turn, nothing is applied and nothing retried; every job ends as in the fault-free run, or
+`failed` `internal_error` when its completion was refused: terminal, nothing lost, nothing
+doubled.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from jobstream.store.jobs import JobStore
 from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
 from tests.support.dispatch import dispatch_stream
-from tests.support.faults import KINDS, Faults, injected
+from tests.support.faults import KINDS, REFUSAL, Faults, injected
 from tests.support.harness import START_MS, Api, Clock, Response, canonical_task
 from tests.support.lambda_events import queue_handler, received_sqs_event
 from tests.support.state import callback_intents, mark_failed
@@ -238,8 +246,10 @@ WORKER_CALLS = 5
 def test_a_worker_crash_at_any_call_converges_on_redelivery(
     rt: Runtime, clock: Clock, mode: str, at: int
 ) -> None:
-    """The worker fails at one DynamoDB call; SQS redelivers the same message; the job ends
-    exactly as without the crash (same status, one of each lifecycle event)."""
+    """The worker fails at one DynamoDB call; SQS redelivers the same message once the dead
+    invocation's lease has lapsed (its visibility timeout is longer); the job ends exactly as
+    without the crash (same status, one of each lifecycle event): the redelivery lands the
+    result the dead run stored, or resumes the job's execution."""
     from jobstream.service import execution
 
     def run(runtime: Runtime, fault: Fault | None) -> dict[str, Any]:
@@ -257,6 +267,7 @@ def test_a_worker_crash_at_any_call_converges_on_redelivery(
                 with crashing(runtime, fault), contextlib.suppress(Exception):
                     # The invocation may fail (the message is redelivered) or absorb the fault.
                     execution.handle_work_message(runtime, body, "message-1")
+            clock.advance(runtime.settings.lease_ms)
             execution.handle_work_message(runtime, body, "message-1")
             result = state(runtime, job_id)
             # Progress events depend on timing; the lifecycle must not.
@@ -331,6 +342,10 @@ class World:
     again: list[Callable[[], Any]] = field(default_factory=list)
     dispatched: set[str] = field(default_factory=set)
     posted: list[str] = field(default_factory=list)
+    # A refusal no retry cures is injected: an HTTP route answers 500 `internal_error`.
+    refusals: bool = False
+    # The jobs each run of an executor was for.
+    runs: list[str] = field(default_factory=list)
 
     @property
     def job_id(self) -> str:
@@ -423,18 +438,25 @@ def final_state(w: World) -> dict[str, Any]:
                 if intent["kind"] != "job.progressed"
             ],
             "dispatched": job_id in w.dispatched,
-            "kept_outcome": record.pending_outcome,
+            "kept_outcome": (record.pending_reason, record.pending_message),
+            # One execution (I6): a copy of a message, a redelivery never runs the job again.
+            "runs": w.runs.count(job_id),
         }
     return result
 
 
 def answered(w: World, response: Response, again: Callable[[], Response]) -> None:
-    """A success, or a retryable 503 the client repeats later (which must then succeed)."""
-    if response.status == 503:
+    """A success, or a retryable 503 the client repeats later (which must then succeed); under
+    a refusal no retry cures, a 500 `internal_error` the client repeats all the same."""
+    if response.status == 503 or (w.refusals and response.status == 500):
         validate_error(response.body)
-        assert response.body["error"]["code"] == "resource_busy"
-        assert response.body["error"]["retryable"] is True
-        assert int(response.headers["retry-after"]) >= 1
+        if response.status == 500:
+            assert response.body["error"]["code"] == "internal_error"
+            assert response.body["error"]["retryable"] is False
+        else:
+            assert response.body["error"]["code"] == "resource_busy"
+            assert response.body["error"]["retryable"] is True
+            assert int(response.headers["retry-after"]) >= 1
 
         def repeat() -> None:
             response = again()
@@ -539,8 +561,13 @@ def _act_worker(w: World) -> None:
     worker = queue_handler("WorkQueue")
     # The invocation never fails: a completion it could not write is a batch item failure.
     if worker(event, None)["batchItemFailures"]:
-        # SQS delivers the same message again; it must then land, without a second failure.
-        w.again.append(lambda: _assert_no_failures(worker(event, None)))
+        # SQS delivers the same message again, at the latest once a lease the invocation held
+        # has lapsed; it must then land, without a second failure.
+        def redelivered() -> None:
+            w.clock.advance(execution.redelivery_delay_ms(w.rt, released=False))
+            _assert_no_failures(worker(event, None))
+
+        w.again.append(redelivered)
 
 
 def _assert_no_failures(result: dict[str, Any]) -> None:
@@ -605,20 +632,29 @@ VARIANTS = [(kind, "before") for kind in KINDS] + [("internal", "after")]
 
 
 @contextmanager
-def serving(rt: Runtime) -> Iterator[None]:
+def serving(w: World) -> Iterator[None]:
+    """The handlers use this world's runtime; each run of a job's executor is counted."""
     from jobstream.service import runtime as runtime_module
 
-    previous = runtime_module.runtime
-    runtime_module.runtime = lambda: rt  # type: ignore[assignment]
+    previous, run_job = runtime_module.runtime, execution.run_job
+    runtime_module.runtime = lambda: w.rt  # type: ignore[assignment]
+
+    def counted(targets: Any, record: JobRecord, context: Any) -> Any:
+        w.runs.append(record.job_id)
+        return run_job(targets, record, context)
+
+    execution.run_job = counted
     try:
         yield
     finally:
         runtime_module.runtime = previous  # type: ignore[assignment]
+        execution.run_job = run_job
 
 
 def run_operation(base: Runtime, operation: Operation, faults: Faults | None) -> World:
     w = new_world(base, START_MS)
-    with serving(w.rt):
+    w.refusals = faults is not None and REFUSAL in faults.kinds
+    with serving(w):
         operation.setup(w)
         if faults is None:
             operation.act(w)
@@ -671,13 +707,66 @@ def test_a_transient_fault_outlasting_the_retries_converges(
     """
     expected = expected_state(rt, operation)
     attempts = default_policy().attempts
+
+    def outlasting(at: int) -> Faults:
+        kinds = KINDS[at % len(KINDS) :] + KINDS[: at % len(KINDS)]
+        return Faults(kinds=kinds, mode=mode, at=at, times=attempts)
+
+    at_each_call(rt, operation, outlasting, (expected,))
+
+
+def at_each_call(
+    base: Runtime,
+    operation: Operation,
+    faults_at: Callable[[int], Faults],
+    converged: tuple[dict[str, Any], ...],
+) -> None:
+    """Run the operation with `faults_at(n)` for each of its calls n in turn; each run must end
+    in one of the `converged` states."""
     at = 1
     while True:
-        kinds = KINDS[at % len(KINDS) :] + KINDS[: at % len(KINDS)]
-        faults = Faults(kinds=kinds, mode=mode, at=at, times=attempts)
-        w = run_operation(rt, operation, faults)
+        faults = faults_at(at)
+        w = run_operation(base, operation, faults)
         if not faults.fired:
             break
-        assert final_state(w) == expected, (at, faults.operations[at - 1])
+        assert final_state(w) in converged, (at, faults.operations[at - 1], final_state(w))
         at += 1
     assert at > 1
+
+
+@pytest.mark.parametrize("operation", OPERATIONS, ids=lambda operation: operation.name)
+def test_a_refusal_at_any_call_converges(rt: Runtime, operation: Operation) -> None:
+    """At each call in turn, AWS refuses the call for good (ValidationException, nothing
+    applied, never retried): an HTTP route answers 500 `internal_error` (the client repeats
+    it), a worker's message comes back, a hand-off is left to the sweep; a refused completion
+    ends its job `failed` `internal_error` at once. Every job ends as in the fault-free run, or
+    failed instead of succeeded with its stream and callbacks complete: terminal, nothing lost,
+    nothing doubled."""
+    expected = expected_state(rt, operation)
+
+    def refused(at: int) -> Faults:
+        return Faults(kinds=(REFUSAL,), at=at, times=1)
+
+    at_each_call(rt, operation, refused, (expected, failed_instead(expected)))
+
+
+def failed_instead(expected: dict[str, Any]) -> dict[str, Any]:
+    """`expected` with each succeeded job failed `internal_error` instead (its result not
+    shown, its terminal event and callback the failure's)."""
+    renamed = {"job.outcome_succeeded": "job.outcome_failed", "job.succeeded": "job.failed"}
+    state: dict[str, Any] = {"posted": sorted(renamed.get(t, t) for t in expected["posted"])}
+    for job_id, job in expected.items():
+        if job_id == "posted":
+            continue
+        if job["status"] != "succeeded":
+            state[job_id] = job
+            continue
+        state[job_id] = {
+            **job,
+            "status": "failed",
+            "reason": "internal_error",
+            "result": None,
+            "kinds": [renamed.get(kind, kind) for kind in job["kinds"]],
+            "intents": [(renamed.get(kind, kind), st) for kind, st in job["intents"]],
+        }
+    return state

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from jobstream.domain import IntentRef
+from jobstream.http.request import MAX_BODY_BYTES
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import ProtocolError
 from jobstream.protocol.events import callback_event_id
@@ -24,6 +25,7 @@ from jobstream.service.sweep import sweep
 from jobstream.store.budgets import (
     ADMITTED_JOB_BYTES,
     MAX_MESSAGE_CHARS,
+    MAX_PROGRESS_MESSAGE_BYTES,
     RESULT_BYTES,
     result_size,
 )
@@ -124,33 +126,28 @@ def _task_of_job_size(rt: Runtime, key: str, size: int) -> dict[str, Any]:
     return task(probe - (measured - size))
 
 
-def test_a_task_whose_job_is_over_its_budget_is_400_and_writes_nothing(
-    rt: Runtime, api: Api
-) -> None:
-    """Labels, params (kept once, as their canonical text) and ids take at most 256 KiB of the
-    job item; one byte more is refused with the sizes, and nothing is written. The item holds
-    its keys besides the Task: a body within the 256 KiB limit can still be one byte over."""
+def test_a_task_whose_job_is_over_its_budget_is_400_and_writes_nothing(rt: Runtime) -> None:
+    """Labels, params (kept once, as their canonical text) and ids take at most 260 KiB of the
+    job item; one byte more is refused with the sizes, and nothing is written. Every body the
+    API accepts fits (tests/integration/test_body_limit.py): over HTTP such a Task is a 413
+    first, and this check is admission's own guard."""
     over = _task_of_job_size(rt, "boundary-a", ADMITTED_JOB_BYTES + 1)
     at_budget = _task_of_job_size(rt, "boundary-b", ADMITTED_JOB_BYTES)
-    body = json.dumps(over, separators=(",", ":")).encode()
-    assert len(body) < 256 * 1024  # within the body limit
+    assert len(json.dumps(over, separators=(",", ":")).encode()) > MAX_BODY_BYTES
     before = whole_table(rt)
-    response = api.post("/jobs", raw=body, headers={"content-type": "application/json"})
-    assert response.status == 400
-    assert response.body["error"]["code"] == "invalid_params"
-    assert response.body["error"]["detail"] == {
+    with pytest.raises(ProtocolError) as refused:
+        admission.submit(rt, "acme", over, None)
+    assert refused.value.status == 400
+    assert refused.value.body()["error"]["code"] == "invalid_params"
+    assert refused.value.body()["error"]["detail"] == {
         "reason": "task_too_large",
         "size_bytes": ADMITTED_JOB_BYTES + 1,
         "limit_bytes": ADMITTED_JOB_BYTES,
     }
     assert whole_table(rt) == before
-    response = api.post(
-        "/jobs",
-        raw=json.dumps(at_budget, separators=(",", ":")).encode(),
-        headers={"content-type": "application/json"},
-    )
-    assert response.status == 202, response.body
-    job_id = response.body["job"]["job_id"]
+    status, body = admission.submit(rt, "acme", at_budget, None)
+    assert status == 202, body
+    job_id = body["job"]["job_id"]
     assert item_size(whole_table(rt)[(f"JOB#{job_id}", "#JOB")]) == ADMITTED_JOB_BYTES
 
 
@@ -329,7 +326,7 @@ def test_messages_are_clipped_to_what_the_job_keeps(rt: Runtime, clock: Clock) -
     lease = execution.Lease(rt, record, "worker-1")
     lease.progress("s" * 500, "p" * 300_000)
     assert lease.record.progress_events == 1
-    assert len(lease.record.progress_message or "") == MAX_MESSAGE_CHARS
+    assert len((lease.record.progress_message or "").encode()) == MAX_PROGRESS_MESSAGE_BYTES
     failure = Outcome(reason="network_error", message="m" * 300_000)
     assert execution.complete(rt, lease.record, "worker-1", failure) == "failed"
     job = jobs.get_job(rt, "acme", job_id, None)

@@ -11,16 +11,20 @@ import pytest
 from botocore.exceptions import ClientError
 
 from jobstream import observability
+from jobstream.deadline import ANSWER_MARGIN_MS
 from jobstream.jobtypes import runner
 from jobstream.protocol.errors import Reason
+from jobstream.queue import sqs_client
+from jobstream.retries import RetryPolicy, default_policy
 from jobstream.service import admission, completion, execution
 from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
-from jobstream.store import keys
+from jobstream.store import budgets, keys
 from tests.support.dispatch import dispatch_stream
-from tests.support.faults import KINDS, Faults, injected
-from tests.support.harness import Api, canonical_task
-from tests.support.lambda_events import queue_handler, received_sqs_event
+from tests.support.fat import result_of
+from tests.support.faults import KINDS, REFUSAL, Faults, injected
+from tests.support.harness import Api, _http_api, canonical_task
+from tests.support.lambda_events import lambda_context, queue_handler, received_sqs_event
 from tests.support.validation import validate_error
 
 FOREVER = 10_000
@@ -99,12 +103,17 @@ def test_a_completion_cancelled_by_a_race_or_throttled_is_retried(
     assert retries_without_sleeping == sorted(retries_without_sleeping)
 
 
+def _new_container(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a worker's process kept in memory is gone (the message reaches another one)."""
+    monkeypatch.setattr(completion, "kept_in_process", type(completion.kept_in_process)())
+
+
 def test_a_completion_outlasting_the_retries_lands_from_the_redelivered_message(
-    wrt: Runtime, runs: list[str]
+    wrt: Runtime, runs: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The completion still fails after the retries: the outcome is kept on the job, the work
-    message is a batch item failure and comes back soon; its redelivery lands the same outcome
-    without running the job again."""
+    """The completion still fails after the retries: the run gives the job up (its lease ends,
+    its result is in its item), the work message is a batch item failure and comes back soon;
+    its redelivery, in another process, lands the same outcome without running the job again."""
     job_id, event = _work_event(wrt)
     faults = _completion_failing(times=FOREVER)
     with injected(faults):
@@ -112,40 +121,95 @@ def test_a_completion_outlasting_the_retries_lands_from_the_redelivered_message(
     message_id = event["Records"][0]["messageId"]
     assert result == {"batchItemFailures": [{"itemIdentifier": message_id}]}
     assert "sqs.ChangeMessageVisibility" in faults.operations  # back in 20 s, not 90 minutes
-    kept = wrt.store.get_job(job_id)
+    kept = wrt.store.get_job_item(job_id)
     assert kept is not None
     assert kept.status == "running"
-    assert kept.pending_outcome is not None
-    outcome = completion.decode_outcome(kept.pending_outcome)
-    assert outcome.result is not None
+    assert not kept.lease_active(wrt.clock())  # released: whoever comes next may land it
+    stored = wrt.store.get_result(kept)
+    assert stored is not None
     assert runs == [job_id]
 
+    _new_container(monkeypatch)
     assert _worker()(event, None) == {"batchItemFailures": []}  # SQS delivers it again
     done = wrt.store.get_job(job_id)
     assert done is not None
     assert done.status == "succeeded"
-    assert done.result == outcome.result
-    assert done.pending_outcome is None
+    assert done.result == stored
+    assert done.pending_reason is None
     assert runs == [job_id]  # not run again
     events, _ = wrt.store.events_after(job_id, 0, 50)
     assert [e.kind for e in events].count("job.outcome_succeeded") == 1
 
 
+def test_a_deferred_result_at_its_budget_is_landed_whole_by_another_process(
+    wrt: Runtime, runs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A result at its 128 KiB budget whose text JSON would escape six times over (control
+    characters): its deferred completion keeps it as it is stored (its own item, sized as
+    written), never as text on the job item (768 KiB: refused, and the outcome lost), and a
+    redelivery to a new process lands it whole without running the job again."""
+    result = result_of(budgets.RESULT_BYTES, "\x01")
+    monkeypatch.setattr(execution, "run_job", _runs_to(runs, result))
+    job_id, event = _work_event(wrt)
+    with injected(_completion_failing(times=FOREVER)):
+        assert _worker()(event, None)["batchItemFailures"]
+    _new_container(monkeypatch)
+    assert _worker()(event, None) == {"batchItemFailures": []}
+    done = wrt.store.get_job(job_id)
+    assert done is not None
+    assert (done.status, done.result) == ("succeeded", result)
+    assert runs == [job_id]
+
+
+def _runs_to(runs: list[str], result: dict[str, Any]) -> Any:
+    """An executor that finds `result` (and records that it ran)."""
+
+    def run(targets: Any, record: Any, context: Any) -> runner.Outcome:
+        runs.append(record.job_id)
+        return runner.Outcome(result=result)
+
+    return run
+
+
+def test_a_completion_refused_fails_the_job_at_once(
+    wrt: Runtime, runs: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """DynamoDB refuses the completion for good (ValidationException): the job fails
+    `internal_error` at once, the refusal logged; no batch item failure, no second run."""
+    job_id, event = _work_event(wrt)
+    faults = Faults(kinds=(REFUSAL,), at=1, matching="job.outcome_succeeded")
+    with injected(faults):
+        assert _worker()(event, None) == {"batchItemFailures": []}
+    assert faults.fired == 1
+    done = wrt.store.get_job(job_id)
+    assert done is not None
+    assert (done.status, done.reason, done.result) == ("failed", "internal_error", None)
+    events, _ = wrt.store.events_after(job_id, 0, 50)
+    kinds = [e.kind for e in events]
+    assert kinds.count("job.outcome_failed") == 1
+    assert "job.outcome_succeeded" not in kinds
+    assert runs == [job_id]
+    refused = [r for r in caplog.records if r.getMessage().startswith("completion refused")]
+    assert refused
+    assert refused[0].exc_info is not None
+
+
 def test_an_outcome_kept_only_in_the_process_is_landed_without_running_again(
     wrt: Runtime, runs: list[str]
 ) -> None:
-    """Keeping the outcome on the job fails too: the redelivery that reaches the same process
-    still lands it without a second run."""
+    """Neither the result nor the end of the lease could be written: the redelivery that
+    reaches the same process still lands the outcome without a second run."""
     job_id, event = _work_event(wrt)
-    completion_fails = _completion_failing(times=FOREVER)
-    keeping_fails = Faults(kinds=("throughput",), at=1, times=FOREVER, matching="pending_outcome")
-    # Both at once: the completion transaction and the UpdateItem that keeps the outcome.
-    with injected(_Both(completion_fails, keeping_fails)):
+    result_fails = Faults(kinds=("throughput",), at=1, times=FOREVER, matching=keys.RESULT_SK)
+    keeping_fails = Faults(kinds=("throughput",), at=1, times=FOREVER, matching=":released")
+    # Both at once: the PutItem of the result and the UpdateItem that ends the lease.
+    with injected(_Both(result_fails, keeping_fails)):
         _worker()(event, None)
-    kept = wrt.store.get_job(job_id)
+    kept = wrt.store.get_job_item(job_id)
     assert kept is not None
-    assert kept.pending_outcome is None
     assert kept.status == "running"
+    assert kept.lease_active(wrt.clock())
+    assert wrt.store.get_result(kept) is None
     assert _worker()(event, None) == {"batchItemFailures": []}
     done = wrt.store.get_job(job_id)
     assert done is not None
@@ -169,13 +233,14 @@ class _Both:
 
 
 def test_the_sweep_lands_a_kept_outcome_instead_of_a_stall_verdict(
-    wrt: Runtime, runs: list[str]
+    wrt: Runtime, runs: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No redelivery manages it (the queue gave up): once the lease has lapsed and the stall
-    budget is long past, the sweep ends the job with its kept outcome, not `expired`."""
+    """No redelivery manages it (the queue gave up): the sweep ends the job with its kept
+    outcome, not `expired`, whenever it comes."""
     job_id, event = _work_event(wrt)
     with injected(_completion_failing(times=FOREVER)):
         _worker()(event, None)
+    _new_container(monkeypatch)
     wrt.clock.advance(wrt.settings.stall_timeout_ms + wrt.settings.lease_ms)  # type: ignore[attr-defined]
     report = sweep(wrt)
     assert report.outcomes_landed == 1
@@ -187,14 +252,51 @@ def test_the_sweep_lands_a_kept_outcome_instead_of_a_stall_verdict(
     assert runs == [job_id]
 
 
-def test_a_live_lease_keeps_the_sweep_from_landing_a_kept_outcome(wrt: Runtime) -> None:
+def test_a_kept_failure_is_landed_by_the_sweep(
+    wrt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure's completion deferred: its reason and message wait on the job (small), and the
+    sweep ends the job with them."""
     job_id, event = _work_event(wrt)
-    with injected(_completion_failing(times=FOREVER)):
-        _worker()(event, None)
+    monkeypatch.setattr(
+        execution, "run_job", lambda *_: runner.Outcome(reason="no_candidate", message="none")
+    )
+    faults = Faults(kinds=("conflict",), at=1, times=FOREVER, matching="job.outcome_failed")
+    with injected(faults):
+        assert _worker()(event, None)["batchItemFailures"]
+    kept = wrt.store.get_job_item(job_id)
+    assert kept is not None
+    assert (kept.status, kept.pending_reason, kept.pending_message) == (
+        "running",
+        "no_candidate",
+        "none",
+    )
+    _new_container(monkeypatch)
+    assert sweep(wrt).outcomes_landed == 1
+    done = wrt.store.get_job(job_id)
+    assert done is not None
+    assert (done.status, done.reason, done.reason_message) == ("failed", "no_candidate", "none")
+    assert (done.pending_reason, done.pending_message) == (None, None)
+
+
+def test_a_live_lease_keeps_the_sweep_from_landing_a_stored_result(wrt: Runtime) -> None:
+    """A run stored its result and is completing (or died before it could): while its lease is
+    live the sweep leaves the job to it; once the lease has lapsed, the sweep lands the result
+    (the job does not wait for a stall verdict)."""
+    job_id, _ = _work_event(wrt)
+    claimed = execution.claim(wrt, job_id, "worker-1")
+    assert claimed is not None
+    result = {"candidates": [], "scanned": 2, "filtered": []}
+    wrt.store.put_result(claimed, result, expires_at=10**10)
     assert sweep(wrt).outcomes_landed == 0
     record = wrt.store.get_job(job_id)
     assert record is not None
     assert record.status == "running"
+    wrt.clock.advance(wrt.settings.lease_ms)  # type: ignore[attr-defined]
+    assert sweep(wrt).outcomes_landed == 1
+    done = wrt.store.get_job(job_id)
+    assert done is not None
+    assert (done.status, done.result) == ("succeeded", result)
 
 
 def test_a_lost_claim_answer_resumes_the_claim(wrt: Runtime, runs: list[str]) -> None:
@@ -210,6 +312,66 @@ def test_a_lost_claim_answer_resumes_the_claim(wrt: Runtime, runs: list[str]) ->
     record = wrt.store.get_job(job_id)
     assert record is not None
     assert record.status == "succeeded"
+    assert runs == [job_id]
+
+
+def test_a_claim_written_whose_answer_never_came_is_resumed_after_its_lease(
+    wrt: Runtime, runs: list[str]
+) -> None:
+    """The claim was written but its answer lost and every retry refused: the invocation fails
+    holding a lease it does not know of. Its message comes back once that lease has lapsed
+    (not after the queue's 90 minutes, when the stall verdict would have ended the job), and
+    resumes the job's one execution."""
+    job_id, event = _work_event(wrt)
+    faults = Faults(
+        kinds=("internal",),
+        mode="after",
+        at=1,
+        times=default_policy().attempts,
+        matching="job.execution_started",
+    )
+    visibility: list[int] = []
+
+    def seen(params: dict[str, Any], **_: Any) -> None:
+        visibility.append(params["VisibilityTimeout"])
+
+    sqs = sqs_client()
+    sqs.meta.events.register("provide-client-params.sqs.ChangeMessageVisibility", seen, "seen")
+    try:
+        with injected(faults):
+            assert _worker()(event, None)["batchItemFailures"]
+    finally:
+        sqs.meta.events.unregister(
+            "provide-client-params.sqs.ChangeMessageVisibility", unique_id="seen"
+        )
+    back_in_ms = wrt.settings.lease_ms + execution.COMPLETION_RETRY_DELAY_MS
+    assert visibility == [back_in_ms // 1000]
+    assert back_in_ms < wrt.settings.stall_timeout_ms
+    held = wrt.store.get_job_item(job_id)
+    assert held is not None
+    assert held.status == "running"
+    assert runs == []
+    wrt.clock.advance(back_in_ms)  # type: ignore[attr-defined]
+    assert _worker()(event, None) == {"batchItemFailures": []}
+    done = wrt.store.get_job(job_id)
+    assert done is not None
+    assert (done.status, done.attempt) == ("succeeded", 1)
+    assert runs == [job_id]
+
+
+def test_a_lost_take_over_answer_resumes_the_job(wrt: Runtime, runs: list[str]) -> None:
+    """Taking over a job whose worker died was written and its answer lost; the retry is
+    refused by the take-over's own write: the worker recognises it and runs the job."""
+    job_id, event = _work_event(wrt)
+    assert execution.claim(wrt, job_id, "worker-a") is not None
+    wrt.clock.advance(wrt.settings.lease_ms)  # type: ignore[attr-defined]
+    faults = Faults(kinds=("internal",), mode="after", at=1, times=1, matching=":lease_deadline")
+    with injected(faults):
+        assert _worker()(event, None) == {"batchItemFailures": []}
+    assert faults.fired == 1
+    record = wrt.store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.attempt) == ("succeeded", 1)
     assert runs == [job_id]
 
 
@@ -272,6 +434,32 @@ def test_a_transient_cause_on_every_route_answers_a_retryable_503(
     # One call gives up, or (a listing reads its shards at once) each call in flight.
     assert len(exhausted) == 1 or (route == "GET /jobs" and len(exhausted) >= 1)
     assert api.call(method, target, body).status < 300
+
+
+def test_a_request_with_less_time_left_than_one_aws_attempt_is_a_503_at_once(
+    rt: Runtime, api: Api
+) -> None:
+    """The HTTP shell hands the invocation's remaining time to the clients: with less left than
+    one attempt may take (a hung connection's timeouts), no call starts, and the answer is a
+    retryable 503 before Lambda's timeout, never a cut-off invocation."""
+    job_id = api.post("/jobs", canonical_task()).body["job"]["job_id"]
+    gateway = _http_api()
+    bound, parameters = gateway.match("GET", f"/jobs/{job_id}") or (None, {})
+    assert bound is not None
+    event = gateway.event(
+        method="GET",
+        target=f"/jobs/{job_id}",
+        headers={"host": api.host, "authorization": f"Bearer {api.token}"},
+        body=b"",
+        route=bound,
+        parameters=parameters,
+    )
+    short = RetryPolicy().attempt_ms + ANSWER_MARGIN_MS - 100
+    response = bound.handler(event, lambda_context("jobs", remaining_ms=short))
+    assert response["statusCode"] == 503
+    assert json.loads(response["body"])["error"]["code"] == "resource_busy"
+    ample = bound.handler(event, lambda_context("jobs", remaining_ms=10_000))
+    assert ample["statusCode"] == 200
 
 
 def test_a_refusal_that_is_not_transient_is_still_a_500(

@@ -460,10 +460,17 @@ class ServiceMachine(RuleBasedStateMachine):
             assert claimed.event_count == after.event_count
             self.world.leases[(model.job_id, worker)] = execution.Lease(self.rt, claimed, worker)
         elif before.status == "running" and before.lease_owner == worker:
-            # The same owner again (a redelivered message): it resumes the job it holds, as its
-            # item holds it (a claim reads the job item alone, not the ack cursor or result).
+            # The same owner again: it resumes the job it holds, as its item holds it (a claim
+            # reads the job item alone, not the ack cursor or result).
             assert claimed == self.rt.store.get_job_item(model.job_id)
             assert after == before
+        elif before.status == "running" and not before.lease_active(self.world.clock.now):
+            # A lease that has ended (its worker gone): its execution resumed by this worker,
+            # with no second start (I6: one execution).
+            assert claimed == self.rt.store.get_job_item(model.job_id)
+            assert (after.status, after.lease_owner) == ("running", worker)
+            assert (after.attempt, after.event_count) == (before.attempt, before.event_count)
+            self.world.leases[(model.job_id, worker)] = execution.Lease(self.rt, claimed, worker)
         else:
             # I6: one execution; a second claim is a no-op.
             assert claimed is None

@@ -104,6 +104,7 @@ class FakeProducer:
         run_s: float = 0.2,
         slow_run_s: float = 60.0,
         page_size: int = 200,
+        several_targets: bool = False,
     ) -> None:
         unknown = faults - FAULTS
         if unknown:
@@ -114,6 +115,8 @@ class FakeProducer:
         self.run_ms = int(run_s * 1000)
         self.slow_run_ms = int(slow_run_s * 1000)
         self.page_size = page_size
+        # Configured with several targets, as jobstream ships: a Task must name one.
+        self.several_targets = several_targets
         self.jobs: dict[str, FakeJob] = {}
         self.script: list[Canned] = []
         self.requests: list[Seen] = []
@@ -231,6 +234,10 @@ class FakeProducer:
             raise self.fail(400, "invalid_params", "params.target_id must be a non-empty string")
         if target is not None and target not in TARGETS:
             raise self.fail(404, "invalid_params", "unknown target", reason="unknown_target")
+        if target is None and self.several_targets:
+            raise self.fail(
+                409, "invalid_params", "several targets: name one", reason="ambiguous_target"
+            )
         existing = self.by_key(tenant, key)
         if existing is not None:
             if existing.params != params and "conflict_replays" not in self.faults:

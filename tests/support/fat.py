@@ -14,7 +14,8 @@ from jobstream.service.identity import derive_job_id
 from jobstream.store.budgets import (
     ADMITTED_JOB_BYTES,
     MAX_MESSAGE_CHARS,
-    MAX_STAGE_CHARS,
+    MAX_PROGRESS_MESSAGE_BYTES,
+    MAX_PROGRESS_STAGE_BYTES,
     RESULT_BYTES,
     admitted_job_size,
     result_size,
@@ -92,7 +93,8 @@ def result_of(size: int = RESULT_BYTES, filler: str = "x") -> dict[str, Any]:
 
 def fattest(record: JobRecord, *, result: dict[str, Any] | None = None) -> JobRecord:
     """`record` with every attribute written after admission at its largest at once: lease,
-    timestamps, counters, kinds, messages at their clipped length, a result at its budget."""
+    timestamps, counters, kinds, messages (a kept failure's too) at their clipped length, a
+    result at its budget."""
     later = AT + 10**9
     return replace(
         record,
@@ -102,12 +104,14 @@ def fattest(record: JobRecord, *, result: dict[str, Any] | None = None) -> JobRe
         lease_owner="message:" + "f" * 100,
         lease_expires_at=later,
         attempt=10**6,
-        progress_stage="\U0001f600" * MAX_STAGE_CHARS,
-        progress_message="\U0001f600" * MAX_MESSAGE_CHARS,
+        progress_stage="\U0001f600" * (MAX_PROGRESS_STAGE_BYTES // 4),
+        progress_message="\U0001f600" * (MAX_PROGRESS_MESSAGE_BYTES // 4),
         progress_events=10**6,
         dispatched_at=later,
         reason=max((reason.value for reason in Reason), key=len),
         reason_message="\U0001f600" * MAX_MESSAGE_CHARS,
+        pending_reason=max((reason.value for reason in Reason), key=len),
+        pending_message="\U0001f600" * MAX_MESSAGE_CHARS,
         result=result if result is not None else result_of(),
         event_count=10**6,
         last_event_at=later,

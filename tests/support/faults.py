@@ -20,10 +20,14 @@ from jobstream.store.client import dynamodb_client
 
 # The transient faults AWS raises, by kind: what DynamoDB and SQS answer for each.
 KINDS: Final = ("conflict", "throughput", "throttling", "internal")
+# A refusal no retry cures (what AWS answers a request it will not apply: an item too large, a
+# number it cannot store, a parameter out of range): never retried, nothing applied.
+REFUSAL: Final = "validation"
 _DYNAMODB: Final = {
     "throughput": ("ProvisionedThroughputExceededException", 400),
     "throttling": ("ThrottlingException", 400),
     "internal": ("InternalServerError", 500),
+    REFUSAL: ("ValidationException", 400),
 }
 # SQS has no transactions: its "conflict" is its other transient answer, 503.
 _SQS: Final = {
@@ -31,11 +35,12 @@ _SQS: Final = {
     "throughput": ("RequestThrottled", 400),
     "throttling": ("ThrottlingException", 400),
     "internal": ("InternalError", 500),
+    REFUSAL: ("InvalidParameterValue", 400),
 }
 
 
 def aws_error(kind: str, service: str, operation: str) -> ClientError:
-    """The error `service` answers `operation` with for a transient fault of `kind`."""
+    """The error `service` answers `operation` with for a fault of `kind`."""
     response: dict[str, Any]
     if service == "dynamodb" and kind == "conflict":
         if operation == "TransactWriteItems":

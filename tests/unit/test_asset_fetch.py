@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.jobtypes.sources.catalog import CatalogSource
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from tests.support.recorded_http import Canned, recorded_server
+from tests.support.slow_peer import SlowPeer, slow_peer
 from tests.support.validation import validate_error
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pixiv"
@@ -204,6 +207,57 @@ def test_a_long_download_stops_at_a_checkpoint() -> None:
         pytest.raises(JobInterruptedError),
     ):
         download(server.url("/big"), (server.base_url,), max_bytes=300_000, checkpoint=interrupted)
+
+
+# A source sending its headers at once, then one byte of a 100 KB body every 50 ms: no read
+# ever waits long enough to time out, only a wall-clock deadline ends the download.
+TRICKLE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: 100000\r\n\r\n"
+# How far past its deadline an aborted download may end on a loaded machine: a bound.
+DEADLINE_MARGIN_S = 4.5
+
+
+def trickled(peer: SlowPeer, *, timeout_s: float, checkpoint: Callable[[], None]) -> Any:
+    return fetch(
+        peer.url("/img.png"),
+        asset_id="a1",
+        origins=parse_origins((peer.base_url,)),
+        headers={},
+        max_bytes=200_000,
+        timeout_s=timeout_s,
+        checkpoint=checkpoint,
+    )
+
+
+def test_a_trickling_source_is_cut_at_the_download_deadline() -> None:
+    with slow_peer(head=TRICKLE_HEAD, trickle=b"x" * 100_000) as peer:
+        started = time.monotonic()
+        with pytest.raises(SourceError) as caught:
+            trickled(peer, timeout_s=0.5, checkpoint=never_stop)
+        elapsed = time.monotonic() - started
+        assert peer.went_away()  # the connection was aborted, not left to the source
+    assert caught.value.reason == "download_timeout"
+    assert elapsed < 0.5 + DEADLINE_MARGIN_S
+
+
+def test_a_trickling_download_stops_at_once_when_its_checkpoint_says_stop() -> None:
+    """A cancel (the lease's lost signal) while a read is blocked: the download stops within
+    a poll of it, not at the next 64 KiB."""
+    cancelled = threading.Event()
+
+    def checkpoint() -> None:
+        if cancelled.is_set():
+            raise JobInterruptedError("cancelled")
+
+    with slow_peer(head=TRICKLE_HEAD, trickle=b"x" * 100_000) as peer:
+        timer = threading.Timer(0.3, cancelled.set)
+        started = time.monotonic()
+        timer.start()
+        with pytest.raises(JobInterruptedError):
+            trickled(peer, timeout_s=30, checkpoint=checkpoint)
+        elapsed = time.monotonic() - started
+        timer.join()
+        assert peer.went_away()
+    assert elapsed < 0.3 + DEADLINE_MARGIN_S
 
 
 # -- sources -----------------------------------------------------------------------------------

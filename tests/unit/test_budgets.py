@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from jobstream.http.request import MAX_BODY_BYTES
 from jobstream.store import keys
 from jobstream.store.budgets import (
     ADMITTED_JOB_BYTES,
@@ -15,6 +16,7 @@ from jobstream.store.budgets import (
     RESULT_BYTES,
     admitted_job_size,
     clip,
+    clip_bytes,
     result_fits,
     result_size,
     unstorable_number,
@@ -26,8 +28,11 @@ from tests.support.fat import admitted_at_budget, fattest, result_of
 
 
 def test_the_budgets_split_one_item() -> None:
-    assert ADMITTED_JOB_BYTES + RESULT_BYTES + GROWTH_BYTES == MAX_ITEM_BYTES == 409_600
-    assert ADMITTED_JOB_BYTES == 256 * 1024
+    assert ADMITTED_JOB_BYTES + GROWTH_BYTES <= MAX_ITEM_BYTES == 409_600
+    assert RESULT_BYTES <= MAX_ITEM_BYTES
+    # Room for every body the API accepts, and for what the item adds to it.
+    assert ADMITTED_JOB_BYTES == MAX_BODY_BYTES + 4 * 1024 == 260 * 1024
+    assert GROWTH_BYTES == 16 * 1024
 
 
 @pytest.mark.parametrize("filler", ["x", "é", '"', "\x01", "\U0001f600"])
@@ -45,7 +50,6 @@ def test_the_fattest_job_the_budgets_allow_fits_in_one_item(filler: str) -> None
     item[keys.TTL_ATTRIBUTE] = to_attribute(10**10)
     grown = item_size(item) - ADMITTED_JOB_BYTES
     assert 0 < grown <= GROWTH_BYTES, grown
-    assert item_size(item) + RESULT_BYTES <= MAX_ITEM_BYTES  # room for a kept outcome
     assert fat.result is not None
     result_item = {
         keys.PK: to_attribute(keys.job_pk(fat.job_id)),
@@ -84,3 +88,15 @@ def test_a_number_dynamodb_cannot_store_is_found_anywhere_in_the_job() -> None:
     # The params are kept as their canonical text: a number in them is stored as written.
     text = json.dumps({"constraints": {"limit": int(1e300)}, "x": [{"y": 10**130}]})
     assert unstorable_number(replace(job, params_canonical=text)) is None
+
+
+@pytest.mark.parametrize("filler", ["p", "é", "西", "\U0001f600"])
+def test_progress_is_clipped_to_bytes_between_characters(filler: str) -> None:
+    limit = 100
+    assert clip_bytes(None, limit) is None
+    assert clip_bytes(filler * (limit // 4), limit) == filler * (limit // 4)
+    clipped = clip_bytes(filler * (limit + 1), limit)
+    assert clipped is not None
+    assert clipped.endswith("…")
+    assert clipped.rstrip("…") == filler * len(clipped.rstrip("…"))  # whole characters only
+    assert limit - 4 < len(clipped.encode()) <= limit

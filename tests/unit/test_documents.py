@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -436,6 +437,26 @@ def test_non_terminal_event_payload_is_only_the_internal_kind(
         "at",
         "correlation_id",
         "payload",
+    }
+
+
+@pytest.mark.parametrize("message", ["scanned 10 of 60 works", None])
+def test_a_progress_event_carries_its_own_progress(message: str | None) -> None:
+    """What the event reported, whatever the job reports now (its stage moved on)."""
+    event = replace(
+        stored(3, "job.progressed", CREATED + 700),
+        progress_stage="searching",
+        progress_message=message,
+    )
+    job = running(progress_stage="ranking", progress_message="best of 60")
+    document = event_document(job, event, NOW)
+    assert document is not None
+    validate(document, "Event")
+    validate(document["payload"]["progress"], "Progress")
+    expected = {"stage": "searching", **({"message": message} if message else {})}
+    assert document["payload"] == {
+        "detail": {"internal_kind": "job.progressed"},
+        "progress": {**expected, "at": CREATED + 700},
     }
 
 

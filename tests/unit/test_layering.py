@@ -20,6 +20,7 @@ FUNCTIONS = REPOSITORY / "functions"
 BASE = frozenset(
     {
         "clock",
+        "deadline",
         "domain",
         "tenant_names",
         "backoff",

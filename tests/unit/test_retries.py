@@ -3,6 +3,8 @@ client: bounded, jittered, token-keeping, never retrying a refusal."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -14,13 +16,17 @@ from botocore.exceptions import (
 )
 
 from jobstream import observability
+from jobstream.aws import ENDPOINT_VARIABLE, retrying_client
+from jobstream.deadline import ANSWER_MARGIN_MS, invocation
 from jobstream.retries import (
+    OutOfTimeError,
     RetryingClient,
     RetryPolicy,
     after_lost_answer,
     client_config,
     transient,
 )
+from tests.support.slow_peer import slow_peer
 
 
 def error(code: str, status: int = 400, reasons: list[str] | None = None) -> ClientError:
@@ -67,6 +73,8 @@ CANCELLED = "TransactionCanceledException"
         (EndpointConnectionError(endpoint_url="https://x"), "EndpointConnectionError", True),
         (ConnectTimeoutError(endpoint_url="https://x"), "ConnectTimeoutError", True),
         (ReadTimeoutError(endpoint_url="https://x"), "ReadTimeoutError", True),
+        # Nothing was sent: the invocation had no time left for an attempt.
+        (OutOfTimeError("no time"), "InvocationDeadline", False),
     ],
 )
 def test_transient_failures(failure: Exception, code: str, *, ambiguous: bool) -> None:
@@ -98,21 +106,24 @@ def test_refusals_and_bugs_are_not_transient(failure: Exception) -> None:
     assert transient(failure) is None
 
 
-def test_the_clients_use_the_standard_retry_mode() -> None:
+def test_botocore_makes_one_attempt_of_a_known_longest_time() -> None:
+    """Retries are RetryingClient's alone: botocore's would multiply a hung connection's read
+    timeout (3 x 5 s outlasted a 10 s function). One attempt takes at most the policy's
+    `attempt_ms`, which every time check counts on."""
     config = client_config()
-    assert config.retries == {"mode": "standard", "total_max_attempts": 3}
-    assert config.connect_timeout <= 5
-    assert config.read_timeout <= 10
+    assert config.retries == {"mode": "standard", "total_max_attempts": 1}
+    assert (config.connect_timeout + config.read_timeout) * 1000 == RetryPolicy().attempt_ms
+    # With one hung attempt after its budget, a call still ends inside a 10 s HTTP function.
+    assert RetryPolicy().budget_ms + RetryPolicy().attempt_ms < 10_000 - ANSWER_MARGIN_MS
 
 
-def test_the_service_clients_are_retrying_clients_in_standard_mode() -> None:
+def test_the_service_clients_are_retrying_clients() -> None:
     from jobstream.queue import sqs_client
     from jobstream.store.client import dynamodb_client
 
     for client in (dynamodb_client(), sqs_client()):
         assert isinstance(client, RetryingClient)
-        assert client.meta.config.retries["mode"] == "standard"
-        assert client.meta.config.retries["total_max_attempts"] == 3
+        assert client.meta.config.retries["total_max_attempts"] == 1
 
 
 class FakeClient:
@@ -259,3 +270,64 @@ def test_retries_and_give_ups_are_counted_by_code() -> None:
 def test_everything_but_operations_is_the_wrapped_clients_own() -> None:
     fake = FakeClient()
     assert RetryingClient(fake, "dynamodb").meta == "meta"
+
+
+# ------------------------------------------------------------ the invocation's remaining time
+
+
+def remaining(ms: int) -> Any:
+    """An invocation with `ms` left for its work (Lambda's remaining time, less the answer)."""
+    return invocation(lambda: ms + ANSWER_MARGIN_MS)
+
+
+def test_no_attempt_starts_that_could_end_past_the_invocation() -> None:
+    fake = FakeClient({"never": True})
+    client = RetryingClient(fake, "dynamodb", policy([], attempt_ms=3_000))
+    with remaining(2_000), pytest.raises(OutOfTimeError) as raised:
+        client.update_item()
+    assert fake.requests == []
+    assert transient(raised.value) is not None  # an HTTP route answers 503 resource_busy
+    with remaining(3_500):
+        assert client.update_item() == {"never": True}
+
+
+def test_no_retry_starts_that_could_end_past_the_invocation() -> None:
+    """The first attempt fits; its retry (after a 375 ms wait) would not: the failure is raised
+    at once, though the policy's budget and attempts would allow more."""
+    throttled = error("ThrottlingException")
+    fake = FakeClient(throttled, {"late": True})
+    client = RetryingClient(fake, "dynamodb", policy([], attempt_ms=1_000, base_ms=500))
+    with remaining(1_300), pytest.raises(ClientError) as raised:
+        client.update_item()
+    assert raised.value is throttled
+    assert len(fake.requests) == 1
+
+
+def test_a_hung_endpoint_is_given_up_within_the_invocation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A DynamoDB endpoint that accepts the connection and never answers (a real socket): the
+    call fails, transiently, within the invocation's remaining time (4 s here), with botocore's
+    real timeouts; it took 15 s and more (3 attempts of a 5 s read) in a 10 s function."""
+    bound_s = 4.0
+    with slow_peer(hold_s=bound_s + 6) as hung:
+        monkeypatch.setenv(ENDPOINT_VARIABLE, hung.base_url)
+        client = retrying_client("dynamodb")
+        outcome: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                with remaining(int(bound_s * 1000)):
+                    client.get_item(TableName="t", Key={"pk": {"S": "x"}})
+            except Exception as failure:  # noqa: BLE001 - what it raised is the point
+                outcome.append(failure)
+
+        worker = threading.Thread(target=call, daemon=True)
+        started = time.monotonic()
+        worker.start()
+        worker.join(timeout=bound_s + 2)
+        assert not worker.is_alive(), "the call outlived the invocation"
+        assert hung.connections >= 1  # the endpoint was reached (no moto here)
+    assert time.monotonic() - started < bound_s + 2
+    (failure,) = outcome
+    assert transient(failure) is not None

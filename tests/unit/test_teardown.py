@@ -5,6 +5,7 @@ until the stack's name is typed back."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +15,10 @@ from moto import mock_aws
 
 from tools import teardown
 
-STACK = "jobstream-teardown"
+# Unique per run: moto's state is shared with every other test of this process (the suite's own
+# mock_aws is session-wide), so this file names only what it made.
+STACK = f"jobstream-teardown-{uuid.uuid4().hex[:8]}"
+OTHER_BUCKET = f"someone-elses-bucket-{uuid.uuid4().hex[:8]}"
 TEMPLATE = {
     "Resources": {
         "AssetBucket": {"Type": "AWS::S3::Bucket"},
@@ -42,6 +46,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():
         cloudformation, s3 = boto3.client("cloudformation"), boto3.client("s3")
+        tables_before = set(boto3.client("dynamodb").list_tables()["TableNames"])
         cloudformation.create_stack(StackName=STACK, TemplateBody=json.dumps(TEMPLATE))
         (bucket,) = teardown.plan(cloudformation, STACK).buckets
         # A versioned bucket holding two versions of a file and a deleted one.
@@ -50,9 +55,17 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
             s3.put_object(Bucket=bucket, Key="jobs/a/file", Body=body)
         s3.put_object(Bucket=bucket, Key="jobs/b/file", Body=b"x")
         s3.delete_object(Bucket=bucket, Key="jobs/b/file")
-        s3.create_bucket(Bucket="someone-elses-bucket")
-        s3.put_object(Bucket="someone-elses-bucket", Key="keep", Body=b"x")
-        yield {"cloudformation": cloudformation, "s3": s3, "bucket": bucket}
+        s3.create_bucket(Bucket=OTHER_BUCKET)
+        s3.put_object(Bucket=OTHER_BUCKET, Key="keep", Body=b"x")
+        yield {
+            "cloudformation": cloudformation,
+            "s3": s3,
+            "bucket": bucket,
+            "tables_before": tables_before,
+        }
+        for name in stacks(cloudformation):
+            if name in {STACK, teardown.SAM_MANAGED_STACK}:
+                cloudformation.delete_stack(StackName=name)
 
 
 def stacks(cloudformation: Any) -> list[str]:
@@ -67,12 +80,13 @@ def test_teardown_empties_the_stacks_bucket_deletes_it_and_names_what_stays(
     said: list[str] = []
     assert teardown.teardown(STACK, yes=True, say=said.append) == 0
 
-    assert stacks(aws["cloudformation"]) == []
+    assert STACK not in stacks(aws["cloudformation"])
     buckets = [b["Name"] for b in aws["s3"].list_buckets()["Buckets"]]
-    assert buckets == ["someone-elses-bucket"]  # emptied, deleted; no other bucket touched
-    assert aws["s3"].list_objects_v2(Bucket="someone-elses-bucket")["KeyCount"] == 1
+    assert aws["bucket"] not in buckets  # emptied, deleted
+    assert OTHER_BUCKET in buckets  # no other bucket touched
+    assert aws["s3"].list_objects_v2(Bucket=OTHER_BUCKET)["KeyCount"] == 1
     assert said[0] == f"emptied {aws['bucket']}: 4 object(s)"  # 3 versions, 1 delete marker
-    (table,) = boto3.client("dynamodb").list_tables()["TableNames"]
+    (table,) = set(boto3.client("dynamodb").list_tables()["TableNames"]) - aws["tables_before"]
     assert kept["AWS::DynamoDB::Table"] == table
     lines = [line for line in said if line.startswith("kept: ")]
     assert len(lines) == 1
@@ -100,7 +114,7 @@ def test_nothing_happens_unless_the_stacks_name_is_typed_back(aws: dict[str, Any
     assert teardown.teardown(STACK, yes=False, say=said.append, answer=answer) == 1
     assert said == ["teardown: nothing done"]
     assert aws["bucket"] in questions[0]
-    assert stacks(aws["cloudformation"]) == [STACK]
+    assert STACK in stacks(aws["cloudformation"])
     versions = aws["s3"].list_object_versions(Bucket=aws["bucket"])
     assert len(versions["Versions"]) == 3
 

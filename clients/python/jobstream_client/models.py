@@ -132,12 +132,12 @@ class Progress:
     at: int | None = None
 
     @classmethod
-    def from_dict(cls, document: Any) -> Progress:
-        data = _object(document, where="Job.progress")
+    def from_dict(cls, document: Any, *, where: str = "Job.progress") -> Progress:
+        data = _object(document, where=where)
         return cls(
-            stage=_field(data, "stage", str, where="Job.progress"),
-            message=_optional(data, "message", str, where="Job.progress"),
-            at=_optional(data, "at", int, where="Job.progress"),
+            stage=_field(data, "stage", str, where=where),
+            message=_optional(data, "message", str, where=where),
+            at=_optional(data, "at", int, where=where),
         )
 
 
@@ -226,6 +226,14 @@ class Event:
     @property
     def result(self) -> dict[str, Any] | None:
         return _dict(self.payload.get("result"))
+
+    @property
+    def progress(self) -> Progress | None:
+        """What a `job.progress` event reported (a producer that says nothing more: None)."""
+        document = self.payload.get("progress")
+        if document is None:
+            return None
+        return Progress.from_dict(document, where="Event.payload.progress")
 
     @property
     def error(self) -> ErrorInfo | None:

@@ -129,7 +129,7 @@ def cancellation(session: Session) -> Job | None:
     exchange = session.a.submit(session.task("cancel", params))
     job = session.admitted("cancel", exchange)
     if job is None:
-        session.skip(f"the cancel Task was not admitted: {exchange}", "R17", "R41")
+        session.skip(session.not_admitted(exchange, "the cancel Task"), "R17", "R41")
         return None
     if session.config.cancel_params is not None:
         # A long Task: cancel it while it runs (and see it running: R12).
@@ -239,14 +239,14 @@ def failing_job(session: Session) -> None:
     exchange = session.a.submit(session.task("fail", params, callback_url=None))
     job = session.admitted("fail", exchange)
     with session.item("R42") as check:
-        check.status(exchange, 202)
+        session.accepted(check, exchange)
         if job is None:
             check.skip("not admitted")
         page = check.status(session.a.events(job.job_id), 200)
         check.expect(types(page["events"])[:1] == ["job.accepted"], "no job.accepted to pull")
         check.note("callback_url null → 202; events pullable")
     with session.item("C6") as check:
-        check.status(exchange, 202)
+        session.accepted(check, exchange)
         main = session.jobs.get("main")
         check.expect(
             main is not None and main.document.get("correlation_id") == session.correlation_id,
@@ -255,7 +255,7 @@ def failing_job(session: Session) -> None:
         check.note("correlation_id echoed; callback_url null, no labels, no deadline_ms accepted")
     job = session.jobs.get("fail")  # what R42 saw admitted
     if job is None:
-        session.skip("the failing Task was not admitted", "R38", "C14")
+        session.skip(session.not_admitted(exchange, "the failing Task"), "R38", "C14")
         return
     session.wait(job)
     with session.item("C14") as check:

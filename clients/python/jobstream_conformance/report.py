@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from jobstream_conformance.catalogue import Outcome
-from jobstream_conformance.session import Verdict
+from jobstream_conformance.session import NEEDS_PARAMS, Verdict
 
 MARKS = {
     Outcome.PASS: "PASS",
@@ -46,7 +46,23 @@ def table(verdicts: list[Verdict], url: str, width: int | None = None) -> str:
         if bad
         else "conformant: every item observable over HTTP in this run passed"
     )
+    unobserved = needing_params(verdicts)
+    if unobserved:
+        lines.append(
+            f"{len(unobserved)} items were not observed: the producer refused a Task with no "
+            "params; run again with --params of a Task it admits (and --cancel-params)"
+        )
     return "\n".join(lines)
+
+
+def needing_params(verdicts: list[Verdict]) -> list[Verdict]:
+    """The items skipped because no --params were given and the producer needs some."""
+    return [
+        verdict
+        for verdict in verdicts
+        if verdict.outcome is Outcome.SKIPPED
+        and any(evidence.startswith(NEEDS_PARAMS) for evidence in verdict.evidence)
+    ]
 
 
 def as_json(verdicts: list[Verdict], url: str) -> dict[str, Any]:

@@ -12,9 +12,11 @@ from typing import Any, NoReturn
 
 from jobstream_client.transport import Transport
 from jobstream_conformance.catalogue import BY_ID, ITEMS, Outcome
-from jobstream_conformance.probe import Exchange, Probe
+from jobstream_conformance.probe import ENVELOPE, Exchange, Probe
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "expired"})
+# How an item the run could not observe for want of --params begins its evidence.
+NEEDS_PARAMS = "skipped: pass --params"
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,17 @@ class Session:
             self.record(item_id, Outcome.SKIPPED, [reason])
 
     def report(self) -> list[Verdict]:
-        """Every catalogue item, in order; what no step reached is said so."""
+        """Every catalogue item, in order; what no step reached is said so (for want of
+        --params, when that is what stopped the run)."""
+        unreached = next(
+            (
+                evidence
+                for verdict in self.verdicts.values()
+                for evidence in verdict.evidence
+                if evidence.startswith(NEEDS_PARAMS)
+            ),
+            "not reached in this run",
+        )
         verdicts = []
         for spec in ITEMS:
             if spec.not_applicable is not None:
@@ -187,7 +199,7 @@ class Session:
             else:
                 verdicts.append(
                     self.verdicts.get(spec.id)
-                    or Verdict(spec.id, spec.title, Outcome.SKIPPED, ["not reached in this run"])
+                    or Verdict(spec.id, spec.title, Outcome.SKIPPED, [unreached])
                 )
         return verdicts
 
@@ -205,6 +217,32 @@ class Session:
             "params": dict(params),
             **extra,
         }
+
+    def params_needed(self, exchange: Exchange) -> str | None:
+        """Why a refused submit says nothing against the producer: no --params were given, and
+        it refused the Task the kit made up with a valid `invalid_params` envelope, as a
+        producer may (params are its own: with several targets it needs one named). None when
+        the refusal is the producer's to answer for."""
+        if self.config.params or exchange.status in {200, 202}:
+            return None
+        if not 400 <= exchange.status < 500 or exchange.definition != ENVELOPE:
+            return None
+        if exchange.schema_errors or exchange.error.get("code") != "invalid_params":
+            return None
+        said = f"{exchange.status} invalid_params: {exchange.error.get('message')}"
+        return f"{NEEDS_PARAMS} of a Task this producer admits (a Task with none: {said})"
+
+    def accepted(self, check: Check, exchange: Exchange) -> Any:
+        """The document of a submit that must admit a new job (202); a refusal that only says
+        the run lacks --params makes the item a skip, not a failure."""
+        reason = self.params_needed(exchange)
+        if reason is not None:
+            check.skip(reason)
+        return check.status(exchange, 202)
+
+    def not_admitted(self, exchange: Exchange, what: str) -> str:
+        """Why items that needed the Task `what` were not observed."""
+        return self.params_needed(exchange) or f"{what} was not admitted: {exchange}"
 
     def admitted(self, name: str, exchange: Exchange) -> Job | None:
         """Remember the job a submit admitted (None when it did not)."""

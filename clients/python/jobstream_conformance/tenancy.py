@@ -17,7 +17,7 @@ def tenancy(session: Session) -> None:
     exchange = session.a.submit(session.task("tenancy", params))
     job = session.admitted("tenancy", exchange)
     if job is None:
-        session.skip(f"consumer A's job was not admitted: {exchange}", *TENANCY)
+        session.skip(session.not_admitted(exchange, "consumer A's Task"), *TENANCY)
         return
     events = session.a.events(job.job_id).document or {}
     first_id = (events.get("events") or [{}])[0].get("event_id", "x")

@@ -54,10 +54,12 @@ class JobRecord:
     progress_message: str | None = None
     progress_events: int = 0
     # The outcome: a succeeded job's result (its own item, `#RESULT`, read with the job where
-    # needed); a finished run's outcome (JSON), kept while its completion could not be written;
-    # why the job failed, expired or was cancelled (a Reason), with a message.
+    # needed); a finished run's failure (a Reason, a message), kept while its completion could
+    # not be written (a success keeps its result item); why the job failed, expired or was
+    # cancelled (a Reason), with a message.
     result: dict[str, Any] | None = None
-    pending_outcome: str | None = None
+    pending_reason: str | None = None
+    pending_message: str | None = None
     reason: str | None = None
     reason_message: str | None = None
     # The event stream's bookkeeping, kept on the job so counts never read the events.
@@ -105,12 +107,15 @@ class JobChange:
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
-    """One recorded event of a job's stream; `sequence` is its 1-based position."""
+    """One recorded event of a job's stream; `sequence` is its 1-based position. A progress
+    event keeps the stage and message it reported: the job's own move on with the next one."""
 
     job_id: str
     sequence: int
     kind: str
     at: int
+    progress_stage: str | None = None
+    progress_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,11 +167,17 @@ class CallbackRecord:
     last_error: str | None = None
     delivered_at: int | None = None
     dead_at: int | None = None
+    # When its dead letter went to the DLQ: a dead callback without one gets it from its next
+    # message (the send failed after the callback died, and that message came back).
+    dead_lettered_at: int | None = None
     # Retention (epoch seconds): the item's TTL, set when the event is written, beyond any
     # retry of its callback; a redrive removes it (an open callback never expires) and keeps it
     # in `retain_until`, which the close that follows sets again.
     expires_at: int | None = None
     retain_until: int | None = None
+    # What the event reported, when it is a progress event (its item keeps it).
+    progress_stage: str | None = None
+    progress_message: str | None = None
 
     def __post_init__(self) -> None:
         # A state read as text (an item, a test's literal) becomes the enum it names, or fails.

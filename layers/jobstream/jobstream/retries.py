@@ -1,13 +1,19 @@
 """Transient AWS failures: which ones another try may cure, and retrying them, bounded and jittered.
 
-botocore (its `standard` mode, set explicitly on every client) retries throttling, 5xx answers and
-connection errors a few times inside one call. It does not retry a transaction DynamoDB cancelled
-because it raced another write to one of its items (`TransactionCanceledException`, reason
-`TransactionConflict`), nor a single-item write refused during another transaction
-(`TransactionConflictException`); and throttling may outlast its attempts. Every call of the
-clients built here is retried around botocore for all of these, a bounded number of times with
-jittered backoff, so one lost race or one throttled second never fails an operation. What still
-fails is raised unchanged; `transient()` tells the caller it may answer "retry later".
+Every call of the clients built here is retried here, and only here: throttling, 5xx answers,
+connection errors and timeouts, and what botocore would not retry: a transaction DynamoDB
+cancelled because it raced another write to one of its items (`TransactionCanceledException`,
+reason `TransactionConflict`), a single-item write refused during another transaction
+(`TransactionConflictException`). A bounded number of times with jittered backoff, so one lost
+race or one throttled second never fails an operation. What still fails is raised unchanged;
+`transient()` tells the caller it may answer "retry later".
+
+Time is bounded as well as tries. botocore makes one attempt per call (its own retries would
+multiply the read timeout: 3 attempts of a hung connection took 15 s in a 10 s function), with
+short timeouts, so one attempt takes at most `RetryPolicy.attempt_ms`; no retry starts after the
+policy's budget, and no attempt starts, not even the first, that could end past the invocation's
+deadline (`deadline.invocation_deadline()`): the caller gets a transient failure in time to
+answer (`OutOfTimeError` when nothing was tried).
 
 A cancellation because a condition failed is never transient: another writer won, and the caller
 re-reads (the store turns it into "stale" or "already exists").
@@ -29,6 +35,7 @@ from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from jobstream import observability
 from jobstream.backoff import retry_delay_ms
+from jobstream.deadline import invocation_deadline
 
 if TYPE_CHECKING:
     from botocore.config import Config
@@ -37,9 +44,15 @@ logger = logging.getLogger("jobstream.aws")
 
 # Error codes after which the same request may succeed. DynamoDB: throttling (table, index or
 # account), a write refused during another transaction, a transaction still in progress, a
-# server error. SQS: its throttling and server errors.
+# server error. SQS: its throttling and server errors. Any service: the generic throttling and
+# timeout codes botocore's own retries knew (they are ours alone now).
 TRANSIENT_CODES: Final = frozenset(
     {
+        "TooManyRequestsException",
+        "ThrottledException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
         "ProvisionedThroughputExceededException",
         "ThrottlingException",
         "RequestLimitExceeded",
@@ -62,6 +75,9 @@ AMBIGUOUS_CODES: Final = frozenset(
         "InternalFailure",
         "ServiceUnavailable",
         "TransactionInProgressException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
     }
 )
 # Cancellation reasons of an item that another try may write (DynamoDB's vocabulary); any
@@ -73,6 +89,15 @@ TRANSACTION_CANCELLED: Final = "TransactionCanceledException"
 _SERVER_STATUSES: Final = frozenset({500, 502, 503, 504})
 _ANSWER_LOST: Final = "jobstream_after_lost_answer"
 _NOT_CALLS: Final = frozenset({"meta", "exceptions", "get_paginator", "get_waiter", "can_paginate"})
+# One attempt's timeouts (botocore's, per connect and per read): DynamoDB and SQS answer in
+# milliseconds, so a connection silent this long is hung and the attempt is given up.
+CONNECT_TIMEOUT_S: Final = 1
+READ_TIMEOUT_S: Final = 2
+OUT_OF_TIME: Final = "InvocationDeadline"
+
+
+class OutOfTimeError(Exception):
+    """No attempt was made: the invocation had less time left than one attempt may take."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +110,18 @@ class Transient:
 
 def transient(error: BaseException) -> Transient | None:
     """What makes `error` transient, or None when retrying cannot help (a refusal or a bug)."""
+    if isinstance(error, OutOfTimeError):
+        # Nothing was sent; a later invocation has the time.
+        return Transient(OUT_OF_TIME, ambiguous=False)
     if isinstance(error, BotocoreConnectionError | HTTPClientError):
         # Sent or not, unknown: a connection dropped or a read timed out.
         return Transient(type(error).__name__, ambiguous=True)
-    if not isinstance(error, ClientError):
-        return None
+    if isinstance(error, ClientError):
+        return _transient_answer(error)
+    return None
+
+
+def _transient_answer(error: ClientError) -> Transient | None:
     # SQS may qualify its codes (AWS.SimpleQueueService.RequestThrottled): the last part decides.
     code = str(error.response.get("Error", {}).get("Code", "")).rsplit(".", 1)[-1]
     if code == TRANSACTION_CANCELLED:
@@ -112,21 +144,29 @@ def transient(error: BaseException) -> Transient | None:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """At most `attempts` calls, no new one after `budget_ms`; waits of equal jitter between them
-    (a uniform draw in [cap/2, cap), cap = base_ms doubling per retry, at most max_ms)."""
+    """At most `attempts` calls, no new one after `budget_ms`, none that could end past the
+    invocation's deadline (`attempt_ms`: what one attempt may take, a hung connection's
+    timeouts); waits of equal jitter between them (a uniform draw in [cap/2, cap), cap = base_ms
+    doubling per retry, at most max_ms)."""
 
-    attempts: int = 5
+    attempts: int = 8
     base_ms: int = 50
     max_ms: int = 1_000
-    # Keeps an HTTP answer well inside the API functions' 10 s timeout, even when each call
-    # spends botocore's own retries (about 3 s) first.
+    # With one hung attempt after it, a call ends within 7 s: inside the API functions' 10 s.
     budget_ms: int = 4_000
+    attempt_ms: int = (CONNECT_TIMEOUT_S + READ_TIMEOUT_S) * 1000
     sleep: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
     rand: Callable[[], float] = random.random
 
     def delay_ms(self, retry: int) -> int:
         return retry_delay_ms(retry, base_ms=self.base_ms, max_ms=self.max_ms, rand=self.rand)
+
+    def in_time(self, delay_ms: int = 0) -> bool:
+        """Whether an attempt after `delay_ms` would end by the invocation's deadline (always,
+        outside an invocation)."""
+        deadline = invocation_deadline()
+        return deadline is None or delay_ms + self.attempt_ms <= deadline.remaining_ms()
 
 
 _policy = RetryPolicy()
@@ -144,12 +184,14 @@ def set_default_policy(policy: RetryPolicy) -> RetryPolicy:
 
 
 def client_config() -> Config:
-    """botocore's `standard` retry mode (3 attempts: throttling, 5xx, connection errors) and
+    """One botocore attempt per call (RetryingClient retries, within the time it has) and
     timeouts far below the functions' own, so a hung connection is retried, not waited out."""
     from botocore.config import Config  # noqa: PLC0415 - deferred with boto3 (cold start)
 
     return Config(
-        retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5
+        retries={"mode": "standard", "total_max_attempts": 1},
+        connect_timeout=CONNECT_TIMEOUT_S,
+        read_timeout=READ_TIMEOUT_S,
     )
 
 
@@ -187,6 +229,7 @@ class RetryingClient:
         started = policy.monotonic()
         retry = 0
         answer_lost = False
+        self._check_time(policy, operation)
         while True:
             try:
                 return method(**request)
@@ -200,28 +243,54 @@ class RetryingClient:
                 answer_lost = answer_lost or failure.ambiguous
                 retry += 1
                 delay_ms = policy.delay_ms(retry)
-                elapsed_ms = (policy.monotonic() - started) * 1000
-                if retry >= policy.attempts or elapsed_ms + delay_ms > policy.budget_ms:
-                    observability.count("aws_retries_exhausted", dimension=failure.code)
-                    logger.warning(
-                        "%s %s still failing after %d attempts (%s); giving up",
-                        self._service,
-                        operation,
-                        retry,
-                        failure.code,
-                    )
+                if not self._retry_now(
+                    policy, operation, failure, retry=retry, delay_ms=delay_ms, started=started
+                ):
                     raise
-                observability.count("aws_retries", dimension=failure.code)
-                logger.info(
-                    "%s %s failed (%s); retry %d in %d ms",
-                    self._service,
-                    operation,
-                    failure.code,
-                    retry,
-                    delay_ms,
-                )
                 if transaction and not failure.ambiguous:
                     # Nothing was applied: the next try is a new request with a token of its own
                     # (a cancelled token may be answered with its cancellation again).
                     request["ClientRequestToken"] = uuid.uuid4().hex
                 policy.sleep(delay_ms / 1000)
+
+    def _check_time(self, policy: RetryPolicy, operation: str) -> None:
+        if not policy.in_time():
+            observability.count("aws_retries_exhausted", dimension=OUT_OF_TIME)
+            raise OutOfTimeError(f"{self._service} {operation}: no time left for an attempt")
+
+    def _retry_now(
+        self,
+        policy: RetryPolicy,
+        operation: str,
+        failure: Transient,
+        *,
+        retry: int,
+        delay_ms: int,
+        started: float,
+    ) -> bool:
+        """Whether retry number `retry` may run after `delay_ms` (counted and logged)."""
+        elapsed_ms = (policy.monotonic() - started) * 1000
+        if (
+            retry >= policy.attempts
+            or elapsed_ms + delay_ms > policy.budget_ms
+            or not policy.in_time(delay_ms)
+        ):
+            observability.count("aws_retries_exhausted", dimension=failure.code)
+            logger.warning(
+                "%s %s still failing after %d attempts (%s); giving up",
+                self._service,
+                operation,
+                retry,
+                failure.code,
+            )
+            return False
+        observability.count("aws_retries", dimension=failure.code)
+        logger.info(
+            "%s %s failed (%s); retry %d in %d ms",
+            self._service,
+            operation,
+            failure.code,
+            retry,
+            delay_ms,
+        )
+        return True

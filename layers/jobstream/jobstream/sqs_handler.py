@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jobstream import observability
+from jobstream import deadline, observability
 from jobstream.queue import QueueMessage
 from jobstream.service import runtime as runtime_module
 from jobstream.service.runtime import Runtime
@@ -33,5 +33,6 @@ def sqs_handler(service: BatchService) -> Callable[[Mapping[str, Any], Any], Par
         kept = service(runtime_module.runtime(), messages, remaining_ms)
         return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in kept]}
 
-    # Log keys reset and metrics flushed per invocation, as for the HTTP functions.
-    return observability.instrument(handler)
+    # Log keys reset and metrics flushed per invocation, as for the HTTP functions; the batch's
+    # AWS calls start only with the time to end before the function's timeout (retries.py).
+    return observability.instrument(deadline.within_invocation(handler))

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jobstream import observability
+from jobstream import deadline, observability
 from jobstream.config.registry import RegistryUnavailableError
 from jobstream.config.settings import ConfigurationError
 from jobstream.http.auth import authenticate
@@ -87,7 +87,9 @@ def http_handler(
             return _rejected(ProtocolError(ErrorCode.INTERNAL_ERROR, "internal error", status=500))
 
     # Log keys reset and metrics flushed per invocation; every HTTP function goes through here.
-    return observability.instrument(handler)
+    # Each AWS call of a request starts only with the time to end before the function's timeout
+    # (retries.py): a hung dependency is answered 503, never cut off by Lambda.
+    return observability.instrument(deadline.within_invocation(handler))
 
 
 def _public_answer(

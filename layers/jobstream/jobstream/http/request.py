@@ -11,8 +11,10 @@ from typing import Any, Final
 from urllib.parse import parse_qs, unquote
 
 from jobstream.protocol.errors import invalid_params
+from jobstream.store.budgets import TASK_BODY_BYTES
 
-MAX_BODY_BYTES: Final = 256 * 1024
+# Every body within it can be stored: the job item's budget is sized from it (store/budgets.py).
+MAX_BODY_BYTES: Final = TASK_BODY_BYTES
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,26 @@ class JobRun:
     context: ExecutionContext
 
 
+@dataclass(frozen=True, slots=True)
+class ResultSummary:
+    """A result told to a person (the CLI): one line of what it holds, then one line per thing
+    in it worth following (a candidate's URL, a fetched file)."""
+
+    headline: str
+    items: tuple[str, ...] = ()
+
+
+def summarize_any_result(result: Mapping[str, Any]) -> ResultSummary:
+    """What any result holds, by its keys: the default of a job type without its own words,
+    and what the CLI says of a type this deployment does not know."""
+    parts = [
+        f"{len(value)} {name}" if isinstance(value, list) else f"{name} {value}"
+        for name, value in result.items()
+        if isinstance(value, list | str | int | float)
+    ]
+    return ResultSummary(", ".join(parts) or "an empty result")
+
+
 def keep_whole_result(result: dict[str, Any], fits: ResultFits) -> dict[str, Any] | None:
     """The default rule for a result larger than the job item holds: no cut, the job fails."""
     return result if fits(result) else None
@@ -68,6 +88,8 @@ class JobType(ABC):
       (a mismatch is internal_error); a method, so admission never imports the model.
     - `fit_result` cuts a result larger than the job item holds, or returns None (the job
       fails, the default).
+    - `summarize_result` tells a result to a person (the CLI's job and event views); by
+      default, what its keys hold.
     - `home` is the directory of the type's package: its `schema.json` holds the JSON Schema
       `$defs` the type contributes to schemas/ and the OpenAPI document (`schemas`, read by
       the build's `tools/openapi.py` only); two of them, named after the type, are its params
@@ -98,6 +120,9 @@ class JobType(ABC):
 
     def fit_result(self, result: dict[str, Any], fits: ResultFits) -> dict[str, Any] | None:
         return keep_whole_result(result, fits)
+
+    def summarize_result(self, result: Mapping[str, Any]) -> ResultSummary:
+        return summarize_any_result(result)
 
     @property
     def home(self) -> Path:

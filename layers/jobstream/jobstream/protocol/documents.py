@@ -65,14 +65,22 @@ def terminal_status_for(reason: str | None) -> JobStatus:
     return JobStatus.EXPIRED if known in EXPIRY_REASONS else JobStatus.FAILED
 
 
+def progress_document(stage: str, message: str | None, at: int) -> dict[str, Any]:
+    """A Progress: the stage, the message when there is one, and when it was reported."""
+    progress: dict[str, Any] = {"stage": stage}
+    if message:
+        progress["message"] = message
+    progress["at"] = at
+    return progress
+
+
 def job_document(record: JobRecord, now: int, base_url: str | None = None) -> dict[str, Any]:
     """The Job projection, keys in the reference order."""
     # The executor's own stage shows only while it runs; every other status names its stage.
     stage = record.progress_stage if record.status is JobStatus.RUNNING else None
-    progress: dict[str, Any] = {"stage": stage or _STAGE_BY_STATUS[record.status]}
-    if record.progress_message:
-        progress["message"] = record.progress_message
-    progress["at"] = record.updated_at
+    progress = progress_document(
+        stage or _STAGE_BY_STATUS[record.status], record.progress_message, record.updated_at
+    )
     document: dict[str, Any] = {
         "protocol_version": PROTOCOL_VERSION,
         "job_id": record.job_id,
@@ -127,6 +135,11 @@ def event_document(
     if record.labels:
         document["labels"] = dict(record.labels)
     payload: dict[str, Any] = {"detail": {"internal_kind": event.kind}}
+    if event.progress_stage is not None:
+        # What the executor reported then, kept on the event: the job's moves on.
+        payload["progress"] = progress_document(
+            event.progress_stage, event.progress_message, event.at
+        )
     if event.kind in TERMINAL_KINDS:
         job = job_document(record, now, base_url)
         payload["job"] = job

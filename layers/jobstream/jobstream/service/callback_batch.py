@@ -5,9 +5,12 @@ within the invocation's time, answered as a partial batch response.
   10 takes about as long as its slowest receiver, not the sum of them.
 - A message is claimed only while the invocation has the time for a whole attempt left (the
   callback timeout and a margin for recording the outcome); the others are handed back at once
-  (visibility 0) and reported as batch item failures, so SQS delivers them again. The function
-  returns before its own timeout even if a receiver holds a connection open: an attempt still
-  running then keeps its lease, and a later message or the sweep finishes the intent.
+  (visibility 0) and reported as batch item failures, so SQS delivers them again.
+- No attempt outlives the invocation: its POST is over by its deadline, never later than the
+  invocation's less the outcome's margin (delivery/http.py aborts a receiver that holds the
+  connection), and each AWS call starts only with the time to end (retries.py), so the function
+  waits for every thread and returns before its timeout. A thread left running would be frozen
+  with the environment and resume in a later invocation, holding a claim nobody can settle.
 - A receiver's outage is no function error: a retry is reported as a batch item failure (its
   message comes back after the backoff it was given), counted (`callbacks_retried`) and logged
   as a warning, and a batch of nothing but retries is a normal answer. Only when every message
@@ -19,21 +22,21 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from enum import StrEnum
 from typing import Final
 
 from jobstream import observability
+from jobstream.deadline import Deadline, invocation
 from jobstream.queue import QueueMessage
-from jobstream.service.callbacks import RetryLaterError, handle_message
+from jobstream.service.callbacks import OUTCOME_MARGIN_MS, RetryLaterError, handle_message
 from jobstream.service.runtime import Runtime
+
+__all__ = ["OUTCOME_MARGIN_MS", "BatchFailedError", "Result", "deliver_batch"]
 
 logger = logging.getLogger("jobstream.callbacks")
 
-# Time an attempt needs besides the POST itself: the claim, the outcome, the visibility change.
-OUTCOME_MARGIN_MS: Final = 5_000
 # One thread per message of a batch (the event source mapping's BatchSize is 10).
 MAX_CONCURRENT: Final = 10
 
@@ -61,20 +64,21 @@ def deliver_batch(
     # safe to create clients from concurrently).
     rt.store.connect()
     rt.callback_queue.client  # noqa: B018
-    deadline = _deadline(remaining_ms)
     attempt_ms = rt.settings.callback_timeout_ms + OUTCOME_MARGIN_MS
-    pool = ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(messages)))
-    futures: dict[Future[Result], QueueMessage] = {}
-    try:
-        for message in messages:
-            # Each message in a copy of the invocation's context: its log keys are its own.
-            context = contextvars.copy_context()
-            futures[pool.submit(context.run, _one, rt, message, deadline, attempt_ms)] = message
-        done, _ = wait(futures, timeout=_seconds_left(deadline, OUTCOME_MARGIN_MS))
-    finally:
-        # Never wait for a receiver past the invocation's time: an attempt still running keeps
-        # its lease; its message is reported below and comes back.
-        pool.shutdown(wait=False, cancel_futures=True)
+    with invocation(remaining_ms) as deadline:
+        pool = ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(messages)))
+        futures: dict[Future[Result], QueueMessage] = {}
+        try:
+            for message in messages:
+                # Each message in a copy of the invocation's context: its log keys are its own,
+                # the invocation's deadline is shared.
+                context = contextvars.copy_context()
+                futures[pool.submit(context.run, _one, rt, message, deadline, attempt_ms)] = message
+            # Every attempt is over by the deadline: this waits for them all (the bound is a
+            # safety net, reported below).
+            done, _ = wait(futures, timeout=None if deadline is None else deadline.remaining_s())
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
     results = {message.message_id: _result(future, done) for future, message in futures.items()}
     if all(result is Result.FAILED for result in results.values()):
         raise BatchFailedError(f"all {len(results)} callback messages of the batch failed")
@@ -84,15 +88,15 @@ def deliver_batch(
 def _result(future: Future[Result], done: set[Future[Result]]) -> Result:
     if future in done:
         return future.result()
-    # Still posting at the invocation's deadline (a receiver that holds the connection): the
-    # attempt keeps its lease; the message comes back, finds it held or settled.
-    logger.warning("callback attempt unfinished at the invocation's deadline")
+    # Every step of an attempt is bounded by the deadline: one still running is a defect
+    # (something blocking that no deadline reaches); its message comes back and finds it held.
+    logger.error("callback attempt still running at the invocation's deadline")
     observability.count("callbacks_deferred")
     return Result.DEFERRED
 
 
-def _one(rt: Runtime, message: QueueMessage, deadline: float | None, attempt_ms: int) -> Result:
-    if deadline is not None and _ms_left(deadline) < attempt_ms:
+def _one(rt: Runtime, message: QueueMessage, deadline: Deadline | None, attempt_ms: int) -> Result:
+    if deadline is not None and deadline.remaining_ms() < attempt_ms:
         # Not claimed: another invocation, with the time for it, takes it at once.
         observability.count("callbacks_deferred")
         try:
@@ -112,20 +116,3 @@ def _one(rt: Runtime, message: QueueMessage, deadline: float | None, attempt_ms:
         observability.count("callbacks_failed")
         return Result.FAILED
     return Result.DONE
-
-
-def _deadline(remaining_ms: Callable[[], int] | None) -> float | None:
-    """The invocation's end on the monotonic clock, or None when unknown (tests, the CLI)."""
-    if remaining_ms is None:
-        return None
-    return time.monotonic() + remaining_ms() / 1000
-
-
-def _ms_left(deadline: float) -> float:
-    return (deadline - time.monotonic()) * 1000
-
-
-def _seconds_left(deadline: float | None, margin_ms: int) -> float | None:
-    if deadline is None:
-        return None
-    return max(0.0, (_ms_left(deadline) - margin_ms) / 1000)

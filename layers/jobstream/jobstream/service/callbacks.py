@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from jobstream import observability
 from jobstream.backoff import parse_retry_after, retry_delay_ms
 from jobstream.config.settings import ConfigurationError
+from jobstream.deadline import request_deadline
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.origins import check_at_delivery
 from jobstream.delivery.signing import webhook_headers
@@ -23,6 +25,10 @@ logger = logging.getLogger("jobstream.callbacks")
 
 # An attempt's lease covers the request's timeout plus time to record the outcome.
 LEASE_MARGIN_MS = 30_000
+# Time an attempt needs besides the POST itself: the claim, the outcome, the visibility change
+# (each AWS call at most one hung attempt: retries.RetryPolicy.attempt_ms). A POST ends this
+# long before the invocation's deadline at the latest.
+OUTCOME_MARGIN_MS: Final = 5_000
 
 
 class Disposition(StrEnum):
@@ -82,8 +88,15 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
 
 def _dead(rt: Runtime, intent: CallbackRecord, answer: AttemptAnswer, *, now: int) -> AttemptResult:
     rt.callbacks.mark_dead(intent, answer, now=now)
-    rt.callback_queue.dead_letter(intent.ref)
     observability.count("callbacks_dead_lettered")
+    return _send_dead_letter(rt, intent.ref, now=now)
+
+
+def _send_dead_letter(rt: Runtime, ref: IntentRef, *, now: int) -> AttemptResult:
+    """The dead letter, then its record. Should the send fail, the message raises and comes
+    back (SQS keeps it), and the callback, dead without a letter, gets one then."""
+    rt.callback_queue.dead_letter(ref)
+    rt.callbacks.mark_dead_lettered(ref, now=now)
     return AttemptResult(Disposition.DONE, outcome="dead")
 
 
@@ -108,13 +121,30 @@ def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
 
 def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
     current = rt.callbacks.get(ref)
-    if current is not None and current.state == CallbackState.RETRY_WAIT:
-        # An early duplicate: come back when the intent is due.
-        return AttemptResult(Disposition.RETRY, delay_ms=max(0, current.next_attempt_at - now))
-    if current is not None and current.state == CallbackState.IN_FLIGHT:
-        # Another attempt holds it; if that one dies, the sweep re-sends after its lease.
-        return AttemptResult(Disposition.DONE, outcome="held")
-    # Delivered, dead, or unknown: acknowledged without a second POST.
+    if current is None or current.state == CallbackState.DELIVERED:
+        # Delivered or unknown: acknowledged without a second POST.
+        return AttemptResult(Disposition.DONE, outcome="settled")
+    if current.state == CallbackState.DEAD:
+        return _dead_letter_if_missing(rt, current, now)
+    if current.state != CallbackState.IN_FLIGHT and current.next_attempt_at > now:
+        # Open and not due yet: an early duplicate, or this clock a few ms behind the one that
+        # made it due. It comes back when due (never dropped: the sweep would wait a minute).
+        return AttemptResult(Disposition.RETRY, delay_ms=current.next_attempt_at - now)
+    abandoned = current.state == CallbackState.IN_FLIGHT and (current.lease_until or 0) < now
+    if abandoned and current.attempts >= current.max_attempts:
+        # The last attempt never recorded its outcome (its invocation died): no budget is left.
+        answer = AttemptAnswer(None, "attempt_abandoned: the last attempt ended without an outcome")
+        return _dead(rt, current, answer, now=now)
+    # Another attempt holds it (or took it since); if that one dies, the sweep re-sends it
+    # after its lease.
+    return AttemptResult(Disposition.DONE, outcome="held")
+
+
+def _dead_letter_if_missing(rt: Runtime, dead: CallbackRecord, now: int) -> AttemptResult:
+    if dead.dead_lettered_at is None:
+        # Dead without a dead letter (its send failed, and this message came back): no alarm
+        # would see it until the DLQ has one.
+        return _send_dead_letter(rt, dead.ref, now=now)
     return AttemptResult(Disposition.DONE, outcome="settled")
 
 
@@ -126,7 +156,8 @@ def _attempt(
     The job's tenant's credentials and origins are read now, not at admission: a rotation in
     between is honoured, and a removed tenant's callbacks die rather than go out unsigned.
     """
-    settings = rt.settings
+    # One deadline for the whole request, its DNS answer included; never past the invocation's.
+    deadline = request_deadline(rt.settings.callback_timeout_ms, reserve_ms=OUTCOME_MARGIN_MS)
     try:
         tenant = rt.tenant(job.tenant)
     except ConfigurationError as error:
@@ -158,9 +189,7 @@ def _attempt(
         # Checked again at delivery, under the tenant's origins as they are now, and resolved
         # here (never at admission): the connection is pinned to the addresses checked.
         target = check_at_delivery(job.callback_url or "", tenant.origins, resolver=rt.resolver)
-        response = rt.poster(
-            target, body.encode("utf-8"), headers, settings.callback_timeout_ms / 1000
-        )
+        response = rt.poster(target, body.encode("utf-8"), headers, deadline.remaining_s())
     except Exception as error:  # noqa: BLE001 - every failure is classified, none escapes
         return classify_exception(error), None
     verdict = classify_status(response.status, response.body_excerpt)

@@ -1,20 +1,27 @@
 """Completing a job: its outcome and terminal event in one transaction, never thrown away.
 
-A run's outcome is known before it is recorded. When the completion still fails after the
-client's retries (a transient cause: DynamoDB throttling, a transaction cancelled by a race),
-the outcome is kept, on the job item (`pending_outcome`, one small conditional write) and in this
-process, and CompletionDeferredError tells the worker to leave its work message on the queue.
-The message's redelivery resumes the same claimed job and lands the kept outcome without running
-the executor again; if no redelivery manages it, the sweep lands it once the lease has lapsed.
+A run's outcome is known before it is recorded, and a success's result is stored first, once
+per job, in its own item (`#RESULT`): a second run never rewrites it, it completes the job with
+the result stored. When the completion still fails after the client's retries (a transient
+cause: DynamoDB throttling, a transaction cancelled by a race), the run gives the job up with its
+outcome kept: its lease ends, a failure's reason and message stay on the job (a success's result
+is in its item already), the outcome stays in this process too, and CompletionDeferredError
+tells the worker to hand its work message back. Whoever comes next — the message again, a copy
+of it, the sweep — lands the kept outcome without running the job again.
+
+A refusal that no retry can cure (ValidationException: the item AWS would not store) ends the
+job `failed` `internal_error` at once, with the refusal logged, instead of a redelivery loop.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass, replace
 from typing import Final
+
+from botocore.exceptions import ClientError
 
 from jobstream import observability
 from jobstream.domain import JobChange, JobRecord, JobStatus
@@ -27,6 +34,7 @@ from jobstream.service.retention import item_expiry
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import record_transition
 from jobstream.store import budgets
+from jobstream.store.client import error_code
 from jobstream.store.jobs import StaleJobError, StateChange
 
 logger = logging.getLogger("jobstream.execution")
@@ -35,25 +43,41 @@ MAX_COMPLETE_ATTEMPTS: Final = 5
 # Outcomes this process could not record, by (job, lease owner): a redelivery that lands here
 # needs no second run even when keeping the outcome on the job failed too. Bounded.
 _KEPT_IN_PROCESS: Final = 64
+_REFUSED: Final = Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")
 
 
 class CompletionDeferredError(Exception):
     """The job's outcome is known but could not be recorded yet: the work message must come back
-    (a batch item failure), and its redelivery lands the kept outcome."""
+    (a batch item failure), and whoever comes next lands the kept outcome. `released`: the run's
+    lease has ended already (else it lapses on its own)."""
+
+    def __init__(self, job_id: str, *, released: bool) -> None:
+        super().__init__(job_id)
+        self.released = released
+
+
+@dataclass(frozen=True, slots=True)
+class KeptOutcome:
+    """A finished run's outcome still to be recorded, and the lease holder it is recorded as.
+    `result_stored`: its result is in the job's result item already."""
+
+    owner: str
+    outcome: Outcome
+    result_stored: bool = False
 
 
 class _KeptOutcomes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._outcomes: OrderedDict[tuple[str, str], Outcome] = OrderedDict()
+        self._outcomes: OrderedDict[tuple[str, str], KeptOutcome] = OrderedDict()
 
-    def put(self, job_id: str, owner: str, outcome: Outcome) -> None:
+    def put(self, job_id: str, kept: KeptOutcome) -> None:
         with self._lock:
-            self._outcomes[(job_id, owner)] = outcome
+            self._outcomes[(job_id, kept.owner)] = kept
             while len(self._outcomes) > _KEPT_IN_PROCESS:
                 self._outcomes.popitem(last=False)
 
-    def get(self, job_id: str, owner: str) -> Outcome | None:
+    def get(self, job_id: str, owner: str) -> KeptOutcome | None:
         with self._lock:
             return self._outcomes.get((job_id, owner))
 
@@ -62,30 +86,42 @@ class _KeptOutcomes:
             self._outcomes.pop((job_id, owner), None)
 
 
-_kept = _KeptOutcomes()
+kept_in_process = _KeptOutcomes()
 
 
-def encode_outcome(outcome: Outcome) -> str:
-    value = {"result": outcome.result, "reason": outcome.reason, "message": outcome.message}
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def kept_outcome(rt: Runtime, record: JobRecord) -> KeptOutcome | None:
+    """The outcome a run of this running job reached and could not record, if any: kept in this
+    process by the run holding the lease; or, once that lease has ended (released by its run, or
+    lapsed with a worker gone), the failure kept on the job or the result in its item."""
+    owner = record.lease_owner
+    if record.status is not JobStatus.RUNNING or not owner:
+        return None
+    in_process = kept_in_process.get(record.job_id, owner)
+    if in_process is not None:
+        return in_process
+    if record.lease_active(rt.clock()):
+        return None  # its run may still be going: only it may record its outcome
+    if record.pending_reason is not None:
+        return KeptOutcome(
+            owner, Outcome(reason=record.pending_reason, message=record.pending_message)
+        )
+    result = rt.store.get_result(record)
+    if result is None:
+        return None
+    return KeptOutcome(owner, Outcome(result=result), result_stored=True)
 
 
-def decode_outcome(text: str) -> Outcome:
-    value = json.loads(text)
-    return Outcome(
-        result=value.get("result"), reason=value.get("reason"), message=value.get("message")
-    )
-
-
-def known_outcome(record: JobRecord, owner: str) -> Outcome | None:
-    """The outcome an earlier run of this claim reached and could not record, if any."""
-    if record.pending_outcome is not None:
-        return decode_outcome(record.pending_outcome)
-    return _kept.get(record.job_id, owner)
+def land_kept_outcome(rt: Runtime, record: JobRecord) -> str | None:
+    """Complete a running job with the outcome a run of it kept (as its lease holder); None when
+    there is none (the job is run again, or goes to the liveness verdicts)."""
+    kept = kept_outcome(rt, record)
+    if kept is None:
+        return None
+    return complete(rt, record, kept.owner, kept.outcome, result_stored=kept.result_stored)
 
 
 def within_budget(outcome: Outcome, job_type: str) -> Outcome:
-    """The outcome as the job item can hold it (`store/budgets.py`): a result cut by the job
+    """The outcome as the store can hold it (`store/budgets.py`): a result cut by the job
     type's rule to `RESULT_BYTES`, or a failure when not even that fits; messages clipped."""
     if outcome.result is None:
         return Outcome(reason=outcome.reason, message=budgets.clip(outcome.message))
@@ -103,61 +139,84 @@ def within_budget(outcome: Outcome, job_type: str) -> Outcome:
     return Outcome(result=result)
 
 
-def complete(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str:
-    """State and terminal event in one transaction, only while holding the lease. Returns the
-    status, or "lost" when the job was cancelled, expired or taken over first; raises
-    CompletionDeferredError when a transient cause outlasted the retries (the outcome is kept)."""
-    outcome = within_budget(outcome, record.job_type)
+def complete(
+    rt: Runtime, record: JobRecord, owner: str, outcome: Outcome, *, result_stored: bool = False
+) -> str:
+    """Store a success's result, then state and terminal event in one transaction, only while
+    holding the lease. Returns the status, or "lost" when the job was cancelled, expired or
+    taken over first; raises CompletionDeferredError when a transient cause outlasted the
+    retries (the outcome is kept). A refusal no retry cures fails the job `internal_error`."""
+    kept = KeptOutcome(owner, within_budget(outcome, record.job_type), result_stored)
     try:
-        status = _record(rt, record, owner, outcome)
+        status = _attempt(rt, record, kept)
+    except ClientError as error:
+        # Not transient (_attempt deferred those): the same request would be refused again.
+        logger.exception(
+            "completion refused: the job fails internal_error",
+            extra={"job_id": record.job_id, "aws_code": error_code(error)},
+        )
+        status = _attempt(rt, record, KeptOutcome(owner, _REFUSED))
+    kept_in_process.forget(record.job_id, owner)
+    return status
+
+
+def _attempt(rt: Runtime, record: JobRecord, kept: KeptOutcome) -> str:
+    """Store a success's result, then the transaction; or, when a transient cause outlasted
+    the retries, the outcome kept (with what was stored) and the completion deferred."""
+    try:
+        if kept.outcome.result is not None and not kept.result_stored and _holds(record, kept):
+            # The result first, in its own item: the completion then only moves the job, and
+            # whoever reads it `succeeded` finds its result. Refused when a run of this job
+            # stored one first (a run taken over, a worker that lost its lease): the job
+            # succeeds with that one, never rewritten.
+            rt.store.put_result(
+                record, kept.outcome.result, expires_at=item_expiry(record, rt.settings)
+            )
+            kept = replace(kept, result_stored=True)
+        return _transition(rt, record, kept.owner, kept.outcome)
     except Exception as error:
         failure = transient(error)
         if failure is None:
             raise
-        _keep(rt, record.job_id, owner, outcome)
+        released = _keep(rt, record.job_id, kept)
         observability.count("completions_deferred")
         logger.warning(
             "completion deferred: the outcome is kept and the work message will come back",
             extra={"job_id": record.job_id, "aws_code": failure.code},
         )
-        raise CompletionDeferredError(record.job_id) from error
-    _kept.forget(record.job_id, owner)
-    return status
+        raise CompletionDeferredError(record.job_id, released=released) from error
 
 
-def land_kept_outcome(rt: Runtime, record: JobRecord) -> str | None:
-    """The sweep's repair: complete a running job whose lease lapsed with the outcome its run
-    kept; None when there is none (the job goes to the liveness verdicts instead)."""
-    if (
-        record.status is not JobStatus.RUNNING
-        or record.pending_outcome is None
-        or not record.lease_owner
-    ):
-        return None
-    return complete(rt, record, record.lease_owner, decode_outcome(record.pending_outcome))
+def _holds(record: JobRecord, kept: KeptOutcome) -> bool:
+    """Whether the job, as this worker last read it, is running under its lease: a worker
+    that knows it does not hold the job stores no result (its completion cannot land)."""
+    return record.status is JobStatus.RUNNING and record.lease_owner == kept.owner
 
 
-def _keep(rt: Runtime, job_id: str, owner: str, outcome: Outcome) -> None:
-    _kept.put(job_id, owner, outcome)
+def _keep(rt: Runtime, job_id: str, kept: KeptOutcome) -> bool:
+    """Keep the outcome in this process and give the job up, a failure's reason and message
+    kept on it (a result not stored stays in this process only: another worker runs the job
+    again): True when its lease ended now."""
+    kept_in_process.put(job_id, kept)
+    outcome = kept.outcome
+    failed = outcome.result is None
     try:
-        rt.store.keep_outcome(job_id, owner, encode_outcome(outcome))
-    except Exception as error:
-        if transient(error) is None:
-            raise
-        # The redelivery still finds it in this process, or runs the job again.
-        logger.warning("could not keep the outcome on the job", extra={"job_id": job_id})
+        return rt.store.keep_outcome(
+            job_id,
+            kept.owner,
+            now=rt.clock(),
+            reason=_reason(outcome) if failed else None,
+            message=outcome.message if failed else None,
+        )
+    except Exception:
+        # The lease lapses on its own; this process's redelivery finds the outcome here.
+        logger.warning(
+            "could not keep the outcome on the job", extra={"job_id": job_id}, exc_info=True
+        )
+        return False
 
 
-def _record(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str:
-    if (
-        outcome.result is not None
-        and record.status is JobStatus.RUNNING
-        and record.lease_owner == owner
-    ):
-        # The result first, in its own item: the completion below then only moves the job, and
-        # whoever reads it `succeeded` finds its result (store/jobs.py: put_result). Not for a
-        # job this worker does not hold, as far as it knows: its completion cannot land.
-        rt.store.put_result(record, outcome.result, expires_at=item_expiry(record, rt.settings))
+def _transition(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str:
     for _ in range(MAX_COMPLETE_ATTEMPTS):
         now = max(rt.clock(), record.updated_at)
         status, kind, ending = _ending(outcome)
@@ -168,7 +227,8 @@ def _record(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str
                     "updated_at": now,
                     "lease_owner": None,
                     "lease_expires_at": None,
-                    "pending_outcome": None,
+                    "pending_reason": None,
+                    "pending_message": None,
                 }
             ),
             require_status=frozenset({JobStatus.RUNNING}),
@@ -189,12 +249,16 @@ def _record(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str
     return "lost"
 
 
+def _reason(outcome: Outcome) -> str:
+    return outcome.reason or Reason.INTERNAL_ERROR.value
+
+
 def _ending(outcome: Outcome) -> tuple[JobStatus, EventKind, dict[str, object]]:
     """The terminal status an outcome gives, its event and the fields it sets (the result
     has its own item, written before)."""
     if outcome.result is not None:
         return JobStatus.SUCCEEDED, EventKind.OUTCOME_SUCCEEDED, {"status": JobStatus.SUCCEEDED}
-    reason = outcome.reason or Reason.INTERNAL_ERROR.value
+    reason = _reason(outcome)
     status = terminal_status_for(reason)
     kind = EventKind.OUTCOME_EXPIRED if status is JobStatus.EXPIRED else EventKind.OUTCOME_FAILED
     return status, kind, {"status": status, "reason": reason, "reason_message": outcome.message}

@@ -1,7 +1,9 @@
 """Running a job: claim it under a lease, keep the lease alive, report progress, complete.
 
-Every move is conditional: a job is claimed only while queued, and only the lease holder may
-report progress or complete it, so a cancelled or expired job never gets a later outcome.
+Every move is conditional: a job is claimed only while queued, or taken over once its lease
+has ended (released by a run that gave it up, or lapsed with its worker); only the lease holder
+may report progress or complete it, so a cancelled or expired job never gets a later outcome.
+Each invocation is its own lease owner: two copies of one work message never both run the job.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import EventKind
 from jobstream.queue import QueueMessage, parse_work_message
 from jobstream.retries import transient
-from jobstream.service.completion import CompletionDeferredError, complete, known_outcome
+from jobstream.service.completion import (
+    CompletionDeferredError,
+    complete,
+    land_kept_outcome,
+)
 from jobstream.service.messages import parse_or_drop
 from jobstream.service.runtime import Runtime
 from jobstream.service.stream import record_transition
@@ -40,35 +46,40 @@ logger = logging.getLogger("jobstream.execution")
 
 PROGRESS_MIN_INTERVAL_MS: Final = 5_000
 MAX_PROGRESS_EVENTS: Final = 50
-# A deferred completion's message comes back this soon (not after the queue's 90 minutes),
-# well inside the lease and stall budgets, so the job ends with its outcome.
+# A message whose run gave its job up (a deferred completion, its lease released) comes back
+# this soon (not after the queue's 90 minutes), so the job ends with its kept outcome.
 COMPLETION_RETRY_DELAY_MS: Final = 20_000
 
 
 def handle_work_message(
     rt: Runtime, body: str, message_id: str | None = None, receipt_handle: str | None = None
 ) -> str:
-    """Run the job a work message names. The lease owner is derived from the message, so a
-    redelivery of the same message (its invocation crashed, or its completion was deferred)
-    resumes the job it had claimed; another message for the same job finds it claimed and does
-    nothing. Raises CompletionDeferredError to keep the message (a batch item failure)."""
+    """Run the job a work message names, under a lease of this invocation's own: a copy of the
+    message (SQS may deliver one twice, even at once) finds the job held and does nothing.
+    A message that fails is handed back (a batch item failure) to come back once the lease its
+    invocation may hold has ended: its redelivery then lands the outcome a run kept, or takes
+    the job over and resumes it. Raises to keep the message."""
     observability.bind(job_id=None, correlation_id=None)
     job_id = parse_or_drop(parse_work_message, body, "job")
     if job_id is None:
         return "invalid"
     observability.bind(job_id=job_id)
     try:
-        return execute(rt, job_id, owner=f"message:{message_id}" if message_id else None)
-    except CompletionDeferredError:
-        if receipt_handle is not None:
-            _come_back_soon(rt, receipt_handle)
+        return execute(rt, job_id)
+    except CompletionDeferredError as deferred:
+        _come_back(rt, receipt_handle, released=deferred.released)
         raise
     except Exception as error:
         # A batch item failure, not an invocation error: say so here; SQS redelivers it.
+        extra = {"message_id": message_id}
         if transient(error) is None:
-            logger.exception("work message failed; SQS will deliver it again")
+            logger.exception("work message failed; SQS will deliver it again", extra=extra)
         else:
-            logger.warning("work message failed for a transient cause; SQS will deliver it again")
+            logger.warning(
+                "work message failed for a transient cause; SQS will deliver it again",
+                extra=extra,
+            )
+        _come_back(rt, receipt_handle, released=False)
         raise
 
 
@@ -90,21 +101,40 @@ def _handled(rt: Runtime, message: QueueMessage) -> bool:
     return True
 
 
-def _come_back_soon(rt: Runtime, receipt_handle: str) -> None:
+def redelivery_delay_ms(rt: Runtime, *, released: bool) -> int:
+    """How long a failed work message stays away: 20 s when its run released its lease; else
+    until a lease its invocation may hold (a claim whose answer was lost) has lapsed, well
+    before the stall verdict, so that its redelivery can take the job over."""
+    if released:
+        return COMPLETION_RETRY_DELAY_MS
+    return rt.settings.lease_ms + COMPLETION_RETRY_DELAY_MS
+
+
+def _come_back(rt: Runtime, receipt_handle: str | None, *, released: bool) -> None:
+    if receipt_handle is None:
+        return
     try:
-        rt.work_queue.delay(receipt_handle, COMPLETION_RETRY_DELAY_MS)
+        rt.work_queue.delay(receipt_handle, redelivery_delay_ms(rt, released=released))
     except Exception:
         # The queue's own visibility timeout brings it back later; the sweep is the backstop.
         logger.warning("could not shorten the work message's visibility", exc_info=True)
 
 
 def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
-    """queued -> running with a fresh lease and `job.started`, in one transaction; or the job
-    this owner already holds (its earlier attempt crashed after claiming)."""
+    """The job, held by `owner` under a fresh lease; None when another worker holds it or it
+    has ended (see `_claim`)."""
     record = rt.store.get_job_item(job_id)
-    if record is not None and record.status is JobStatus.RUNNING and record.lease_owner == owner:
-        return record
-    if record is None or record.status is not JobStatus.QUEUED:
+    return _claim(rt, record, owner) if record is not None else None
+
+
+def _claim(rt: Runtime, record: JobRecord, owner: str) -> JobRecord | None:
+    """queued -> running with a fresh lease and `job.started`, in one transaction; or a running
+    job whose lease has ended (its worker gave it up, or is gone) taken over."""
+    if record.status is JobStatus.RUNNING:
+        if record.lease_owner == owner:
+            return record  # this owner's own claim
+        return None if record.lease_active(rt.clock()) else _take_over(rt, record, owner)
+    if record.status is not JobStatus.QUEUED:
         return None
     now = max(rt.clock(), record.updated_at)
     change = StateChange(
@@ -126,13 +156,38 @@ def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
     try:
         claimed = record_transition(rt, record, kind=EventKind.EXECUTION_STARTED, change=change)
     except StaleJobError as stale:
-        fresh = rt.store.get_job_item(job_id) if stale.after_lost_answer else None
+        fresh = rt.store.get_job_item(record.job_id) if stale.after_lost_answer else None
         if fresh is not None and fresh.status is JobStatus.RUNNING and fresh.lease_owner == owner:
             return fresh  # our claim was written; only its answer was lost
         return None
     observability.count("jobs_claimed")
     observability.bind(correlation_id=record.correlation_id)
     return claimed
+
+
+def _take_over(rt: Runtime, record: JobRecord, owner: str) -> JobRecord | None:
+    """Resume a running job whose lease has ended under a lease of `owner`'s: the job's one
+    execution goes on (no second start, the same attempt), like a heartbeat of a new owner."""
+    clock = rt.clock()
+    now = max(clock, record.updated_at)
+    update = JobChange(
+        {"heartbeat_at": now, "lease_owner": owner, "lease_expires_at": now + rt.settings.lease_ms}
+    )
+    change = StateChange(
+        update,
+        require_status=frozenset({JobStatus.RUNNING}),
+        # From the worker whose lease this was, and only once it has ended (released at
+        # `clock` or before): a live run is never taken over.
+        require_lease_owner=record.lease_owner,
+        require_lease_expired_at=clock + 1,
+    )
+    if not rt.store.take_over(record.job_id, change):
+        fresh = rt.store.get_job_item(record.job_id)
+        if fresh is None or fresh.status is not JobStatus.RUNNING or fresh.lease_owner != owner:
+            return None  # another worker took it, or it ended
+        return fresh  # ours: the answer of the write was lost, its retry refused
+    observability.bind(correlation_id=record.correlation_id)
+    return update.applied_to(record)
 
 
 class Lease:
@@ -201,9 +256,9 @@ class Lease:
 
     def _record_progress(self, stage: str, message: str | None, now: int) -> None:
         record = self.record
-        # Kept on the job item, within its growth budget (`store/budgets.py`).
-        stage = budgets.clip(stage, budgets.MAX_STAGE_CHARS) or stage
-        message = budgets.clip(message)
+        # Kept on the job item, within its growth budget, and on the event (`store/budgets.py`).
+        stage = budgets.clip_bytes(stage, budgets.MAX_PROGRESS_STAGE_BYTES) or stage
+        message = budgets.clip_bytes(message, budgets.MAX_PROGRESS_MESSAGE_BYTES)
         change = StateChange(
             JobChange(
                 {
@@ -245,18 +300,22 @@ class Lease:
 
 
 def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
-    """Claim, run and complete one job. Returns what happened, for logs and tests."""
+    """Claim, run and complete one job; or land the outcome a run of it kept. Returns what
+    happened, for logs and tests."""
     owner = owner or uuid.uuid4().hex
-    record = claim(rt, job_id, owner)
+    record = rt.store.get_job_item(job_id)
     if record is None:
         return "not-claimed"
-    kept = known_outcome(record, owner)
-    if kept is not None:
-        # This claim ran the job before and only its completion failed: land that outcome.
-        return complete(rt, record, owner, kept)
-    with Lease(rt, record, owner) as lease:
+    # A run of this job finished and only its completion failed: land that outcome instead.
+    landed = land_kept_outcome(rt, record)
+    if landed is not None:
+        return landed
+    claimed = _claim(rt, record, owner)
+    if claimed is None:
+        return "not-claimed"
+    with Lease(rt, claimed, owner) as lease:
         try:
-            outcome = run_job(rt.targets(), record, lease)
+            outcome = run_job(rt.targets(), claimed, lease)
         except DeadlineReachedError:
             outcome = Outcome(
                 reason=Reason.EXECUTION_TIMEOUT.value, message="the job passed its deadline"
@@ -266,5 +325,5 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
         except Exception:
             logger.exception("executor failed", extra={"job_id": job_id})
             outcome = Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")
-        record = lease.record
-    return complete(rt, record, owner, outcome)
+        claimed = lease.record
+    return complete(rt, claimed, owner, outcome)

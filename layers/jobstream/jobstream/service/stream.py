@@ -39,12 +39,16 @@ def implied_events(record: JobRecord) -> list[tuple[EventKind, int]]:
 
 
 def next_event(record: JobRecord, kind: EventKind, at: int) -> StoredEvent:
-    """The job's next event; `at` never goes below an earlier event's, so order = time order."""
+    """The job's next event; `at` never goes below an earlier event's, so order = time order.
+    A progress event keeps the progress `record` (the job as the event leaves it) reports."""
+    progressed = kind is EventKind.PROGRESSED
     return StoredEvent(
         job_id=record.job_id,
         sequence=record.event_count + 1,
         kind=kind.value,
         at=max(at, record.last_event_at),
+        progress_stage=record.progress_stage if progressed else None,
+        progress_message=record.progress_message if progressed else None,
     )
 
 
@@ -60,9 +64,17 @@ def callback_intent(
 def callback_body(record: JobRecord, intent: CallbackRecord, now: int) -> str | None:
     """The event an intent names, as its page shows it, rebuilt from the job read at send time
     (None for a kind that is never shown). The same document as at recording: an event shows
-    the job's labels and correlation id, which never change, and only a terminal event shows
-    the job, which a terminal event leaves immutable."""
-    event = StoredEvent(record.job_id, intent.sequence, intent.kind, intent.created_at)
+    the job's labels and correlation id, which never change, only a terminal event shows the
+    job, which a terminal event leaves immutable, and a progress event its own progress, kept
+    on its item with the callback."""
+    event = StoredEvent(
+        record.job_id,
+        intent.sequence,
+        intent.kind,
+        intent.created_at,
+        progress_stage=intent.progress_stage,
+        progress_message=intent.progress_message,
+    )
     document = documents.event_document(record, event, now, intent.base_url)
     if document is None:
         return None

@@ -127,11 +127,12 @@ def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
     report.jobs_checked += 1
     now = rt.clock()
     reason = verdict(record, now, rt.settings)
-    if record.pending_outcome is not None and not record.lease_active(now):
-        # A run finished but neither its completion nor the work message's redelivery could
-        # record it: the job ends with that outcome, never with a verdict instead of it.
-        if land_kept_outcome(rt, record) not in {None, "lost"}:
-            report.outcomes_landed += 1
+    # A run finished but neither its completion nor the work message's redelivery recorded
+    # it (its lease ended with its outcome kept): the job ends with that outcome, never with a
+    # verdict instead of it.
+    landed = None if record.lease_active(now) else land_kept_outcome(rt, record)
+    if landed is not None:
+        report.outcomes_landed += int(landed != "lost")  # "lost": another landed it first
         record = rt.store.get_job_item(job_id) or record
     elif reason is not None:
         expired = expire(rt, record, reason, now)

@@ -10,6 +10,7 @@ attempt does not move it there (its claim writes no index key), only a retry's n
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import Any, Final
 
 from botocore.exceptions import ClientError
@@ -18,9 +19,15 @@ from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, Inten
 from jobstream.store import keys
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
+from jobstream.store.listing import batch_get
+from jobstream.store.records import EVENT_PROGRESS
 from jobstream.store.sweep_index import sweep_entries
 
 MAX_ERROR_CHARS: Final = 1000
+# Attempts a callback is given (a redrive gives it as many again).
+MAX_CALLBACK_ATTEMPTS: Final = 8
+# Dead callbacks read to a request (BatchGetItem's most).
+DEAD_READ_BATCH: Final = 100
 _OPTIONAL: Final = (
     "base_url",
     "lease_until",
@@ -28,8 +35,10 @@ _OPTIONAL: Final = (
     "last_error",
     "delivered_at",
     "dead_at",
+    "dead_lettered_at",
     "expires_at",
     "retain_until",
+    *EVENT_PROGRESS,
 )
 
 
@@ -107,14 +116,16 @@ class CallbackStore(TableStore):
         return _record(response["Attributes"])
 
     def claim(self, ref: IntentRef, *, now: int, lease_ms: int) -> CallbackRecord | None:
-        """Take the callback for one attempt; None when it is not due, done, or held by another.
-        No index key moves: the sweep tells a live attempt from a dead one by its lease."""
+        """Take the callback for one attempt; None when it is not due, done, held by another,
+        or its attempts are spent (an abandoned last attempt: the caller marks it dead). No
+        index key moves: the sweep tells a live attempt from a dead one by its lease."""
         return self._update(
             ref,
             "SET #state = :in_flight, attempts = attempts + :one, lease_until = :lease",
-            # One attempt at a time: only a due, open callback or an abandoned attempt is taken.
-            "(#state IN (:pending, :retry_wait) AND next_attempt_at <= :now) "
-            "OR (#state = :in_flight AND lease_until < :now)",
+            # One attempt at a time: only a due, open callback or an abandoned attempt is taken,
+            # and never past the budget (attempts that never returned count too).
+            "((#state IN (:pending, :retry_wait) AND next_attempt_at <= :now) "
+            "OR (#state = :in_flight AND lease_until < :now)) AND attempts < :max",
             {
                 ":in_flight": CallbackState.IN_FLIGHT,
                 ":pending": CallbackState.PENDING,
@@ -122,6 +133,7 @@ class CallbackStore(TableStore):
                 ":one": 1,
                 ":now": now,
                 ":lease": now + lease_ms,
+                ":max": MAX_CALLBACK_ATTEMPTS,
             },
             {"#state": "state"},
         )
@@ -199,6 +211,20 @@ class CallbackStore(TableStore):
             },
         )
 
+    def mark_dead_lettered(self, ref: IntentRef, *, now: int) -> bool:
+        """Record that a dead callback's dead letter is in the DLQ; False when it is not dead."""
+        return (
+            self._update(
+                ref,
+                "SET dead_lettered_at = :now",
+                # A callback revived meanwhile is open again: its old letter is no longer its own.
+                "#state = :dead",
+                {":now": now, ":dead": CallbackState.DEAD},
+                {"#state": "state"},
+            )
+            is not None
+        )
+
     def postpone(self, ref: IntentRef, *, now: int, due: int) -> bool:
         """Move the sweep's next look at an open callback to `due`, after its re-send at `now`
         (`resent_at` also keeps the dispatcher from sending it once more: service/dispatcher)."""
@@ -230,7 +256,7 @@ class CallbackStore(TableStore):
             "SET #state = :pending, attempts = :zero, next_attempt_at = :now, resent_at = :now, "
             "sweep_pk = :handoff, sweep_sk = :due"
             + (", retain_until = :retain" if retain is not None else "")
-            + " REMOVE dead_at, #expires",
+            + " REMOVE dead_at, dead_lettered_at, #expires",
             # Only dead letters are redriven; a live callback keeps its budget.
             "#state = :dead",
             {
@@ -258,10 +284,12 @@ class CallbackStore(TableStore):
             yield _ref_from_sweep_key(sort_key)
 
     def dead(self) -> Iterator[CallbackRecord]:
-        """Dead-lettered callbacks, oldest first, with their last error (read lazily)."""
-        for sort_key in sweep_entries(
-            self.client, self.table_name, keys.SweepBacklog.CALLBACK_DEAD
-        ):
-            record = self.get(_ref_from_sweep_key(sort_key))
-            if record is not None:
-                yield record
+        """Dead-lettered callbacks, oldest first, with their last error (read lazily, a batch
+        of items at a time: a redrive of many reads them 100 to a request, not one by one)."""
+        entries = sweep_entries(self.client, self.table_name, keys.SweepBacklog.CALLBACK_DEAD)
+        while refs := [_ref_from_sweep_key(key) for key in islice(entries, DEAD_READ_BATCH)]:
+            items = batch_get(
+                self.client, self.table_name, [self._key(ref) for ref in refs], consistent=True
+            )
+            found = {record.ref: record for record in map(_record, items) if record is not None}
+            yield from (found[ref] for ref in refs if ref in found)

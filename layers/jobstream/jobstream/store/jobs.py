@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from jobstream.domain import CallbackState, JobChange, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys
-from jobstream.store.callbacks import CallbackStore
+from jobstream.store.callbacks import MAX_CALLBACK_ATTEMPTS, CallbackStore
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_attribute, to_item
 from jobstream.store.listing import (
@@ -32,7 +32,10 @@ from jobstream.store.listing import (
     iter_jobs,
 )
 from jobstream.store.records import (
+    EVENT_PROGRESS,
     GENERATION,
+    event_progress,
+    is_part_of,
     item_to_record,
     job_key,
     part_key,
@@ -61,7 +64,6 @@ __all__ = [
     "record_to_item",
 ]
 
-MAX_CALLBACK_ATTEMPTS: Final = 8
 _LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
 # The condition of every event slot: free, or taken by an event of an earlier job under the same
 # key (its `at` is older than this job; a job's own events never are).
@@ -143,6 +145,21 @@ class JobStore(TableStore):
             ReturnConsumedCapacity="TOTAL",
         ).get("Item")
         return item_to_record(item) if item else None
+
+    def get_result(self, record: JobRecord) -> dict[str, Any] | None:
+        """The result a run of this job stored (`put_result`), whether or not the job has
+        succeeded yet; None when there is none (one of an earlier job under the same key is
+        not this job's)."""
+        item = self.client.get_item(
+            TableName=self.table_name,
+            Key=part_key(record.job_id, keys.RESULT_SK),
+            ConsistentRead=True,
+            ReturnConsumedCapacity="TOTAL",
+        ).get("Item")
+        if not item or "result" not in item or not is_part_of(record, item):
+            return None
+        result: dict[str, Any] = from_attribute(item["result"])
+        return result
 
     def events_after(
         self, job_id: str, after_sequence: int, limit: int, *, since: int = 0
@@ -243,16 +260,14 @@ class JobStore(TableStore):
             removed += _terminal_clause(append.job_expires_at, names, values, assignments)
         if append.change is not None:
             removed += _apply_change(append.change, names, values, assignments, conditions)
-        for index, name in enumerate(removed):
-            names[f"#r{index}"] = name
-        remove_clause = (
-            " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed))) if removed else ""
-        )
         update: TransactWriteItemTypeDef = {
             "Update": {
                 "TableName": self.table_name,
                 "Key": job_key(record.job_id),
-                "UpdateExpression": "SET " + ", ".join(assignments) + remove_clause + add_clause,
+                "UpdateExpression": "SET "
+                + ", ".join(assignments)
+                + _remove_clause(removed, names)
+                + add_clause,
                 "ConditionExpression": " AND ".join(conditions),
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": to_item(values),
@@ -268,23 +283,31 @@ class JobStore(TableStore):
                 ) from None
             raise
 
-    def put_result(self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int) -> None:
+    def put_result(self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int) -> bool:
         """Keep a finished run's result in its own item, before the completion that makes the
-        job `succeeded`: written once, outside the transaction (billed once, not twice), and
-        never rewritten with the job. Unconditional: it shows only once its job has succeeded,
-        which only this run's completion can do; a retry writes the same result again."""
-        self.client.put_item(
-            TableName=self.table_name,
-            Item=to_item(
-                {
-                    keys.PK: keys.job_pk(record.job_id),
-                    keys.SK: keys.RESULT_SK,
-                    GENERATION: record.created_at,
-                    "result": dict(result),
-                    keys.TTL_ATTRIBUTE: expires_at,
-                }
-            ),
-            ReturnConsumedCapacity="TOTAL",
+        job `succeeded`: written once, outside the transaction (billed once, not twice). False
+        when a run of this job stored its result first (nothing written): the job's result is
+        that one, and the completion lands it."""
+        return _applied(
+            lambda: self.client.put_item(
+                TableName=self.table_name,
+                Item=to_item(
+                    {
+                        keys.PK: keys.job_pk(record.job_id),
+                        keys.SK: keys.RESULT_SK,
+                        GENERATION: record.created_at,
+                        "result": dict(result),
+                        keys.TTL_ATTRIBUTE: expires_at,
+                    }
+                ),
+                # Written once per job: a second run (one resumed after its worker died, a
+                # worker that lost its lease unknowingly) never rewrites a result a consumer
+                # may have read; only an earlier job's under the same key is replaced.
+                ConditionExpression="attribute_not_exists(#pk) OR #gen < :created",
+                ExpressionAttributeNames={"#pk": keys.PK, "#gen": GENERATION},
+                ExpressionAttributeValues=to_item({":created": record.created_at}),
+                ReturnConsumedCapacity="TOTAL",
+            )
         )
 
     def renew_lease(self, job_id: str, owner: str, *, now: int, lease_ms: int) -> bool:
@@ -296,11 +319,42 @@ class JobStore(TableStore):
             {":until": now + lease_ms, ":now": now},
         )
 
-    def keep_outcome(self, job_id: str, owner: str, outcome: str) -> bool:
-        """Keep a finished run's outcome on the job while its completion cannot be written, so
-        whoever completes the job later lands this outcome; False when the job is not ours."""
-        return self._update_held_job(
-            job_id, owner, "SET pending_outcome = :outcome", {":outcome": outcome}
+    def keep_outcome(
+        self, job_id: str, owner: str, *, now: int, reason: str | None, message: str | None
+    ) -> bool:
+        """A run whose completion cannot be written gives the job up: its lease ends now, so
+        whoever comes next (its message again, a copy, the sweep) lands its outcome at once: a
+        failure's reason and message, kept here (a few KB at most), or the result already in
+        its own item. False when the job is not ours."""
+        update = "SET lease_expires_at = :released"
+        values: dict[str, Any] = {":released": now}
+        if reason is not None:
+            update += ", pending_reason = :reason"
+            values[":reason"] = reason
+        if message is not None:
+            update += ", pending_message = :message"
+            values[":message"] = message
+        return self._update_held_job(job_id, owner, update, values)
+
+    def take_over(self, job_id: str, change: StateChange) -> bool:
+        """A state change without an event (a running job's lease passed to another worker);
+        False when its conditions did not hold (nothing written)."""
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        assignments: list[str] = []
+        conditions: list[str] = []
+        removed = _apply_change(change, names, values, assignments, conditions)
+        update = "SET " + ", ".join(assignments) + _remove_clause(removed, names)
+        return _applied(
+            lambda: self.client.update_item(
+                TableName=self.table_name,
+                Key=job_key(job_id),
+                UpdateExpression=update,
+                ConditionExpression=" AND ".join(conditions),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=to_item(values),
+                ReturnConsumedCapacity="TOTAL",
+            )
         )
 
     def _update_held_job(
@@ -366,6 +420,7 @@ class JobStore(TableStore):
             "kind": event.kind,
             "at": event.at,
             keys.TTL_ATTRIBUTE: new.expires_at,
+            **event_progress(event),
         }
         if intent is not None:
             item_id = keys.intent_item_id(event.job_id, event.sequence)
@@ -482,12 +537,20 @@ def _apply_change(
     return change.update.cleared
 
 
+def _remove_clause(removed: Sequence[str], names: dict[str, str]) -> str:
+    """The REMOVE clause of an update removing `removed` (their names added to `names`)."""
+    for index, name in enumerate(removed):
+        names[f"#r{index}"] = name
+    return " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed))) if removed else ""
+
+
 def _item_to_event(job_id: str, item: Mapping[str, Any]) -> StoredEvent:
     return StoredEvent(
         job_id=job_id,
         sequence=keys.sequence_of(item[keys.SK]["S"]),
         kind=item["kind"]["S"],
         at=int(item["at"]["N"]),
+        **{name: item[name]["S"] for name in EVENT_PROGRESS if name in item},
     )
 
 

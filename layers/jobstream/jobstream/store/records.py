@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields, replace
 from typing import Any, Final
 
-from jobstream.domain import JobRecord, JobStatus
+from jobstream.domain import JobRecord, JobStatus, StoredEvent
 from jobstream.store import keys
 from jobstream.store.codec import from_attribute, from_item, to_item
 
@@ -23,6 +23,8 @@ _RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
 # the cursor and the result have items of their own.
 _NOT_ON_THE_JOB_ITEM: Final = frozenset({"params", "ack_sequence", "result"})
 GENERATION: Final = "job_created_at"
+# A progress event's item keeps what it reported (absent on every other event).
+EVENT_PROGRESS: Final = ("progress_stage", "progress_message")
 
 
 def record_to_item(record: JobRecord) -> dict[str, Any]:
@@ -74,13 +76,25 @@ def with_parts(record: JobRecord, items: Iterable[Mapping[str, Any]]) -> JobReco
     only once it has succeeded: a run whose completion lost left it for nothing)."""
     for item in items:
         sort_key = item[keys.SK]["S"]
-        if GENERATION not in item or from_attribute(item[GENERATION]) != record.created_at:
+        if not is_part_of(record, item):
             continue
         if sort_key == keys.ACK_SK:
             record = replace(record, ack_sequence=int(from_attribute(item["ack_sequence"])))
         elif sort_key == keys.RESULT_SK and record.status is JobStatus.SUCCEEDED:
             record = replace(record, result=from_attribute(item["result"]))
     return record
+
+
+def is_part_of(record: JobRecord, item: Mapping[str, Any]) -> bool:
+    """Whether a part item (`#ACK`, `#RESULT`) belongs to this job, not to an earlier job
+    under the same key."""
+    return GENERATION in item and from_attribute(item[GENERATION]) == record.created_at
+
+
+def event_progress(event: StoredEvent) -> dict[str, str]:
+    """The progress attributes of an event's item: what a progress event reported."""
+    values = {name: getattr(event, name) for name in EVENT_PROGRESS}
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def job_key(job_id: str) -> dict[str, Any]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel
 
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS, parse_params
-from jobstream.jobtypes.base import JobRun, JobType, Outcome
+from jobstream.jobtypes.base import JobRun, JobType, Outcome, ResultSummary
 from jobstream.protocol.task import ParsedParams
 
 
@@ -45,6 +46,16 @@ class AssetFetch(JobType):
         from jobstream.jobtypes.asset_fetch.result import ResultAssetFetch  # noqa: PLC0415
 
         return ResultAssetFetch
+
+    def summarize_result(self, result: Mapping[str, Any]) -> ResultSummary:
+        assets = result.get("assets") or []
+        total = sum(asset.get("bytes") or 0 for asset in assets)
+        items = tuple(
+            f"{asset.get('asset_id')}: {asset.get('mime')}, {asset.get('bytes')} bytes, "
+            f"{(asset.get('locator') or {}).get('value')}"
+            for asset in assets
+        )
+        return ResultSummary(f"{len(assets)} asset(s), {total} bytes", items)
 
 
 JOB_TYPE = AssetFetch()

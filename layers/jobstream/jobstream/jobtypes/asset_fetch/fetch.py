@@ -3,7 +3,8 @@
 The URL must match one of the source's origins (delivery's origin patterns): a wildcard origin
 (`https://*.pximg.net`) admits public addresses only; an exact origin is a configured source and
 may be private (a local test server). The host is resolved once, every address checked, and the
-connection pinned to them (delivery's SSRF guard); redirects are not followed.
+connection pinned to them (delivery's SSRF guard); redirects are not followed. The download is
+over by its deadline and stops at a cancel however slowly the source sends (delivery/http.py).
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from http.client import HTTPResponse
+from typing import Final
 
 from jobstream.config.origins import OriginPattern
-from jobstream.delivery.http import pinned_connection
+from jobstream.deadline import request_deadline
+from jobstream.delivery.http import exchange
 from jobstream.delivery.origins import check_at_delivery
 from jobstream.delivery.ssrf import (
     CallbackRefused,
@@ -53,33 +56,32 @@ def fetch(
     checkpoint: Callable[[], None],
     resolver: Resolver = system_resolver,
 ) -> Fetched:
-    """GET `url`; SourceError when refused, failed, or larger than `max_bytes`."""
+    """GET `url`, over within `timeout_s` (wall-clock, and within the invocation); SourceError
+    when refused, failed, timed out or larger than `max_bytes`. What `checkpoint` raises (a
+    cancel, a lost lease, the job's deadline) stops the download at once and propagates."""
+    deadline = request_deadline(timeout_s * 1000)
     target = _checked_target(url, asset_id, origins, resolver)
-    last: OSError | None = None
-    for address in target.addresses:
-        connection = pinned_connection(target, address, timeout_s)
-        try:
-            connection.request("GET", target.path_and_query, headers=dict(headers))
-            response = connection.getresponse()
-            _check_status(asset_id, response.status)
-            body = _read_bounded(response, asset_id, max_bytes, checkpoint)
-            return Fetched(body, response.getheader("Content-Type"))
-        except (ConnectionRefusedError, socket.gaierror) as error:
-            last = error  # the next address of the host may answer
-        except TimeoutError:
-            raise SourceError(
-                Reason.DOWNLOAD_TIMEOUT.value, f"asset {asset_id}: the download timed out"
-            ) from None
-        except OSError as error:
-            raise SourceError(
-                Reason.NETWORK_ERROR.value, f"asset {asset_id}: {type(error).__name__}"
-            ) from None
-        finally:
-            connection.close()
-    raise SourceError(
-        Reason.NETWORK_ERROR.value,
-        f"asset {asset_id}: no address of {target.host} accepted a connection ({last})",
-    )
+
+    def read(response: HTTPResponse) -> Fetched:
+        _check_status(asset_id, response.status)
+        body = _read_bounded(response, asset_id, max_bytes, checkpoint)
+        return Fetched(body, response.getheader("Content-Type"))
+
+    try:
+        return exchange(target, "GET", headers, deadline=deadline, read=read, interrupt=checkpoint)
+    except TimeoutError:
+        raise SourceError(
+            Reason.DOWNLOAD_TIMEOUT.value, f"asset {asset_id}: the download timed out"
+        ) from None
+    except (ConnectionRefusedError, socket.gaierror) as error:
+        raise SourceError(
+            Reason.NETWORK_ERROR.value,
+            f"asset {asset_id}: no address of {target.host} accepted a connection ({error})",
+        ) from None
+    except OSError as error:
+        raise SourceError(
+            Reason.NETWORK_ERROR.value, f"asset {asset_id}: {type(error).__name__}"
+        ) from None
 
 
 def _checked_target(
@@ -98,7 +100,7 @@ def _checked_target(
 
 
 def _read_bounded(
-    response: Any, asset_id: str, max_bytes: int, checkpoint: Callable[[], None]
+    response: HTTPResponse, asset_id: str, max_bytes: int, checkpoint: Callable[[], None]
 ) -> bytes:
     """The body, refused as soon as it is declared or read larger than `max_bytes`."""
     declared = response.getheader("Content-Length")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from jobstream.config.targets import Target, TargetsFile
-from jobstream.jobtypes.base import JobRun, JobType, Outcome, ResultFits
+from jobstream.jobtypes.base import JobRun, JobType, Outcome, ResultFits, ResultSummary
 from jobstream.jobtypes.candidate_search.params import (
     MAX_EXCLUDES,
     MAX_LIMIT,
@@ -85,6 +86,16 @@ class CandidateSearch(JobType):
         from jobstream.jobtypes.candidate_search.executor import fit_result  # noqa: PLC0415
 
         return fit_result(result, fits)
+
+    def summarize_result(self, result: Mapping[str, Any]) -> ResultSummary:
+        candidates = result.get("candidates") or []
+        headline = f"{len(candidates)} candidate(s)"
+        if result.get("scanned") is not None:
+            headline += f", {result['scanned']} scanned"
+        if result.get("filtered"):
+            headline += f", {len(result['filtered'])} filtered"
+        urls = tuple(str(found["url"]) for found in candidates if found.get("url"))
+        return ResultSummary(headline, urls)
 
 
 JOB_TYPE = CandidateSearch()
