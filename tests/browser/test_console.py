@@ -240,6 +240,12 @@ def test_a_succeeded_job_shows_its_timeline_progress_and_result(
     expect(page.locator(".timeline .event-type")).to_have_text(expected)
     expect(page.locator(".timeline time")).to_have_count(len(expected))
     expect(page.locator(".timeline .event").last).to_contain_text("candidate(s) from")
+    # A progress event shows what the executor reported then.
+    (progress,) = [e for e in events["events"] if e["type"] == "job.progress"][:1]
+    note = progress["payload"]["progress"]
+    expect(page.locator(".event-progress .event-note").first).to_have_text(
+        f"{note['stage']} — {note['message']}"
+    )
     # The bar is full once the job is final; no deadline is counting any more.
     expect(page.locator("#job-progress")).to_have_attribute("value", "1")
     expect(page.locator(".deadline")).to_be_hidden()

@@ -3,8 +3,19 @@
 import { el, facts, json, section } from "../dom.js";
 import { duration, timeOf } from "../format.js";
 
+// What an event says beyond its type: a progress event's stage and message, a final one's
+// result or error.
 function outcomeNote(event) {
   const payload = event.payload ?? {};
+  if (payload.progress) {
+    const { stage, message } = payload.progress;
+    return el(
+      "p",
+      { class: "event-note" },
+      el("strong", {}, stage),
+      message ? ` — ${message}` : "",
+    );
+  }
   if (payload.error) {
     return el(
       "p",
