@@ -16,7 +16,7 @@ OPENAPI_SOURCES := schemas/openapi.yaml schemas/jobstream.schema.json tools/open
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 
-.PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check rehearse rehearse-setup teardown clean
+.PHONY: setup run test lint typecheck cfn-lint pytest bench load proof openapi deploy-check rehearse rehearse-setup teardown console-screenshots clean
 
 setup: $(STAMP) $(SERVED_OPENAPI)
 
@@ -53,10 +53,25 @@ typecheck: setup
 cfn-lint: setup
 	$(BIN)/cfn-lint template.yaml
 
+# The browser tests (tests/browser) drive Debian's Chromium through Playwright (a dev
+# requirement): like the SAM CLI, it is installed when missing (apt-get, as root or with sudo).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "the browser tests need Chromium at $(CHROMIUM): install Debian's chromium package"; exit 1; }
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
 # With the layer's coverage floor (pyproject.toml: tool.coverage); `.venv/bin/coverage report`
-# then says what is not covered.
-pytest: setup
-	$(BIN)/pytest -n 2 -q --cov --cov-report=
+# then says what is not covered. `--dist loadgroup`: the browser tests share one worker (one
+# stack, one browser); every other test is spread as before.
+pytest: setup $(CHROMIUM)
+	$(BIN)/pytest -n 2 --dist loadgroup -q --cov --cov-report=
+
+# Rewrites the console's screenshots in docs/console (tracked: the README shows them).
+console-screenshots: setup $(CHROMIUM)
+	$(BIN)/python -m tests.browser.screenshots docs/console
 
 # The unit and integration suites alone (no stack, client or conformance suites, no gates): the
 # quick check while working, a few minutes. `make test` before committing.

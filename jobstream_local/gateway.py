@@ -37,12 +37,22 @@ class BoundRoute:
 
 
 def _pattern(path: str) -> re.Pattern[str]:
-    # API Gateway path variables match one segment each.
-    parts = re.split(r"(\{[A-Za-z0-9_]+\})", path)
-    regex = "".join(
-        f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part) for part in parts
-    )
-    return re.compile(f"^{regex}$")
+    # As API Gateway: a path variable matches one segment, a greedy one (`{proxy+}`, at the end)
+    # one or more; a trailing slash reaches the route without it (`/console/` -> `/console`).
+    parts = re.split(r"(\{[A-Za-z0-9_]+\+?\})", path)
+    regex = "".join(_segment_pattern(part) for part in parts)
+    return re.compile(f"^{regex}/?$")
+
+
+def _segment_pattern(part: str) -> str:
+    if not part.startswith("{"):
+        return re.escape(part)
+    name = part[1:-1]
+    return f"(?P<{name[:-1]}>.+?)" if name.endswith("+") else f"(?P<{name}>[^/]+)"
+
+
+def _is_greedy(route: HttpRoute) -> bool:
+    return route.path.endswith("+}")
 
 
 def load_handler(function: FunctionSpec) -> Handler:
@@ -96,13 +106,14 @@ class LambdaContext:
 
 class LocalHttpApi:
     def __init__(self, routes: list[HttpRoute]) -> None:
+        # As API Gateway: a route without a greedy variable wins over one with it.
         self.routes = [
             BoundRoute(
                 route,
                 None if route.path == "$default" else _pattern(route.path),
                 load_handler(route.function),
             )
-            for route in routes
+            for route in sorted(routes, key=_is_greedy)
         ]
 
     def match(self, method: str, path: str) -> tuple[BoundRoute, dict[str, str]] | None:

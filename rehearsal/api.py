@@ -6,7 +6,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 TIMEOUT_S = 30
@@ -17,6 +17,7 @@ class Answer:
     status: int
     body: Any
     text: str
+    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,12 @@ class ApiClient:
         request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
-                status, raw = response.status, response.read()
+                status, raw, answered = response.status, response.read(), response.headers
         except urllib.error.HTTPError as error:
-            status, raw = error.code, error.read()
+            status, raw, answered = error.code, error.read(), error.headers
         text = raw.decode("utf-8", errors="replace")
         try:
             parsed = json.loads(text) if text else None
         except ValueError:
             parsed = None
-        return Answer(status, parsed, text)
+        return Answer(status, parsed, text, {k.lower(): v for k, v in answered.items()})

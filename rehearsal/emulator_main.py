@@ -248,6 +248,37 @@ def shim_api_invoke_permission() -> None:
     apigateway._invoke_lambda_proxy = invoke
 
 
+def slash_stripped(path: str) -> str | None:
+    """The path without its trailing slash (`/console/` -> `/console`); None without one."""
+    return path.rstrip("/") or None if len(path) > 1 and path.endswith("/") else None
+
+
+def shim_trailing_slash_routes() -> None:
+    """A path with a trailing slash reaches the route without it, as on AWS.
+
+    API Gateway routes `/console/` to `GET /console` (its `rawPath` keeps the slash), which the
+    console's page relies on; ministack matches no route and answers from `$default` (a 404).
+    """
+    from ministack.services import apigateway
+
+    match, extract = apigateway._match_route, apigateway._extract_path_params
+
+    def match_route(api_id: str, method: str, path: str) -> Any:
+        route = match(api_id, method, path)
+        shorter = slash_stripped(path)
+        if shorter is None or (route is not None and route.get("routeKey") != "$default"):
+            return route
+        return match(api_id, method, shorter) or route
+
+    def extract_path_params(route_path: str, request_path: str) -> Any:
+        found = extract(route_path, request_path)
+        shorter = slash_stripped(request_path)
+        return extract(route_path, shorter) if found is None and shorter else found
+
+    apigateway._match_route = match_route
+    apigateway._extract_path_params = extract_path_params
+
+
 def secret_name(secrets: Iterable[tuple[str, dict[str, Any]]], physical_id: str) -> str:
     """The name ministack stores a secret under, from its ARN (or its name)."""
     for name, secret in secrets:
@@ -455,6 +486,7 @@ SHIMS: tuple[Callable[[], None], ...] = (
     shim_scheduler_role,
     shim_scheduler_first_run,
     shim_api_invoke_permission,
+    shim_trailing_slash_routes,
     shim_secret_ref_is_its_arn,
     shim_event_source_integers,
     shim_metric_math_alarms,

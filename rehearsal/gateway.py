@@ -32,7 +32,9 @@ NOT_FORWARDED = frozenset(
 def serve_api(endpoint: str, api_id: str) -> Iterator[str]:
     """Serve the API at http://127.0.0.1:<free port>; yields that base URL."""
     upstream = urlsplit(endpoint)
-    prefix = f"/_aws/execute-api/{api_id}"
+    # The stage named, as the template's HTTP API has only `$default`: left out, ministack takes a
+    # path's first segment for a stage and drops its trailing slash (`/console/` -> `/console`).
+    prefix = f"/_aws/execute-api/{api_id}/$default"
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

@@ -111,6 +111,23 @@ class Journey:
             raise self._fail(step, f"no token: expected 401, got {refused.status}")
         self.say("ok   GET /capabilities (200 with the tenant's token, 401 without)")
 
+    def console(self) -> None:
+        step = "GET /console/"
+        anonymous = self.api.with_token(None)
+        page = anonymous.call("GET", "/console")  # 301 to console/, followed
+        self._expect(step, page, 200)
+        policy = page.headers.get("content-security-policy", "")
+        if (
+            '<script type="module" src="js/app.js">' not in page.text
+            or "script-src 'self'" not in policy
+        ):
+            raise self._fail(step, f"not the console's page under its CSP: {page.headers}")
+        script = anonymous.call("GET", "/console/js/app.js")
+        self._expect("GET /console/js/app.js", script, 200)
+        if not script.headers.get("content-type", "").startswith("text/javascript"):
+            raise self._fail(step, f"app.js answered as {script.headers.get('content-type')}")
+        self.say("ok   GET /console/ (the console's page and modules, no token, under the CSP)")
+
     def submit_and_run(self) -> str:
         step = "submit, worker runs it"
         task = self._task("run", callback=True)
@@ -240,6 +257,7 @@ class Journey:
 
     def run(self) -> None:
         self.capabilities()
+        self.console()
         job_id = self.submit_and_run()
         self.page_and_ack(job_id)
         self.cancel()

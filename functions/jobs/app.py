@@ -1,8 +1,10 @@
-"""Job reads and cancel: capabilities, list, get, cancel; the OpenAPI document; unknown routes."""
+"""Job reads and cancel: capabilities, list, get, cancel; the OpenAPI document; the console's
+files; unknown routes."""
 
 from __future__ import annotations
 
 from jobstream.http.api import RouteResult, http_handler
+from jobstream.http.console import console_file
 from jobstream.http.openapi import openapi_document
 from jobstream.http.request import Request
 from jobstream.service import jobs
@@ -38,4 +40,5 @@ handler = http_handler(
         "POST /jobs/{job_id}/cancel": cancel,
     },
     public={"GET /openapi.json": openapi},
+    files={"GET /console": console_file, "GET /console/{proxy+}": console_file},
 )

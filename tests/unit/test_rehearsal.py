@@ -539,6 +539,23 @@ def test_the_event_source_shim_makes_the_concurrency_an_integer() -> None:
     assert emulator_main.integer_scaling({"BatchSize": 10}) == {"BatchSize": 10}
 
 
+@pytest.mark.parametrize(
+    ("path", "stripped"),
+    [
+        ("/console/", "/console"),
+        ("/jobs//", "/jobs"),
+        ("/console", None),
+        ("/", None),
+        ("//", None),
+    ],
+)
+def test_the_trailing_slash_shim_strips_only_a_trailing_slash(
+    path: str, stripped: str | None
+) -> None:
+    # As on AWS, `/console/` reaches `GET /console`; `/` stays the root.
+    assert emulator_main.slash_stripped(path) == stripped
+
+
 def test_the_api_proxy_keeps_the_clients_host_and_says_http(tmp_path: Path) -> None:
     import json
     import threading
@@ -571,7 +588,7 @@ def test_the_api_proxy_keeps_the_clients_host_and_says_http(tmp_path: Path) -> N
         upstream.server_close()
 
     assert status == 201
-    assert echoed["path"] == "/_aws/execute-api/abc/jobs?x=1"
+    assert echoed["path"] == "/_aws/execute-api/abc/$default/jobs?x=1"
     assert echoed["headers"]["Host"] == base.removeprefix("http://")
     assert echoed["headers"]["X-Forwarded-Proto"] == "http"
     assert echoed["body"] == "{}"
@@ -623,7 +640,7 @@ def test_the_guides_guided_answers_are_the_ones_the_rehearsal_pipes(
     """docs/deploy.md's table and rehearsal.guided ask the same of SAM CLI 1.170's prompts."""
     answers = guided.guided_answers(document)
     assert answers == guided.GuidedAnswers(parameters=len(document["Parameters"]),
-                                           unauthenticated_events=9)  # fmt: skip
+                                           unauthenticated_events=11)  # fmt: skip
     guide = (REPOSITORY / "docs" / "deploy.md").read_text(encoding="utf-8")
     assert f"Parameter … (one per parameter, {answers.parameters})" in guide
     assert f"Is this okay?` ({answers.unauthenticated_events}: " in guide

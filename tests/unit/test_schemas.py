@@ -665,8 +665,12 @@ def test_openapi_document_parses() -> None:
     assert len(document["info"]["description"].strip()) > 40
 
 
-# Answered without authentication: the document itself.
-PUBLIC_OPERATIONS = {("/openapi.json", "get")}
+# Answered without authentication: the document itself and the console's files.
+PUBLIC_OPERATIONS = {
+    ("/openapi.json", "get"),
+    ("/console", "get"),
+    ("/console/{proxy+}", "get"),
+}
 
 
 def test_openapi_declares_exactly_our_routes() -> None:

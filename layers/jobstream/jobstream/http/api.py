@@ -23,6 +23,8 @@ Response = dict[str, Any]
 RouteResult = tuple[int, Any]
 Route = Callable[[Runtime, str, Request], RouteResult]
 PublicRoute = Callable[[Request], RouteResult]
+# A public route that answers a whole response itself (the console's files: not JSON).
+FileRoute = Callable[[Request], Response]
 
 JSON_HEADERS = {"content-type": "application/json; charset=utf-8", "cache-control": "no-store"}
 
@@ -44,24 +46,26 @@ def error_response(error: ProtocolError) -> Response:
 
 
 def http_handler(
-    routes: Mapping[str, Route], public: Mapping[str, PublicRoute] | None = None
+    routes: Mapping[str, Route],
+    public: Mapping[str, PublicRoute] | None = None,
+    files: Mapping[str, FileRoute] | None = None,
 ) -> Callable[[Mapping[str, Any], Any], Response]:
     """A Lambda handler serving `routes` (keyed by API Gateway route key, e.g. 'GET /jobs');
-    `public` routes answer without authentication and need no configuration."""
+    `public` routes (JSON) and `files` routes (whole responses) answer without authentication
+    and need no configuration."""
 
     def handler(event: Mapping[str, Any], _context: Any) -> Response:
         try:
             request = parse_event(event)
-            public_route = (public or {}).get(request.route_key)
-            if public_route is not None:
-                status, body = public_route(request)
-                return json_response(status, body)
+            answer = _public_answer(request, public or {}, files or {})
+            if answer is not None:
+                return answer
             rt = runtime_module.runtime()
             tenant = authenticate(request.headers, rt.tenants(), rt.clock())
             observability.bind(tenant=tenant, route=request.route_key)
             route = routes.get(request.route_key)
             if route is None:
-                raise _unknown_route(request)
+                raise unknown_route(request)
             status, body = route(rt, tenant, request)
             return json_response(status, body)
         except ProtocolError as error:
@@ -86,6 +90,20 @@ def http_handler(
     # Each AWS call of a request starts only with the time to end before the function's timeout
     # (retries.py): a hung dependency is answered 503, never cut off by Lambda.
     return observability.instrument(deadline.within_invocation(handler))
+
+
+def _public_answer(
+    request: Request, public: Mapping[str, PublicRoute], files: Mapping[str, FileRoute]
+) -> Response | None:
+    """The answer of a route that needs no token, or None when the route needs one."""
+    file_route = files.get(request.route_key)
+    if file_route is not None:
+        return file_route(request)
+    public_route = public.get(request.route_key)
+    if public_route is None:
+        return None
+    status, body = public_route(request)
+    return json_response(status, body)
 
 
 def _rejected(error: ProtocolError) -> Response:
@@ -113,7 +131,7 @@ def _api_disabled() -> ProtocolError:
     )
 
 
-def _unknown_route(request: Request) -> ProtocolError:
+def unknown_route(request: Request) -> ProtocolError:
     return invalid_params(
         "no such route", status=404, detail={"reason": "unknown_route", "method": request.method}
     )

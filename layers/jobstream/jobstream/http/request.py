@@ -26,6 +26,9 @@ class Request:
     path_parameters: Mapping[str, str]
     raw_body: bytes
     base_url: str | None
+    # The request's path as the client sent it (rawPath): the console's routes tell `/console`
+    # from `/console/`, which API Gateway routes alike.
+    path: str = ""
 
     def path_parameter(self, name: str) -> str:
         # Consumers percent-encode ids with nothing safe; API Gateway may pass them encoded.
@@ -92,6 +95,7 @@ def parse_event(event: Mapping[str, Any]) -> Request:
         path_parameters=dict(event.get("pathParameters") or {}),
         raw_body=raw_body,
         base_url=_base_url(headers, context),
+        path=str(event.get("rawPath") or http.get("path") or ""),
     )
 
 
