@@ -107,7 +107,6 @@ def test_a_removed_local_tenant_is_not_brought_back(tmp_path: Path) -> None:
             _environment(JOBSTREAM_TENANTS=str(registry)) | {"JOBSTREAM_LOCAL_ENV_DIR": str(folder)}
         )
         try:
-            assert any("tenant 'local' was removed on" in line for line in child.stdout)
             refused = local("jobs", "list")
             assert refused.exit_code == 1
             assert "the local stack has no token for the CLI" in refused.stderr
@@ -116,6 +115,8 @@ def test_a_removed_local_tenant_is_not_brought_back(tmp_path: Path) -> None:
             assert local("tenants", "list").exit_code == 0
         finally:
             child.stop()
+    # Said just after the ready line, so read once the stack has stopped and every line is in.
+    assert any("tenant 'local' was removed on" in line for line in child.stdout)
     assert parse_registry(registry.read_bytes()).get("local") is None
 
 

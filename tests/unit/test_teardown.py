@@ -46,7 +46,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():
         cloudformation, s3 = boto3.client("cloudformation"), boto3.client("s3")
-        tables_before = set(boto3.client("dynamodb").list_tables()["TableNames"])
+        tables_before = table_names()
         cloudformation.create_stack(StackName=STACK, TemplateBody=json.dumps(TEMPLATE))
         (bucket,) = teardown.plan(cloudformation, STACK).buckets
         # A versioned bucket holding two versions of a file and a deleted one.
@@ -68,6 +68,12 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
                 cloudformation.delete_stack(StackName=name)
 
 
+def table_names() -> set[str]:
+    # Every page: ListTables returns 100 names at most, and the suite's moto holds more.
+    pages = boto3.client("dynamodb").get_paginator("list_tables").paginate()
+    return {name for page in pages for name in page["TableNames"]}
+
+
 def stacks(cloudformation: Any) -> list[str]:
     return [s["StackName"] for s in cloudformation.list_stacks()["StackSummaries"]
             if s["StackStatus"] != "DELETE_COMPLETE"]  # fmt: skip
@@ -86,7 +92,7 @@ def test_teardown_empties_the_stacks_bucket_deletes_it_and_names_what_stays(
     assert OTHER_BUCKET in buckets  # no other bucket touched
     assert aws["s3"].list_objects_v2(Bucket=OTHER_BUCKET)["KeyCount"] == 1
     assert said[0] == f"emptied {aws['bucket']}: 4 object(s)"  # 3 versions, 1 delete marker
-    (table,) = set(boto3.client("dynamodb").list_tables()["TableNames"]) - aws["tables_before"]
+    (table,) = table_names() - aws["tables_before"]
     assert kept["AWS::DynamoDB::Table"] == table
     lines = [line for line in said if line.startswith("kept: ")]
     assert len(lines) == 1
