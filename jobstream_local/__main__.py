@@ -28,6 +28,8 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if settings.stop_with_stdin:
+        threading.Thread(target=_stop_at_end_of_input, args=(stopping,), daemon=True).start()
     print(
         f"jobstream ready at {stack.base_url} - state is kept in memory only: "
         "stopping the stack loses every job and event",
@@ -49,6 +51,13 @@ def main() -> int:
     print("jobstream stopping", flush=True)
     stack.stop()
     return 0
+
+
+def _stop_at_end_of_input(stopping: threading.Event) -> None:
+    # The pipe from whoever started us closes when it exits, killed or not.
+    while sys.stdin.buffer.read(4096):
+        pass
+    stopping.set()
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ class ChildStack:
         return self.process.returncode
 
     def _finish_reading(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
         for reader in self._readers:
             reader.join(timeout=5)
 
@@ -79,7 +81,10 @@ def start_child(env: Mapping[str, str]) -> ChildStack:
     process = subprocess.Popen(
         [sys.executable, "-X", "faulthandler", "-m", "jobstream_local"],
         cwd=REPOSITORY,
-        env=dict(env),
+        # Its standard input is a pipe from this process: it stops when the pipe closes, so a
+        # killed test run leaves no stack serving on.
+        env={**env, "JOBSTREAM_LOCAL_STOP_WITH_STDIN": "1"},
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

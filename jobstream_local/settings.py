@@ -38,6 +38,9 @@ class LocalSettings(BaseModel):
     sweep_interval_s: Annotated[float, Field(ge=0.5, le=3600, allow_inf_nan=False)] = 5.0
     # Where a running stack leaves what the CLI's --local needs: a file per stack (local_env.py).
     local_env_dir: Path = DEFAULT_DIRECTORY
+    # Stop when standard input ends: a stack started by a test or a tool (jobstream_local/child.py)
+    # dies with what started it, even when that is killed, instead of serving on unseen.
+    stop_with_stdin: bool = False
 
     @field_validator("moto_host")
     @classmethod
@@ -58,6 +61,7 @@ LOCAL_ENVIRONMENT: Final[dict[str, str]] = {
     "concurrency": "JOBSTREAM_LOCAL_CONCURRENCY",
     "sweep_interval_s": "JOBSTREAM_SWEEP_INTERVAL_S",
     "local_env_dir": DIRECTORY_VARIABLE,
+    "stop_with_stdin": "JOBSTREAM_LOCAL_STOP_WITH_STDIN",
 }
 
 

@@ -388,3 +388,42 @@ def test_a_burst_of_concurrent_clients_is_answered_in_full(stack: Client) -> Non
     for thread in threads:
         thread.join()
     assert answers == [202 if n % 2 == 0 else 200 for n in range(CONCURRENT_CLIENTS)]
+
+
+def test_a_stack_stops_when_what_started_it_is_killed() -> None:
+    """A killed test run leaves no stack serving on: its standard input, a pipe from what
+    started it, ends, and the stack stops (its moto server with it)."""
+    starter = subprocess.Popen(  # noqa: S603 - our own interpreter and script
+        [sys.executable, "-c", _STARTER],
+        env=_environment(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert starter.stdout is not None
+    url = starter.stdout.readline().strip()
+    assert url.startswith("http://"), url
+    assert Client(url).call("GET", "/capabilities")[0] == 200
+    starter.kill()
+    starter.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _serving(url):
+        time.sleep(0.2)
+    assert not _serving(url), "the stack still serves after its starter was killed"
+
+
+_STARTER = """
+import os, time
+from jobstream_local.child import start_child
+child = start_child(os.environ)
+print(child.url, flush=True)
+time.sleep(600)
+"""
+
+
+def _serving(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        with socket.create_connection((str(parts.hostname), int(parts.port or 80)), timeout=1):
+            return True
+    except OSError:
+        return False
