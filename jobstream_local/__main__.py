@@ -12,6 +12,8 @@ from jobstream.config.settings import ConfigurationError
 from jobstream_local.settings import load_local_settings
 from jobstream_local.stack import start
 
+_STDIN = 0
+
 
 def main() -> int:
     try:
@@ -54,8 +56,10 @@ def main() -> int:
 
 
 def _stop_at_end_of_input(stopping: threading.Event) -> None:
-    # The pipe from whoever started us closes when it exits, killed or not.
-    while sys.stdin.buffer.read(4096):
+    # The pipe from whoever started us closes when it exits, killed or not. os.read, not
+    # sys.stdin: a daemon thread blocked in the buffered reader holds its lock, and the
+    # interpreter aborts at shutdown when it cannot take that lock.
+    while os.read(_STDIN, 4096):
         pass
     stopping.set()
 
