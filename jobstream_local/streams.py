@@ -36,6 +36,7 @@ class StreamPoller(threading.Thread):
         starting_position: str = "TRIM_HORIZON",
         max_retries: int = 3,
         idle_wait_s: float = 0.05,
+        quiet_wait_s: float = 0.25,
     ) -> None:
         super().__init__(name=f"stream-{function_name}", daemon=True)
         self.streams = streams
@@ -48,6 +49,7 @@ class StreamPoller(threading.Thread):
         self.starting_position = starting_position
         self.max_retries = max_retries
         self.idle_wait_s = idle_wait_s
+        self.quiet_wait_s = quiet_wait_s
         # Per shard: where to read next (an iterator) and how often its batch failed.
         self._iterators: dict[str, str | None] = {}
         self._failures: dict[str, int] = {}
@@ -55,10 +57,16 @@ class StreamPoller(threading.Thread):
         self._shard_ids: list[str] = []
 
     def run(self) -> None:
+        wait_s = self.idle_wait_s
         while not self.stopping.is_set():
             try:
-                if not self.poll_once():
-                    self.stopping.wait(self.idle_wait_s)
+                if self.poll_once():
+                    wait_s = self.idle_wait_s
+                else:
+                    self.stopping.wait(wait_s)
+                    # A quiet stream is read less often, down to Lambda's own pace for a shard
+                    # (four reads a second): an idle stack costs a laptop next to nothing.
+                    wait_s = min(wait_s * 2, self.quiet_wait_s)
             except Exception:
                 logger.exception("reading the stream for %s failed", self.function_name)
                 self.stopping.wait(1)

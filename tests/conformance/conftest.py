@@ -1,4 +1,6 @@
-"""Stacks shared by the whole conformance suite (one of each per pytest process / xdist worker)."""
+"""Stacks shared by the whole conformance suite: one of each, on the one xdist worker that runs
+the suite (its modules are one `xdist_group`), stopped when the suite is done, not when the
+session is (an idle stack still polls its queues and stream)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from tests.conformance._support import (
 from tests.support.receiver import Receiver, receiver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack]]:
     """Both stacks, started and stopped in parallel (stopping waits for in-flight work).
 
@@ -50,12 +52,12 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack
                 future.result()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def main_stack(stacks: dict[str, Stack]) -> Stack:
     return stacks["main"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def multi_stack(stacks: dict[str, Stack]) -> Stack:
     return stacks["multi"]
 
@@ -67,13 +69,13 @@ def sink() -> Iterator[Receiver]:
         yield hook
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def main(main_stack: Stack) -> Client:
     """A consumer of the main stack."""
     return main_stack.client
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def multi(multi_stack: Stack) -> Client:
     """A consumer of the multi-target stack."""
     return multi_stack.client

@@ -23,7 +23,7 @@ from tests.conformance._support import (
 from tests.support.receiver import Received, receiver
 from tests.support.validation import validate
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.xdist_group("conformance")]
 
 
 def posted(requests: list[Received], job_id: str) -> list[tuple[Received, Any]]:

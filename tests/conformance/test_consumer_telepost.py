@@ -36,7 +36,7 @@ from tests.conformance.test_job_facade import misconfigured_answers_503
 from tests.support.receiver import Received, receiver
 from tests.support.validation import BUSINESS_TERMS, keys_of, validate
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.xdist_group("conformance")]
 
 
 def negotiate(client: Client) -> None:

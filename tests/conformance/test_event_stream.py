@@ -17,7 +17,7 @@ from tests.conformance._support import (
 )
 from tests.support.receiver import Receiver
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.xdist_group("conformance")]
 
 
 def finished(client: Client, prefix: str, **overrides: Any) -> tuple[str, Any]:

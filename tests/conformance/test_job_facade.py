@@ -31,7 +31,7 @@ from tests.conformance._support import (
 from tests.support.receiver import Receiver
 from tests.support.validation import business_keys
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.xdist_group("conformance")]
 
 
 def test_08_submit_answers_202_with_the_wrapped_queued_job(main: Client, sink: Receiver) -> None:

@@ -21,7 +21,7 @@ from tests.conformance._support import (
 )
 from tests.support.validation import keys_of
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.xdist_group("conformance")]
 
 
 def test_46_every_projected_event_is_a_protocol_type(main: Client, multi: Client) -> None:

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.stack
 schema = schemathesis.openapi.from_path(REPOSITORY / "schemas" / "openapi.json")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def stack() -> Iterator[ChildStack]:
     child = start_child(environment())
     try:
