@@ -24,6 +24,7 @@ from jobstream.domain import IntentRef
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import TERMINAL_KINDS, EventKind, event_id
+from jobstream.queue import JobDispatch
 from jobstream.service import admission, callbacks, execution, jobs, stream
 from jobstream.service.liveness import expire
 from jobstream.service.retention import expiry_of, item_expiry
@@ -355,9 +356,9 @@ class SentJobs:
     def __init__(self) -> None:
         self.sent: list[str] = []
 
-    def send(self, job_ids: Sequence[str]) -> int:
-        self.sent.extend(job_ids)
-        return len(job_ids)
+    def send(self, jobs: Sequence[JobDispatch]) -> int:
+        self.sent.extend(job.job_id for job in jobs)
+        return len(jobs)
 
 
 def test_the_sweep_sends_a_queued_job_again_after_the_grace_period(

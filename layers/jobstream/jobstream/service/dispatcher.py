@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from jobstream import observability
 from jobstream.domain import CallbackState, IntentRef
+from jobstream.queue import JobDispatch
 from jobstream.service.runtime import Runtime
 from jobstream.store import keys
 
@@ -37,7 +38,7 @@ _CHANGES: Final = frozenset({"INSERT", "MODIFY"})
 class Handoffs:
     """What a batch of stream records names, each with its record's sequence number."""
 
-    jobs: list[tuple[str, str]] = field(default_factory=list)
+    jobs: list[tuple[str, JobDispatch]] = field(default_factory=list)
     callbacks: list[tuple[str, IntentRef]] = field(default_factory=list)
 
 
@@ -59,7 +60,8 @@ def handoffs(records: Iterable[Mapping[str, Any]]) -> Handoffs:
             and _number(image, "event_count") == 1
             and "dispatched_at" not in image
         ):
-            found.jobs.append((sequence_number, job_id))
+            tenant = image.get("tenant", {}).get("S", "")
+            found.jobs.append((sequence_number, JobDispatch(job_id, tenant)))
         elif (
             sk.startswith(keys.EVENT_PREFIX)
             and image.get("state", {}).get("S") == CallbackState.PENDING
