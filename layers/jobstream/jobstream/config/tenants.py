@@ -41,8 +41,8 @@ from pydantic import (
     model_validator,
 )
 
-from jobstream.config.origins import OriginPattern, parse_origins
 from jobstream.config.signing_secrets import decode_secret
+from jobstream.outbound.origins import OriginPattern, parse_origins
 from jobstream.tenant_names import TENANT_NAME_PATTERN, check_tenant_name
 
 # The shape of a SHA-256 digest in hex, not a secret.
