@@ -95,7 +95,7 @@ class TenantConfig(_Strict):
     # Issued by the consumer, set by the operator; sent as `Authorization: Bearer …`.
     callback_token: Annotated[StrictStr, Field(min_length=1)] | None = Field(None, repr=False)
     signing_secrets: tuple[SigningSecret, ...] = ()
-    # None: any public https origin. A list: only these (see delivery/origins.py).
+    # None: any public https origin. A list: only these (see outbound/origins.py).
     callback_origins: tuple[StrictStr, ...] | None = None
 
     @field_validator("callback_origins")
