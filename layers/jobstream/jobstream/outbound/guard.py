@@ -57,17 +57,6 @@ def check_at_delivery(
     return resolve_and_pin(parsed, access_for(parsed, origins).reach, resolver)
 
 
-def check_url(
-    url: str,
-    *,
-    allow_http: bool,
-    reach: frozenset[Reach] = PUBLIC_ONLY,
-    resolver: Resolver = system_resolver,
-) -> PinnedTarget:
-    """Check `url` and resolve its host; every address must lead where `reach` allows."""
-    return resolve_and_pin(parse_url(url, allow_http=allow_http), reach, resolver)
-
-
 def resolve_and_pin(url: OutboundUrl, reach: frozenset[Reach], resolver: Resolver) -> PinnedTarget:
     """`url`'s addresses, each leading where `reach` allows: the only ones to connect to."""
     literal = ip_literal(url.host)
