@@ -6,10 +6,10 @@ from typing import Any
 
 from jobstream import observability
 from jobstream.config.targets import Target
-from jobstream.delivery.origins import check_at_admission
-from jobstream.delivery.ssrf import CallbackRefused
 from jobstream.domain import JobRecord, JobStatus
 from jobstream.jobtypes import registry
+from jobstream.outbound.guard import check_at_admission
+from jobstream.outbound.url import OutboundRefused as CallbackRefused
 from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
 from jobstream.protocol.events import EventKind

@@ -12,9 +12,9 @@ from jobstream.backoff import parse_retry_after, retry_delay_ms
 from jobstream.config.settings import ConfigurationError
 from jobstream.deadline import request_deadline
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
-from jobstream.delivery.origins import check_at_delivery
 from jobstream.delivery.signing import webhook_headers
 from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, IntentRef, JobRecord
+from jobstream.outbound.guard import check_at_delivery
 from jobstream.protocol.events import TERMINAL_KINDS, callback_event_id, callback_idempotency_key
 from jobstream.queue import parse_message_body
 from jobstream.service.messages import parse_or_drop
