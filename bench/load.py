@@ -244,6 +244,10 @@ class Outcome:
     jobs: int
     consumers: int
     submit_s: float = 0.0
+    # The machine's 1-minute load average as the run started and as it ended: the numbers
+    # below mean little without it on a shared 2-core machine.
+    load_before: float = 0.0
+    load_after: float = 0.0
     total_s: float = 0.0
     submitted: dict[str, str] = field(default_factory=dict)  # key -> job_id
     submitted_at: dict[str, float] = field(default_factory=dict)  # job_id -> monotonic
@@ -432,6 +436,7 @@ def run(jobs: int, consumers: int, timeout_s: float) -> tuple[Outcome, Calls, Re
     with callback_receiver(received) as callback_url, local_stack() as stack:
         _log(f"stack ready at {stack.url}; {jobs} jobs, {consumers} consumers")
         api = Api(stack.url, calls)
+        outcome.load_before = os.getloadavg()[0]
         started = time.monotonic()
         submit_all(api, callback_url, outcome)
         outcome.submit_s = time.monotonic() - started
@@ -439,6 +444,7 @@ def run(jobs: int, consumers: int, timeout_s: float) -> tuple[Outcome, Calls, Re
         if not wait_for_terminal(received, outcome, timeout_s):
             outcome.violations.append(f"not every job was terminal by callback after {timeout_s} s")
         outcome.total_s = time.monotonic() - started
+        outcome.load_after = os.getloadavg()[0]
         _log(f"{received.terminal_count()} jobs terminal after {outcome.total_s:.1f} s; verifying")
         verify_jobs(api, received, outcome)
         check_dead_letters(stack, outcome)
@@ -496,6 +502,10 @@ def report(outcome: Outcome, calls: Calls, received: Received, timeout_s: float)
         ("result", "PASS" if not outcome.violations else "FAIL"),
         ("jobs / consumers", f"{outcome.jobs} / {outcome.consumers}"),
         ("machine", f"{os.cpu_count()} CPUs, Python {platform.python_version()}"),
+        (
+            "load average (1 min) at the start / end",
+            f"{outcome.load_before:.1f} / {outcome.load_after:.1f}",
+        ),
         ("submitting took", f"{outcome.submit_s:.1f} s"),
         ("first submit to last terminal callback", f"{outcome.total_s:.1f} s"),
         ("throughput (terminal jobs / s)", f"{throughput:.1f}"),
