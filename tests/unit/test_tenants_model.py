@@ -23,7 +23,7 @@ from jobstream.config.tenants import (
 )
 from jobstream.delivery.origins import check_at_admission, check_at_delivery
 from jobstream.delivery.ssrf import CallbackRefused
-from jobstream.service.identity import derive_job_id
+from jobstream.lifecycle.identity import derive_job_id
 from jobstream.store import keys
 from jobstream.tenant_names import TENANT_NAME_PATTERN, is_tenant_name
 

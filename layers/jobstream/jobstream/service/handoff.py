@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from jobstream.domain import IntentRef
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 
 logger = logging.getLogger("jobstream.callbacks")
 T = TypeVar("T")
