@@ -171,15 +171,16 @@ class Calls:
 
 
 class Api:
-    def __init__(self, base_url: str, calls: Calls) -> None:
+    def __init__(self, base_url: str, calls: Calls, token: str = TOKEN) -> None:
         self.base_url = base_url
         self.calls = calls
+        self.token = token
 
     def call(self, kind: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """One request; its latency and status are recorded under `kind`. Status 0: no answer."""
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.base_url + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {TOKEN}")
+        request.add_header("Authorization", f"Bearer {self.token}")
         if data is not None:
             request.add_header("Content-Type", "application/json")
         started = time.perf_counter()

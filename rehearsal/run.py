@@ -178,7 +178,7 @@ def _drive(options: Options, stack: Stack, emulator: Emulator, registry: str,
     logs = FunctionLogs(stack.client("logs"), stack.log_groups())
     # The conformance kit's own callback listener: a second origin of tenant A.
     # Both listen on a private address of this machine: the functions run as on AWS, where no
-    # callback reaches loopback (delivery/origins.py).
+    # callback reaches loopback (outbound/origins.py).
     host = receiver_host()
     kit_receiver = f"{host}:{free_port(host)}"
     with receiver(f"{host}:0", None) as callbacks:

@@ -20,10 +20,10 @@ import requests
 from botocore.exceptions import ClientError
 from rich.console import Console
 
-from jobstream.config.origins import parse_origins
 from jobstream.jobtypes.asset_fetch import storage
 from jobstream.jobtypes.asset_fetch.fetch import fetch
 from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
+from jobstream.outbound.origins import parse_origins
 from jobstream.retries import RetryPolicy
 from jobstream.runtime import Runtime
 from jobstream.service import admission, execution, jobs

@@ -11,6 +11,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from jobstream import runtime as runtime_module
 from jobstream.domain import IntentRef
 from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks, jobs
@@ -228,6 +229,69 @@ def test_retry_through_the_queue_redelivers_after_the_visibility_delay(
             feeder.poll_once(wait_seconds=1)
         assert len(hook.requests) == 2
     assert intent(crt, job_id).state == "delivered"
+
+
+def in_flight(rt: Runtime) -> int:
+    attributes = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=rt.settings.callback_queue_url or "",
+        AttributeNames=["ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessages"],
+    )["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "0"  # every message was received
+    return int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+def test_a_long_outage_holds_no_message_in_flight(
+    crt: Runtime, queues: dict[str, Any], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver down for hours: every wait past IN_FLIGHT_WAIT_MAX_MS deletes its message
+    (nothing stays in flight between attempts), the sweep re-sends each callback when due, and
+    after the outage every callback arrives exactly once, none dead-lettered."""
+    slow = replace(
+        crt,
+        settings=crt.settings.model_copy(
+            update={"callback_retry_base_ms": 700_000, "callback_retry_max_ms": 21_600_000}
+        ),
+    )
+    monkeypatch.setattr(runtime_module, "runtime", lambda: slow)
+    with receiver(503) as hook:
+        refs = []
+        for n in range(10):
+            # Cancelled jobs: two callbacks each, and no liveness verdict when the clock moves.
+            job_id = submit(slow, hook.url, key=f"outage-{n}")
+            jobs.cancel(slow, "acme", job_id, None)
+            refs += [IntentRef(job_id, 1), IntentRef(job_id, 2)]
+        dispatch_stream(slow)
+        feeder = poller(slow, queues)
+        for attempt in range(1, 4):
+            while feeder.poll_once():
+                pass
+            assert in_flight(slow) == 0, f"messages held in flight after attempt {attempt}"
+            records = [slow.callbacks.get(ref) for ref in refs]
+            assert {(r.state, r.attempts) for r in records if r} == {("retry_wait", attempt)}
+            # Nothing comes back before it is due: the sweep re-sends none yet.
+            assert sweep(slow).callbacks_resent == 0
+            due = max(r.next_attempt_at for r in records if r) + keys.HANDOFF_GRACE_MS
+            clock.advance(due - clock())
+            assert sweep(slow).callbacks_resent == len(refs)
+        hook.script = [(204, {})]
+        while feeder.poll_once():
+            pass
+        assert in_flight(slow) == 0
+    assert len(hook.requests) == 4 * len(refs)
+    delivered = [json.loads(r.body)["event_id"] for r in hook.requests[-len(refs) :]]
+    assert len(set(delivered)) == len(refs)
+    assert {record.state for ref in refs if (record := slow.callbacks.get(ref))} == {"delivered"}
+    assert messages(slow, slow.settings.callback_dead_letter_url) == []
+
+
+def test_a_short_wait_keeps_its_message_in_flight(
+    crt: Runtime, queues: dict[str, Any], clock: Clock
+) -> None:
+    with receiver(503) as hook:
+        submit(crt, hook.url)
+        dispatch_stream(crt)
+        assert poller(crt, queues).poll_once() == 1
+        assert in_flight(crt) == 1  # back after its 1-2 s wait, not through the sweep
 
 
 def test_terminal_events_get_their_own_callbacks(

@@ -108,9 +108,9 @@ def test_a_handler_that_raises_is_retried_from_the_batch_start(table_name: str) 
 def _received(url: str | None) -> list[dict[str, Any]]:
     sqs = boto3.client("sqs")
     found: list[dict[str, Any]] = []
-    while batch := sqs.receive_message(QueueUrl=url or "", MaxNumberOfMessages=10).get(
-        "Messages", []
-    ):
+    while batch := sqs.receive_message(
+        QueueUrl=url or "", MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"]
+    ).get("Messages", []):
         found += batch
     return found
 
@@ -136,6 +136,9 @@ def test_a_batch_handed_off_twice_runs_its_job_once_and_posts_once(wrt: Runtime)
         poller(wrt.settings.table_name, twice).drain()
         work = _received(wrt.settings.work_queue_url)
         assert [json.loads(m["Body"]) for m in work] == [{"job_id": job_id}] * 2
+        # In its tenant's message group: SQS fair queues serve a tenant with a backlog no
+        # ahead of the others.
+        assert {m["Attributes"]["MessageGroupId"] for m in work} == {"acme"}
         for number, message in enumerate(work):
             execution.handle_work_message(
                 wrt, message["Body"], f"message-{number}", message["ReceiptHandle"]
@@ -229,5 +232,6 @@ def test_a_job_whose_stream_records_were_lost_is_sent_by_the_sweep(
     assert (report.jobs_redispatched, report.callbacks_resent) == (1, 1)
     work = _received(wrt.settings.work_queue_url)
     assert [json.loads(m["Body"]) for m in work] == [{"job_id": job_id}]
+    assert [m["Attributes"]["MessageGroupId"] for m in work] == ["acme"]  # its tenant's group
     hooks = _received(wrt.settings.callback_queue_url)
     assert [json.loads(m["Body"]) for m in hooks] == [{"job_id": job_id, "sequence": 1}]

@@ -12,6 +12,7 @@ import pytest
 from jobstream.jobtypes.base import Outcome
 from jobstream.jobtypes.context import ExecutionContext
 from jobstream.protocol.errors import Reason
+from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 from jobstream.service import admission, execution, jobs
 from jobstream.service import events as stream
@@ -248,22 +249,23 @@ def test_a_live_lease_is_not_stalled(rt: Runtime, clock: Clock) -> None:
 def test_lost_dispatch_is_resent_by_the_sweep(
     rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sent: list[list[str]] = []
+    sent: list[list[JobDispatch]] = []
 
     class Recorder:
-        def send(self, job_ids: list[str]) -> int:
-            sent.append(list(job_ids))
-            return len(job_ids)
+        def send(self, jobs: list[JobDispatch]) -> int:
+            sent.append(list(jobs))
+            return len(jobs)
 
     recording = replace(rt, work=Recorder())  # type: ignore[arg-type]
     job_id = submit(recording)
     assert sent == []  # admission sends nothing itself
     dispatch_stream(recording)
-    assert sent == [[job_id]]  # the dispatcher's, from the table's stream
+    dispatched = JobDispatch(job_id, "acme")  # in its tenant's message group
+    assert sent == [[dispatched]]  # the dispatcher's, from the table's stream
     assert sweep(recording).jobs_redispatched == 0
     clock.advance(keys.HANDOFF_GRACE_MS)
     assert sweep(recording).jobs_redispatched == 1
-    assert sent == [[job_id], [job_id]]  # the dispatcher's send, then the sweep's
+    assert sent == [[dispatched], [dispatched]]  # the dispatcher's send, then the sweep's
     assert sweep(recording).jobs_redispatched == 0  # not again until another grace period
     # The sweep's mark (dispatched_at) does not wake the dispatcher: no third send.
     dispatch_stream(recording)

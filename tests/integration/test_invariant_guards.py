@@ -26,6 +26,7 @@ from jobstream.lifecycle import log
 from jobstream.lifecycle.retention import expiry_of, item_expiry
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import TERMINAL_KINDS, EventKind, event_id
+from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks, execution, jobs
 from jobstream.service import events as stream
@@ -357,9 +358,9 @@ class SentJobs:
     def __init__(self) -> None:
         self.sent: list[str] = []
 
-    def send(self, job_ids: Sequence[str]) -> int:
-        self.sent.extend(job_ids)
-        return len(job_ids)
+    def send(self, jobs: Sequence[JobDispatch]) -> int:
+        self.sent.extend(job.job_id for job in jobs)
+        return len(jobs)
 
 
 def test_the_sweep_sends_a_queued_job_again_after_the_grace_period(

@@ -843,3 +843,21 @@ def test_an_unlabelled_secret_read_answers_the_version_awscurrent_was_moved_to(a
         )
     assert refused.value.response["Error"]["Code"] == "InvalidParameterException"
     assert client.get_secret_value(SecretId=name)["VersionId"] == second
+
+
+def test_a_standard_queue_serves_its_message_groups_in_turn(aws: None) -> None:
+    """SQS fair queues, as the local stack's moto serves them: a tenant that sends 30 messages
+    and then another that sends 3 - the second's are handed out among the first few, not
+    after the backlog; each group's own keep their order."""
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=f"fair-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    for group, count in (("noisy", 30), ("quiet", 3)):
+        for number in range(count):
+            sqs.send_message(QueueUrl=url, MessageBody=f"{group}-{number}", MessageGroupId=group)
+    received = []
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1).get("Messages"):
+        (message,) = messages
+        received.append(message["Body"])
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert received[:6] == [f"{group}-{n}" for n in range(3) for group in ("noisy", "quiet")]
+    assert received[6:] == [f"noisy-{n}" for n in range(3, 30)]

@@ -16,7 +16,6 @@ import pytest
 import responses
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from jobstream.config.origins import parse_origins
 from jobstream.config.targets import Target
 from jobstream.jobtypes import registry
 from jobstream.jobtypes.asset_fetch import executor
@@ -28,6 +27,7 @@ from jobstream.jobtypes.base import JobRun
 from jobstream.jobtypes.context import JobInterruptedError
 from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.jobtypes.sources.catalog import CatalogSource
+from jobstream.outbound.origins import parse_origins
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from tests.support.recorded_http import Canned, recorded_server
 from tests.support.slow_peer import SlowPeer, slow_peer

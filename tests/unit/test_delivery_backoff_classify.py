@@ -23,7 +23,7 @@ from jobstream.delivery.classify import (
     classify_exception,
     classify_status,
 )
-from jobstream.delivery.ssrf import CallbackRefused
+from jobstream.outbound.url import OutboundRefused as CallbackRefused
 
 BASE_MS = 30_000
 MAX_MS = 21_600_000

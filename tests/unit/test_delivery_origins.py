@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import pytest
 
-from jobstream.config.origins import parse_origins
-from jobstream.config.settings import LAMBDA_FUNCTION_VARIABLE, runs_on_aws
-from jobstream.delivery.origins import check_at_admission, check_at_delivery
-from jobstream.delivery.ssrf import CallbackRefused
 from jobstream.jobtypes.asset_fetch.fetch import fetch
 from jobstream.jobtypes.sources.base import SourceError
+from jobstream.observability import LAMBDA_FUNCTION_VARIABLE
+from jobstream.outbound.guard import check_at_admission, check_at_delivery
+from jobstream.outbound.origins import parse_origins, runs_on_aws
+from jobstream.outbound.url import OutboundRefused as CallbackRefused
 from tests.support.recorded_http import Canned, recorded_server
 
 RUNTIME_API = "http://127.0.0.1:9001/2018-06-01/runtime/invocation/next"

@@ -10,18 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobstream.delivery.ssrf import (
-    ANY_ADDRESS,
-    PUBLIC_ONLY,
-    CallbackRefused,
-    CallbackTarget,
-    Resolver,
-    check_callback_url,
-    is_public_address,
-    parse_callback_url,
-    system_resolver,
-)
-from jobstream.special_addresses import Reach
+from jobstream.outbound.addresses import ANY_ADDRESS, PUBLIC_ONLY, Reach, is_public_address
+from jobstream.outbound.guard import PinnedTarget as CallbackTarget
+from jobstream.outbound.guard import Resolver, system_resolver
+from jobstream.outbound.url import OutboundRefused as CallbackRefused
+from jobstream.outbound.url import parse_url as parse_callback_url
+from tests.support.outbound import check_url as check_callback_url
 
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:2800:220:1:248:1893:25c8:1946"

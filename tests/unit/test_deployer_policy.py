@@ -42,7 +42,10 @@ TYPE_ACTIONS: dict[str, list[str]] = {
                                         "lambda:DeleteEventSourceMapping"],
     "AWS::Lambda::Function": ["lambda:CreateFunction", "lambda:GetFunction",
                               "lambda:UpdateFunctionCode", "lambda:UpdateFunctionConfiguration",
-                              "lambda:DeleteFunction", "lambda:TagResource", "iam:PassRole"],
+                              "lambda:DeleteFunction", "lambda:TagResource", "iam:PassRole",
+                              # the reserved concurrency ApiReservedConcurrency sets
+                              "lambda:PutFunctionConcurrency", "lambda:GetFunctionConcurrency",
+                              "lambda:DeleteFunctionConcurrency"],
     "AWS::Lambda::LayerVersion": ["lambda:PublishLayerVersion", "lambda:GetLayerVersion",
                                   "lambda:DeleteLayerVersion"],
     "AWS::Lambda::Permission": ["lambda:AddPermission", "lambda:RemovePermission"],

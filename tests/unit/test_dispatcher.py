@@ -11,6 +11,7 @@ import pytest
 
 from jobstream import runtime as runtime_module
 from jobstream.domain import IntentRef
+from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 from jobstream.service.dispatcher import dispatch_records, handoffs
 from jobstream_local.event_filter import matches, passes
@@ -81,11 +82,12 @@ def test_the_template_filter_wakes_the_dispatcher_for_what_it_hands_off(case: st
 def test_what_is_handed_off_and_from_which_record() -> None:
     found = handoffs(
         [
-            record("INSERT", "#JOB", number="9", event_count=1),
+            record("INSERT", "#JOB", number="9", event_count=1, tenant="acme"),
             record("INSERT", "EVT#0000000001", number="10", state="pending", attempts=0),
         ]
     )
-    assert found.jobs == [("9", JOB)]
+    # The job's tenant is its work message's group (SQS fair queues).
+    assert found.jobs == [("9", JobDispatch(JOB, "acme"))]
     assert found.callbacks == [("10", IntentRef(JOB, 1))]
 
 
@@ -141,10 +143,10 @@ OTHER = "job_b3RoZXItam9iLWlkLWZvci10ZXN0aW5nLW9ubHk"
 
 def admissions() -> list[dict[str, Any]]:
     """Two admissions' records as the stream carries them, with a record nothing hands off."""
-    second = record("INSERT", "#JOB", number="13", event_count=1)
+    second = record("INSERT", "#JOB", number="13", event_count=1, tenant="globex")
     second["dynamodb"]["NewImage"]["pk"] = {"S": f"JOB#{OTHER}"}
     return [
-        record("INSERT", "#JOB", number="10", event_count=1),
+        record("INSERT", "#JOB", number="10", event_count=1, tenant="acme"),
         record("INSERT", "EVT#0000000001", number="11", state="pending", attempts=0),
         record("INSERT", "#ACK", number="12", ack_sequence=1),
         second,
@@ -154,7 +156,7 @@ def admissions() -> list[dict[str, Any]]:
 def test_a_batch_whose_sends_pass_has_no_failures() -> None:
     work, callback = FakeQueue(), FakeQueue()
     assert dispatch_records(runtime_with(work, callback), admissions()) == []
-    assert work.sent == [[JOB, OTHER]]
+    assert work.sent == [[JobDispatch(JOB, "acme"), JobDispatch(OTHER, "globex")]]
     assert callback.sent == [[IntentRef(JOB, 1)]]
 
 

@@ -16,34 +16,24 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 PACKAGE = REPOSITORY / "layers" / "jobstream" / "jobstream"
 FUNCTIONS = REPOSITORY / "functions"
 
-# Plain data and pure helpers, importing nothing of the layer but (callback_url) the address table.
-BASE = frozenset(
-    {
-        "clock",
-        "deadline",
-        "domain",
-        "tenant_names",
-        "backoff",
-        "special_addresses",
-        "callback_url",
-        "observability",
-    }
-)
+# Plain data and pure helpers, importing nothing of the layer.
+BASE = frozenset({"clock", "deadline", "domain", "tenant_names", "backoff", "observability"})
 # Each unit (a package of the layer, or a module at its top) and the units directly below it. A
 # unit may import every unit below it, directly or through others, and nothing else. Units that
 # are not below one another are independent: the store knows no protocol words and no queue,
 # the queue no store, the protocol facade no configuration.
 DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     **{unit: frozenset() for unit in BASE},
-    "callback_url": frozenset({"special_addresses"}),  # whether an address is public: the table's
     "protocol": BASE,  # the pure facade: documents, validation, errors, event kinds
     "retries": BASE,  # which AWS failures are transient, and retrying them
     "aws": frozenset({"retries"}),  # the boto3 clients
-    "config": frozenset({"aws"}),  # settings, targets, the consumer registry
+    # Outbound URLs: parsing, origin patterns, the IANA table, resolve-and-pin, pinned HTTP.
+    "outbound": BASE,
+    "config": frozenset({"aws", "outbound"}),  # settings, targets, the consumer registry
     "store": frozenset({"config"}),  # the only DynamoDB user
     "queue": frozenset({"config"}),  # SQS
-    "delivery": frozenset({"config"}),  # callback POSTs: SSRF guard, signing, classification
-    "jobtypes": frozenset({"protocol", "delivery"}),  # what each job type does
+    "delivery": frozenset({"config"}),  # callback POSTs: signing, classification
+    "jobtypes": frozenset({"protocol", "config"}),  # what each job type does
     # The composition root: settings, the store, the queues, a clock and the poster, built once.
     "runtime": frozenset({"store", "queue", "delivery"}),
     "lifecycle": frozenset({"runtime", "protocol"}),  # the moves of a job and its event log
@@ -197,6 +187,20 @@ def test_a_job_type_imports_no_other_job_type(path: Path) -> None:
     assert cross_job_type_imports(path) == []
 
 
+def job_types() -> list[str]:
+    return sorted(path.parent.name for path in (PACKAGE / "jobtypes").glob("*/definition.py"))
+
+
+@pytest.mark.parametrize(
+    "path", sorted((PACKAGE / "outbound").rglob("*.py")), ids=lambda path: path.name
+)
+def test_outbound_names_no_job_type(path: Path) -> None:
+    """Callbacks and job types share the outbound unit: it serves URLs, whoever asks."""
+    assert job_types(), "the job types are found"
+    text = path.read_text(encoding="utf-8")
+    assert [name for name in job_types() if name in text] == []
+
+
 @pytest.mark.parametrize(
     "path", sorted(FUNCTIONS.glob("*/app.py")), ids=lambda path: path.parent.name
 )
@@ -232,7 +236,8 @@ def write(root: Path, relative: str, text: str) -> Path:
         ),
         ("store/jobs.py", "from jobstream.protocol import events\n", "protocol is not below store"),
         ("protocol/task.py", "import jobstream.config.targets\n", "config is not below protocol"),
-        ("config/settings.py", "from jobstream.delivery import ssrf\n", "delivery is not below"),
+        ("config/settings.py", "from jobstream.delivery import http\n", "delivery is not below"),
+        ("outbound/guard.py", "from jobstream.config import settings\n", "config is not below"),
         ("store/jobs.py", "from jobstream import queue\n", "queue is not below store"),
         ("store/jobs.py", "from ..service import jobs\n", "service is not below store"),
         ("store/jobs.py", "from jobstream import runtime\n", "runtime is not below store"),

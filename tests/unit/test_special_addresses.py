@@ -11,8 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobstream.callback_url import is_public_address
-from jobstream.special_addresses import SPECIAL_BLOCKS, Embedded, Reach, is_public, reach_of
+from jobstream.outbound.addresses import (
+    SPECIAL_BLOCKS,
+    Embedded,
+    Reach,
+    is_public,
+    is_public_address,
+    reach_of,
+)
 
 G, N, L, H = Reach.GLOBAL, Reach.NETWORK, Reach.LINK, Reach.HOST
 

@@ -68,6 +68,8 @@ SECRET_VARIABLES = frozenset(SHORTHAND.values())
 REGISTRY_READERS = frozenset(
     {"AdmissionFunction", "JobsFunction", "EventsFunction", "AckFunction", "CallbacksFunction"}
 )
+# The functions behind the HTTP API: each reserves `ApiReservedConcurrency` when it is set.
+HTTP_FUNCTIONS = ("AdmissionFunction", "JobsFunction", "EventsFunction", "AckFunction")
 TABLE_INDEXES = (keys.TENANT_INDEX, keys.CORRELATION_INDEX, keys.SWEEP_INDEX)
 # The registry: the stack's own secret, or one it adopts (ExistingTenantsSecretArn).
 ADOPTABLE_SECRET = {
@@ -1286,14 +1288,34 @@ def http_api_problems(template: Template, name: str) -> list[str]:
     return problems
 
 
-def worker_scaling_problems(template: Template) -> list[str]:
-    (props,) = [p for function, _, p in sqs_sources(template) if function == "WorkerFunction"] or [
-        {}
+def queue_scaling_problems(template: Template) -> list[str]:
+    """Every queue trigger has a concurrency cap (2-1000, SQS's bounds): the worker's keeps jobs
+    from taking the account, the callbacks' keeps receivers that hang from taking it."""
+    problems = []
+    for function, event, props in sqs_sources(template):
+        cap = resolve_number(template, (props.get("ScalingConfig") or {}).get("MaximumConcurrency"))
+        if cap is None or not 2 <= cap <= 1000:
+            problems.append(
+                f"{function}.{event}: the queue trigger's MaximumConcurrency is {cap!r}"
+            )
+    return problems
+
+
+def reserved_concurrency_problems(template: Template) -> list[str]:
+    """The four HTTP functions reserve `ApiReservedConcurrency` each when it is not 0."""
+    expected = {
+        "Fn::If": [
+            "ReservesApiConcurrency",
+            {"Ref": "ApiReservedConcurrency"},
+            {"Ref": "AWS::NoValue"},
+        ]
+    }
+    return [
+        f"{name}: ReservedConcurrentExecutions is not the ApiReservedConcurrency parameter"
+        for name in HTTP_FUNCTIONS
+        if template.resources_of_type(FUNCTION)[name].get("ReservedConcurrentExecutions")
+        != expected
     ]
-    cap = resolve_number(template, (props.get("ScalingConfig") or {}).get("MaximumConcurrency"))
-    if cap is None or not 2 <= cap <= 1000:
-        return [f"WorkerFunction: the work queue trigger's MaximumConcurrency is {cap!r}"]
-    return []
 
 
 def schedule_name_problems(template: Template) -> list[str]:
@@ -1416,8 +1438,17 @@ def test_the_callback_latency_check_catches_a_window(tmp_path: Path) -> None:
     ]
 
 
-def test_the_worker_queue_trigger_has_a_concurrency_cap() -> None:
-    assert worker_scaling_problems(TEMPLATE_NOW) == []
+def test_every_queue_trigger_has_a_concurrency_cap() -> None:
+    triggers = {function for function, _, _ in sqs_sources(TEMPLATE_NOW)}
+    assert {"WorkerFunction", "CallbacksFunction"} <= triggers
+    assert queue_scaling_problems(TEMPLATE_NOW) == []
+
+
+def test_the_http_functions_reserve_the_parameters_concurrency() -> None:
+    assert reserved_concurrency_problems(TEMPLATE_NOW) == []
+    condition = conditions(TEMPLATE_NOW)["ReservesApiConcurrency"]
+    assert condition_value(TEMPLATE_NOW, condition, {"ApiReservedConcurrency": "0"}) is False
+    assert condition_value(TEMPLATE_NOW, condition, {"ApiReservedConcurrency": "25"}) is True
 
 
 def test_schedules_get_generated_names() -> None:
@@ -1497,12 +1528,33 @@ def test_the_worker_timeout_comes_from_one_parameter() -> None:
         (
             "              MaximumConcurrency: !Ref WorkerMaxConcurrency\n",
             "              MaximumConcurrency: 1\n",
-            worker_scaling_problems,
-            "MaximumConcurrency",
+            queue_scaling_problems,
+            "WorkerFunction.WorkMessages: the queue trigger's MaximumConcurrency",
+        ),
+        (
+            "              MaximumConcurrency: !Ref CallbacksMaxConcurrency\n",
+            "",
+            queue_scaling_problems,
+            "CallbacksFunction.CallbackMessages: the queue trigger's MaximumConcurrency",
+        ),
+        (
+            "      ReservedConcurrentExecutions: !If [ReservesApiConcurrency,",
+            "      ReservedConcurrentExecutions: !If [SomethingElse,",
+            reserved_concurrency_problems,
+            "ReservedConcurrentExecutions",
         ),
         ("            OmitName: true\n", "", schedule_name_problems, "OmitName"),
     ],
-    ids=["no log group", "no retention", "no throttling", "no access logs", "no cap", "named"],
+    ids=[
+        "no log group",
+        "no retention",
+        "no throttling",
+        "no access logs",
+        "no worker cap",
+        "no callbacks cap",
+        "no reservation",
+        "named",
+    ],
 )
 def test_the_limit_checks_catch(
     tmp_path: Path, old: str, new: str, check: Any, expected: str
@@ -1565,7 +1617,7 @@ def runbook_problems(alarms: list[str], operations: str) -> list[str]:
 
 
 def test_every_alarm_has_a_runbook() -> None:
-    assert len(ALARMS) == 23
+    assert len(ALARMS) == 25
     assert runbook_problems(ALARMS, OPERATIONS.read_text(encoding="utf-8")) == []
     assert runbook_problems(["NewAlarm"], OPERATIONS.read_text(encoding="utf-8")) == [
         "NewAlarm: not in the alarms table of docs/operations.md"

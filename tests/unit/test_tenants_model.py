@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobstream.config.origins import OriginPattern
 from jobstream.config.settings import ConfigurationError, load_settings
 from jobstream.config.tenants import (
     ApiToken,
@@ -21,9 +20,10 @@ from jobstream.config.tenants import (
     shorthand_registry,
     token_digest,
 )
-from jobstream.delivery.origins import check_at_admission, check_at_delivery
-from jobstream.delivery.ssrf import CallbackRefused
 from jobstream.lifecycle.identity import derive_job_id
+from jobstream.outbound.guard import check_at_admission, check_at_delivery
+from jobstream.outbound.origins import OriginPattern
+from jobstream.outbound.url import OutboundRefused as CallbackRefused
 from jobstream.store import keys
 from jobstream.tenant_names import TENANT_NAME_PATTERN, is_tenant_name
 

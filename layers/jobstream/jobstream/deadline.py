@@ -2,7 +2,7 @@
 
 A socket timeout bounds one read or write, never a request: a peer that sends a byte just
 inside it holds the request as long as it likes. A `Deadline` is a point on the monotonic clock;
-outbound HTTP aborts its connection there (`delivery/http.py`) and AWS calls start no attempt
+outbound HTTP aborts its connection there (`outbound/http.py`) and AWS calls start no attempt
 that could end after the invocation's (`retries.py`).
 
 The invocation's deadline is Lambda's remaining time less `ANSWER_MARGIN_MS` (the time to answer

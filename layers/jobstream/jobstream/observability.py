@@ -152,6 +152,7 @@ METRICS: Final[dict[str, Metric]] = {
     # Callbacks: service/callbacks.py and service/callback_batch.py.
     "callbacks_delivered": Metric(),
     "callbacks_retried": Metric(),
+    "callbacks_left_to_sweep": Metric(),
     "callbacks_dead_lettered": Metric(),
     "callbacks_deferred": Metric(),
     "callbacks_failed": Metric(),

@@ -1,4 +1,7 @@
-"""The callback queue (SQS): hand-off of intents, retry delays, explicit dead letters."""
+"""The queues (SQS): hand-off of intents and jobs, retry delays, explicit dead letters.
+
+Work messages carry their tenant as `MessageGroupId`: on a standard queue that makes it an SQS
+fair queue, which serves a tenant with a backlog no ahead of the others (docs/capacity.md)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobstream.queue")
 SQS_BATCH: Final = 10
 MAX_VISIBILITY_S: Final = 43_200  # SQS's ceiling (12 h); longer waits go through the sweep.
+
+
+@dataclass(frozen=True, slots=True)
+class JobDispatch:
+    """A job to send to the work queue, and the tenant whose message group it joins."""
+
+    job_id: str
+    tenant: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +61,20 @@ def make_visible_after(
     )
 
 
-def send_in_batches(client: Any, url: str, bodies: Sequence[str]) -> int:
-    """Send one message per body, SQS_BATCH to a request; returns how many SQS accepted."""
+def send_in_batches(
+    client: Any, url: str, bodies: Sequence[str], groups: Sequence[str] | None = None
+) -> int:
+    """Send one message per body, SQS_BATCH to a request, each in its message group when
+    `groups` names one per body; returns how many SQS accepted."""
     sent = 0
     for start in range(0, len(bodies), SQS_BATCH):
-        entries = [
+        entries: list[dict[str, str]] = [
             {"Id": str(index), "MessageBody": body}
             for index, body in enumerate(bodies[start : start + SQS_BATCH])
         ]
+        if groups is not None:
+            for entry, group in zip(entries, groups[start : start + SQS_BATCH], strict=True):
+                entry["MessageGroupId"] = group
         response = client.send_message_batch(QueueUrl=url, Entries=entries)
         sent += len(response.get("Successful", []))
     return sent
@@ -176,8 +193,10 @@ class WorkQueue:
         """Bring a received work message back after `delay_ms` (a deferred completion)."""
         make_visible_after(self._client_factory(), self.url, receipt_handle, delay_ms)
 
-    def send(self, job_ids: Sequence[str]) -> int:
+    def send(self, jobs: Sequence[JobDispatch]) -> int:
+        """Send one message per job, in its tenant's message group; how many SQS accepted."""
         if not self.url:
             return 0
-        bodies = [work_message_body(job_id) for job_id in job_ids]
-        return send_in_batches(self._client_factory(), self.url, bodies)
+        bodies = [work_message_body(job.job_id) for job in jobs]
+        groups = [job.tenant for job in jobs]
+        return send_in_batches(self._client_factory(), self.url, bodies, groups)

@@ -12,14 +12,14 @@ from jobstream.config.registry import load_registry
 from jobstream.config.settings import Settings, checked_targets, load_settings
 from jobstream.config.targets import TargetsFile
 from jobstream.config.tenants import TenantConfig, TenantRegistry
-from jobstream.delivery.ssrf import Resolver, system_resolver
+from jobstream.outbound.guard import Resolver, system_resolver
 from jobstream.queue import CallbackQueue, WorkQueue
 from jobstream.store.jobs import JobStore
 from jobstream.store.ports import CallbackStorePort, JobStorePort
 
 if TYPE_CHECKING:
     from jobstream.delivery.http import HttpResult
-    from jobstream.delivery.ssrf import CallbackTarget
+    from jobstream.outbound.guard import PinnedTarget as CallbackTarget
 
 Poster = Callable[["CallbackTarget", bytes, Mapping[str, str], float], "HttpResult"]
 

@@ -12,10 +12,10 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from jobstream.config.origins import parse_origins
 from jobstream.config.signing_secrets import decode_secret
 from jobstream.config.targets import TargetsFile
 from jobstream.config.tenants import TenantRegistry, shorthand_registry
+from jobstream.outbound.origins import parse_origins
 from jobstream.tenant_names import check_tenant_name
 
 DEFAULT_TARGETS_FILE: Final = Path(__file__).with_name("targets.default.json")
@@ -24,8 +24,6 @@ MIN_BUDGET_MS: Final = 60_000
 
 # Lambda's longest invocation.
 MAX_LAMBDA_TIMEOUT_S: Final = 900
-# Set by Lambda in every function's environment (and by its emulators: `sam local`, ministack).
-LAMBDA_FUNCTION_VARIABLE: Final = "AWS_LAMBDA_FUNCTION_NAME"
 
 PositiveMs = Annotated[int, Field(ge=1)]
 BudgetMs = Annotated[int, Field(ge=MIN_BUDGET_MS)]
@@ -196,14 +194,6 @@ RETIRED: Final[dict[str, str]] = {
         "callback_origins (or JOBSTREAM_CALLBACK_ORIGINS with the one-tenant shorthand)"
     ),
 }
-
-
-def runs_on_aws(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether this process is a Lambda function. There this host's loopback serves Lambda's
-    runtime API (127.0.0.1:9001) and its link the platform's own endpoints (169.254.0.0/16):
-    outbound requests never reach them, whatever origin an operator lists."""
-    env = os.environ if environ is None else environ
-    return bool((env.get(LAMBDA_FUNCTION_VARIABLE) or "").strip())
 
 
 def parse_api_tokens(value: str) -> tuple[Tenant, ...]:

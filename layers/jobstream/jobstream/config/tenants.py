@@ -41,8 +41,8 @@ from pydantic import (
     model_validator,
 )
 
-from jobstream.config.origins import OriginPattern, parse_origins
 from jobstream.config.signing_secrets import decode_secret
+from jobstream.outbound.origins import OriginPattern, parse_origins
 from jobstream.tenant_names import TENANT_NAME_PATTERN, check_tenant_name
 
 # The shape of a SHA-256 digest in hex, not a secret.
@@ -95,7 +95,7 @@ class TenantConfig(_Strict):
     # Issued by the consumer, set by the operator; sent as `Authorization: Bearer …`.
     callback_token: Annotated[StrictStr, Field(min_length=1)] | None = Field(None, repr=False)
     signing_secrets: tuple[SigningSecret, ...] = ()
-    # None: any public https origin. A list: only these (see delivery/origins.py).
+    # None: any public https origin. A list: only these (see outbound/origins.py).
     callback_origins: tuple[StrictStr, ...] | None = None
 
     @field_validator("callback_origins")

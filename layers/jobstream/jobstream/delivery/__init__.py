@@ -1,1 +1,1 @@
-"""Callback delivery: requests, signing, failure classification, SSRF guard."""
+"""Callback delivery: the POST, signing, failure classification."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from jobstream.delivery.ssrf import CallbackRefused
+from jobstream.outbound.url import OutboundRefused
 
 MAX_ERROR_CHARS: Final = 1000
 _ELLIPSIS: Final = "…"
@@ -55,7 +55,7 @@ def classify_status(status: int, body_excerpt: str = "") -> Verdict:
 def classify_exception(error: BaseException) -> Verdict:
     """A refused URL is dead; anything else retries (an answer, whatever its status, is no
     exception: delivery/http.py returns it and classify_status judges it)."""
-    if isinstance(error, CallbackRefused):
+    if isinstance(error, OutboundRefused):
         return Verdict(Outcome.DEAD, None, f"refused: {error.reason}: {error.message}")
     # Timeouts, refused or reset connections, TLS failures (ssl.SSLError is an OSError) and
     # malformed responses (http.client.HTTPException) are transient as far as we can tell;

@@ -6,14 +6,14 @@ from typing import Any
 
 from jobstream import observability
 from jobstream.config.targets import Target
-from jobstream.delivery.origins import check_at_admission
-from jobstream.delivery.ssrf import CallbackRefused
 from jobstream.domain import JobRecord, JobStatus
 from jobstream.jobtypes import registry
 from jobstream.lifecycle import transitions
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.lifecycle.log import after_append, callback_intent, next_event, reconcile
 from jobstream.lifecycle.retention import has_expired, item_expiry
+from jobstream.outbound.guard import check_at_admission
+from jobstream.outbound.url import OutboundRefused as CallbackRefused
 from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
 from jobstream.protocol.task import AdmissionRequest

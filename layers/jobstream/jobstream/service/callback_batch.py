@@ -7,7 +7,7 @@ within the invocation's time, answered as a partial batch response.
   callback timeout and a margin for recording the outcome); the others are handed back at once
   (visibility 0) and reported as batch item failures, so SQS delivers them again.
 - No attempt outlives the invocation: its POST is over by its deadline, never later than the
-  invocation's less the outcome's margin (delivery/http.py aborts a receiver that holds the
+  invocation's less the outcome's margin (outbound/http.py aborts a receiver that holds the
   connection), and each AWS call starts only with the time to end (retries.py), so the function
   waits for every thread and returns before its timeout. A thread left running would be frozen
   with the environment and resume in a later invocation, holding a claim nobody can settle.

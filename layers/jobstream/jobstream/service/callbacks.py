@@ -12,10 +12,10 @@ from jobstream.backoff import parse_retry_after, retry_delay_ms
 from jobstream.config.settings import ConfigurationError
 from jobstream.deadline import request_deadline
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
-from jobstream.delivery.origins import check_at_delivery
 from jobstream.delivery.signing import webhook_headers
 from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, IntentRef, JobRecord
 from jobstream.lifecycle.log import callback_body
+from jobstream.outbound.guard import check_at_delivery
 from jobstream.protocol.events import TERMINAL_KINDS, callback_event_id, callback_idempotency_key
 from jobstream.queue import parse_message_body
 from jobstream.runtime import Runtime
@@ -29,6 +29,11 @@ LEASE_MARGIN_MS = 30_000
 # (each AWS call at most one hung attempt: retries.RetryPolicy.attempt_ms). A POST ends this
 # long before the invocation's deadline at the latest.
 OUTCOME_MARGIN_MS: Final = 5_000
+# The longest retry wait a message spends in flight. A standard queue holds about 120,000
+# messages in flight for all tenants together: a longer wait deletes the message, and the sweep
+# re-sends the callback when it is due (`next_attempt_at`, on the sweep index since mark_retry),
+# so a receiver that is down for hours holds no message in flight for those hours.
+IN_FLIGHT_WAIT_MAX_MS: Final = 300_000
 
 
 class Disposition(StrEnum):
@@ -114,6 +119,9 @@ def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
     observability.bind(job_id=ref.job_id)
     result = deliver(rt, ref)
     if result.disposition is Disposition.RETRY:
+        if result.delay_ms > IN_FLIGHT_WAIT_MAX_MS:
+            observability.count("callbacks_left_to_sweep")
+            return "left_to_sweep"
         rt.callback_queue.delay(receipt_handle, result.delay_ms)
         raise RetryLaterError(f"{ref.item_id} retries in {result.delay_ms} ms")
     return result.outcome

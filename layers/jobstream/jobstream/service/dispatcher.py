@@ -21,15 +21,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobstream import observability
+from jobstream.domain import IntentRef
+from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
-from jobstream.store.ports import handoffs
-
-__all__ = ["dispatch_records", "handoffs"]
+from jobstream.store.ports import new_items
 
 logger = logging.getLogger("jobstream.dispatcher")
+
+
+@dataclass
+class Handoffs:
+    """What a batch of stream records names (store/stream_images.py), as the queues take it,
+    each with its record's sequence number."""
+
+    jobs: list[tuple[str, JobDispatch]] = field(default_factory=list)
+    callbacks: list[tuple[str, IntentRef]] = field(default_factory=list)
+
+
+def handoffs(records: Iterable[Mapping[str, Any]]) -> Handoffs:
+    named = new_items(records)
+    jobs = [(number, JobDispatch(job.job_id, job.tenant)) for number, job in named.jobs]
+    return Handoffs(jobs, named.callbacks)
 
 
 def dispatch_records(rt: Runtime, records: Iterable[Mapping[str, Any]]) -> list[str]:

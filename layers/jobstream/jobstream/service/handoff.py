@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from jobstream.domain import IntentRef
+from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 
 logger = logging.getLogger("jobstream.callbacks")
@@ -22,9 +23,9 @@ def hand_off(rt: Runtime, refs: Sequence[IntentRef]) -> None:
     _send_or_leave_to_sweep(rt.callback_queue.send, refs, "callback hand-off")
 
 
-def dispatch(rt: Runtime, job_ids: Sequence[str]) -> None:
+def dispatch(rt: Runtime, jobs: Sequence[JobDispatch]) -> None:
     """Send admitted jobs to the work queue; a lost send is re-sent by the sweep."""
-    _send_or_leave_to_sweep(rt.work_queue.send, job_ids, "job dispatch")
+    _send_or_leave_to_sweep(rt.work_queue.send, jobs, "job dispatch")
 
 
 def _send_or_leave_to_sweep(

@@ -16,6 +16,7 @@ from jobstream import observability
 from jobstream.domain import OPEN_CALLBACK_STATES, CallbackState, IntentRef, JobRecord, JobStatus
 from jobstream.lifecycle.log import reconcile
 from jobstream.protocol.errors import EXPIRY_REASONS, Reason
+from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
@@ -142,7 +143,7 @@ def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
     elif _dispatch_overdue(record, now) and rt.store.mark_dispatched(job_id, now=now):
         # Still waiting for a worker a while after its dispatch: send it again (a duplicate
         # is harmless, the claim is conditional).
-        dispatch(rt, [job_id])
+        dispatch(rt, [JobDispatch(job_id, record.tenant)])
         report.jobs_redispatched += 1
     before = record.event_count
     report.events_repaired += reconcile(rt, record).event_count - before

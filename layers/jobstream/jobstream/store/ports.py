@@ -4,7 +4,7 @@ The protocols (`JobStorePort`: jobs with their events, ack cursors and results;
 `CallbackStorePort`: the callbacks on those events), the values they take and give (a state
 change, an event to append, a listing query, its opaque cursor), the error a lost race raises,
 the store's own limits (`budgets`: what an item may hold; the callback attempts and the
-hand-off grace its conditions use), and its reading of the table's stream records (`handoffs`,
+hand-off grace its conditions use), and its reading of the table's stream records (`new_items`,
 store/stream_images.py). The services and the lifecycle import this module and no
 other of store/ (tests/unit/test_layering.py), never the DynamoDB classes that implement it
 (store/jobs.py, store/callbacks.py): a test double or another backend is type-checked against
@@ -22,7 +22,7 @@ from jobstream.store import budgets, keys
 from jobstream.store.client import error_code
 from jobstream.store.cursor import StartKey, decode_cursor, encode_cursor
 from jobstream.store.shards import ReadBudget
-from jobstream.store.stream_images import Handoffs, handoffs
+from jobstream.store.stream_images import NewItems, NewJob, new_items
 
 if TYPE_CHECKING:
     from jobstream.domain import AttemptAnswer, CallbackRecord, IntentRef
@@ -35,12 +35,13 @@ __all__ = [
     "Append",
     "CallbackIntent",
     "CallbackStorePort",
-    "Handoffs",
     "InvalidCursorError",
     "JobQuery",
     "JobStorePort",
     "ListedJob",
     "NewEvent",
+    "NewItems",
+    "NewJob",
     "StaleJobError",
     "StartKey",
     "StateChange",
@@ -48,7 +49,7 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
     "error_code",
-    "handoffs",
+    "new_items",
 ]
 
 # Attempts a callback is given (a redrive gives it as many again).

@@ -14,16 +14,24 @@ from jobstream.store import keys
 _CHANGES: Final = frozenset({"INSERT", "MODIFY"})
 
 
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job as admission wrote it: its id and its tenant (whose message group it joins)."""
+
+    job_id: str
+    tenant: str
+
+
 @dataclass
-class Handoffs:
+class NewItems:
     """What a batch of stream records names, each with its record's sequence number."""
 
-    jobs: list[tuple[str, str]] = field(default_factory=list)
+    jobs: list[tuple[str, NewJob]] = field(default_factory=list)
     callbacks: list[tuple[str, IntentRef]] = field(default_factory=list)
 
 
-def handoffs(records: Iterable[Mapping[str, Any]]) -> Handoffs:
-    found = Handoffs()
+def new_items(records: Iterable[Mapping[str, Any]]) -> NewItems:
+    found = NewItems()
     for record in records:
         if record.get("eventName") not in _CHANGES:
             continue
@@ -40,7 +48,8 @@ def handoffs(records: Iterable[Mapping[str, Any]]) -> Handoffs:
             and _number(image, "event_count") == 1
             and "dispatched_at" not in image
         ):
-            found.jobs.append((sequence_number, job_id))
+            tenant = image.get("tenant", {}).get("S", "")
+            found.jobs.append((sequence_number, NewJob(job_id, tenant)))
         elif (
             sk.startswith(keys.EVENT_PREFIX)
             and image.get("state", {}).get("S") == CallbackState.PENDING

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from jobstream.config.origins import OriginPattern, parse_origins
 from jobstream.jobtypes.sources.base import SourceError
+from jobstream.outbound.origins import OriginPattern, parse_origins
 from jobstream.protocol.errors import Reason
 
 BUCKET_ENV: Final = "JOBSTREAM_ASSET_BUCKET"

@@ -1,10 +1,10 @@
 """Downloading one asset over HTTP under the SSRF rules, bounded in size and checked in between.
 
-The URL must match one of the source's origins (delivery's origin patterns): a wildcard origin
+The URL must match one of the source's origins (outbound/origins.py): a wildcard origin
 (`https://*.pximg.net`) admits public addresses only; an exact origin is a configured source and
 may be private (a local test server). The host is resolved once, every address checked, and the
-connection pinned to them (delivery's SSRF guard); redirects are not followed. The download is
-over by its deadline and stops at a cancel however slowly the source sends (delivery/http.py).
+connection pinned to them (outbound/guard.py); redirects are not followed. The download is
+over by its deadline and stops at a cancel however slowly the source sends (outbound/http.py).
 """
 
 from __future__ import annotations
@@ -15,18 +15,12 @@ from dataclasses import dataclass
 from http.client import HTTPResponse
 from typing import Final
 
-from jobstream.config.origins import OriginPattern
 from jobstream.deadline import request_deadline
-from jobstream.delivery.http import exchange
-from jobstream.delivery.origins import check_at_delivery
-from jobstream.delivery.ssrf import (
-    CallbackRefused,
-    CallbackTarget,
-    RefusalReason,
-    Resolver,
-    system_resolver,
-)
 from jobstream.jobtypes.sources.base import SourceError
+from jobstream.outbound.guard import PinnedTarget, Resolver, check_at_delivery, system_resolver
+from jobstream.outbound.http import exchange
+from jobstream.outbound.origins import OriginPattern
+from jobstream.outbound.url import OutboundRefused, RefusalReason
 from jobstream.protocol.errors import Reason
 
 CHUNK_BYTES: Final = 64 * 1024
@@ -86,11 +80,11 @@ def fetch(
 
 def _checked_target(
     url: str, asset_id: str, origins: Sequence[OriginPattern], resolver: Resolver
-) -> CallbackTarget:
+) -> PinnedTarget:
     """The URL checked against the source's origins, resolved and pinned (the SSRF rules)."""
     try:
         return check_at_delivery(url, origins, resolver)
-    except CallbackRefused as refusal:
+    except OutboundRefused as refusal:
         # A name that does not resolve now may resolve later; a refused URL never passes.
         unresolvable = refusal.reason == RefusalReason.UNRESOLVABLE
         raise SourceError(

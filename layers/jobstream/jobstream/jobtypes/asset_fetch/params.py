@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from jobstream.delivery.ssrf import CallbackRefused, parse_callback_url
+from jobstream.outbound.url import OutboundRefused, parse_url
 from jobstream.protocol.assets import ASSET_ROLES, ASSET_TYPES
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.js import is_blank, js_length, js_trim
@@ -78,8 +78,8 @@ def _parse_url(field: str, url: Any) -> str:
         )
     try:
         # Syntax only (no DNS): the source's own rules decide at run time where it may connect.
-        parse_callback_url(url, allow_http=False)
-    except CallbackRefused as refusal:
+        parse_url(url, allow_http=False)
+    except OutboundRefused as refusal:
         raise invalid_params(
             f"{field}.locator.value is not a URL jobstream fetches: {refusal.message}",
             detail={"reason": "asset_url_refused", "refusal": refusal.reason},

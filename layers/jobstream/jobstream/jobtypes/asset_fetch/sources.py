@@ -9,11 +9,11 @@ from typing import Final, Protocol
 from urllib.parse import urlsplit
 
 from jobstream.config.targets import Target
-from jobstream.delivery.ssrf import Resolver, system_resolver
 from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig
 from jobstream.jobtypes.asset_fetch.fetch import fetch
 from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.jobtypes.sources.catalog import CatalogSource, catalog_path
+from jobstream.outbound.guard import Resolver, system_resolver
 from jobstream.protocol.errors import Reason
 
 # Pixiv's image hosts answer 403 without the app's Referer (and expect an app User-Agent).

@@ -1,7 +1,6 @@
-"""What a callback URL says, checked without DNS: its syntax (scheme, credentials, host, port)
-and whether an address is public (by the IANA table of special_addresses.py). Pure: the SSRF guard
-(delivery/ssrf.py) adds the resolution and the pinning, the tenants' origin patterns
-(config/origins.py) build on the same host rules.
+"""An outbound URL (a callback's, an asset's), parsed once and checked without DNS: its syntax
+(scheme, credentials, host, port). Pure: the guard (guard.py) adds the resolution and the
+pinning, the origin patterns (origins.py) match the value parsed here.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 from urllib.parse import SplitResult, urlsplit
-
-from jobstream.special_addresses import IPAddress, is_public
 
 DEFAULT_PORTS: Final[dict[str, int]] = {"https": 443, "http": 80}
 
@@ -35,8 +32,8 @@ class RefusalReason(StrEnum):
     UNRESOLVABLE = "unresolvable"
 
 
-class CallbackRefused(Exception):  # noqa: N818 - a refusal, not an error in our code
-    """A callback URL the guard will not deliver to; `reason` is a short machine word."""
+class OutboundRefused(Exception):  # noqa: N818 - a refusal, not an error in our code
+    """A URL jobstream will not send a request to; `reason` is a short machine word."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
@@ -44,19 +41,12 @@ class CallbackRefused(Exception):  # noqa: N818 - a refusal, not an error in our
         self.message = message
 
 
-def is_public_address(address: str) -> bool:
-    """True for a globally reachable address (the IANA table); anything unparseable is not."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return is_public(ip)
-
-
 @dataclass(frozen=True, slots=True)
-class ParsedUrl:
-    """A callback URL that passed the syntax checks; `host` is unbracketed and lower-case."""
+class OutboundUrl:
+    """A URL that passed the syntax checks, as `text` spells it; `host` is unbracketed and
+    lower-case. Parsed once: the origins, the guard and the request all read this value."""
 
+    text: str
     scheme: str
     host: str
     port: int
@@ -68,51 +58,51 @@ class ParsedUrl:
         return f"{host}:{self.port}"
 
 
-def parse_callback_url(url: str, *, allow_http: bool) -> ParsedUrl:
-    """Scheme, credentials, host and port checked; CallbackRefused says what is wrong."""
+def parse_url(url: str, *, allow_http: bool) -> OutboundUrl:
+    """Scheme, credentials, host and port checked; OutboundRefused says what is wrong."""
     if not _URL_CHARS.fullmatch(url):
-        raise CallbackRefused(
+        raise OutboundRefused(
             RefusalReason.INVALID_URL, "the URL must be non-empty printable ASCII with no spaces"
         )
     try:
         split = urlsplit(url)
     except ValueError as error:
-        raise CallbackRefused(
+        raise OutboundRefused(
             RefusalReason.INVALID_URL, f"the URL cannot be parsed: {error}"
         ) from None
     allowed = ("https", "http") if allow_http else ("https",)
     if split.scheme not in allowed:
-        raise CallbackRefused(
+        raise OutboundRefused(
             RefusalReason.SCHEME_NOT_ALLOWED,
             f"the scheme must be {' or '.join(allowed)}, not {split.scheme or 'missing'!r}",
         )
     if "@" in split.netloc:
-        raise CallbackRefused(
+        raise OutboundRefused(
             RefusalReason.USERINFO_NOT_ALLOWED, "the URL must not carry user:password@"
         )
     host = _host(split)
     port = _port(split)
     path_and_query = (split.path or "/") + (f"?{split.query}" if split.query else "")
-    return ParsedUrl(split.scheme, host, port, path_and_query)
+    return OutboundUrl(url, split.scheme, host, port, path_and_query)
 
 
 def _host(split: SplitResult) -> str:
     host = split.hostname or ""
     if not host:
-        raise CallbackRefused(RefusalReason.INVALID_URL, "the URL has no host")
+        raise OutboundRefused(RefusalReason.INVALID_URL, "the URL has no host")
     if split.netloc.startswith("["):
         # Bracketed: must be a plain IPv6 address (no zone id, which only names a local link).
         try:
             ipaddress.IPv6Address(host)
         except ValueError:
-            raise CallbackRefused(
+            raise OutboundRefused(
                 RefusalReason.INVALID_URL, f"{host!r} is not an IPv6 address"
             ) from None
         if "%" in host:
-            raise CallbackRefused(RefusalReason.INVALID_URL, "an IPv6 zone id is not allowed")
+            raise OutboundRefused(RefusalReason.INVALID_URL, "an IPv6 zone id is not allowed")
         return host
     if len(host) > _MAX_HOSTNAME or not HOSTNAME.fullmatch(host):
-        raise CallbackRefused(RefusalReason.INVALID_URL, f"{host!r} is not a valid host name")
+        raise OutboundRefused(RefusalReason.INVALID_URL, f"{host!r} is not a valid host name")
     return host
 
 
@@ -120,17 +110,9 @@ def _port(split: SplitResult) -> int:
     try:
         port = split.port
     except ValueError:
-        raise CallbackRefused(RefusalReason.INVALID_URL, "the port is not valid") from None
+        raise OutboundRefused(RefusalReason.INVALID_URL, "the port is not valid") from None
     if port is None:
         return DEFAULT_PORTS[split.scheme]
     if port == 0:
-        raise CallbackRefused(RefusalReason.INVALID_URL, "port 0 is not valid")
+        raise OutboundRefused(RefusalReason.INVALID_URL, "port 0 is not valid")
     return port
-
-
-def ip_literal(host: str) -> IPAddress | None:
-    """The address a host names literally (strict dotted-quad IPv4, or IPv6), else None."""
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None

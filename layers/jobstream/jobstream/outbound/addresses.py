@@ -36,6 +36,12 @@ class Reach(StrEnum):
     HOST = "an address of this host"
 
 
+# Where an outbound URL's addresses may lead: the default, and what an origin an operator vouched
+# for may (outbound/origins.py).
+PUBLIC_ONLY: Final = frozenset({Reach.GLOBAL})
+ANY_ADDRESS: Final = frozenset(Reach)
+
+
 class Embedded(Enum):
     """An IPv6 form that carries an IPv4 address: it reaches that address, which decides. The
     value is how far the IPv4 address sits from the low end."""
@@ -161,3 +167,20 @@ def reach_of(address: IPAddress) -> Reach:
 def is_public(address: IPAddress) -> bool:
     """True when `address` is globally reachable, by the table alone."""
     return reach_of(address) is Reach.GLOBAL
+
+
+def is_public_address(address: str) -> bool:
+    """True for a globally reachable address (the table); anything unparseable is not."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return is_public(ip)
+
+
+def ip_literal(host: str) -> IPAddress | None:
+    """The address a host names literally (strict dotted-quad IPv4, or IPv6), else None."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None

@@ -1,20 +1,36 @@
-"""The callback origins a tenant may use, as the registry and the settings spell them.
+"""Origin patterns (the origins a tenant's callbacks, or a source's downloads, may use, as the
+registry and the settings spell them), and what they let an outbound URL reach.
 
 An origin pattern is `scheme://host[:port]`: the scheme is `https` or `http`, the host is a name,
 an IP address or `*.<domain>` (any name under the domain, not the domain itself), and the port a
-number or `*` (absent: the scheme's default). What an origin lets a callback reach is decided at
-admission and at delivery (delivery/origins.py).
+number or `*` (absent: the scheme's default).
+
+Without a list, a URL may use any https origin whose addresses are public. With a list, only the
+origins it names; a listed origin with an exact host may also be http and reach non-public
+addresses (an operator vouched for that host), a wildcard host stays public-only. On AWS no
+origin reaches this host (loopback: Lambda's runtime API) or its link (169.254.0.0/16,
+fe80::/10: the platform's endpoints); the local stack and the tests may. Nothing here resolves a
+name: the guard (guard.py) checks without DNS at admission, resolves and pins before a request.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from jobstream.callback_url import DEFAULT_PORTS, HOSTNAME, ParsedUrl, ip_literal
+from jobstream.observability import LAMBDA_FUNCTION_VARIABLE
+from jobstream.outbound.addresses import ANY_ADDRESS, PUBLIC_ONLY, Reach, ip_literal
+from jobstream.outbound.url import (
+    DEFAULT_PORTS,
+    HOSTNAME,
+    OutboundRefused,
+    OutboundUrl,
+    RefusalReason,
+)
 
 ANY_PORT: Final = "*"
 _WILDCARD: Final = "*."
@@ -59,7 +75,7 @@ class OriginPattern:
     def wildcard_host(self) -> bool:
         return self.host.startswith(_WILDCARD)
 
-    def matches(self, url: ParsedUrl) -> bool:
+    def matches(self, url: OutboundUrl) -> bool:
         if url.scheme != self.scheme or (self.port is not None and url.port != self.port):
             return False
         host = _normal_host(url.host)
@@ -75,6 +91,54 @@ class OriginPattern:
 
 def parse_origins(texts: Sequence[str]) -> tuple[OriginPattern, ...]:
     return tuple(OriginPattern.parse(text) for text in texts)
+
+
+# What an exact origin reaches on AWS: anything but this host and its link.
+BEYOND_THIS_HOST: Final = ANY_ADDRESS - {Reach.HOST, Reach.LINK}
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What an outbound URL may do under a list of origins: its scheme, and where its
+    addresses may lead."""
+
+    allow_http: bool
+    reach: frozenset[Reach]
+
+
+def access_for(url: OutboundUrl, origins: Sequence[OriginPattern] | None) -> Access:
+    """The access `origins` grant `url`; OutboundRefused when they grant none."""
+    if origins is None:
+        if url.scheme != "https":
+            raise OutboundRefused(
+                RefusalReason.SCHEME_NOT_ALLOWED, f"the scheme must be https, not {url.scheme!r}"
+            )
+        return Access(allow_http=False, reach=PUBLIC_ONLY)
+    matched = [pattern for pattern in origins if pattern.matches(url)]
+    if not matched:
+        raise OutboundRefused(
+            RefusalReason.ORIGIN_NOT_ALLOWED,
+            f"{url.scheme}://{url.netloc} is not one of the callback origins allowed for this "
+            "consumer",
+        )
+    vouched = any(not pattern.wildcard_host for pattern in matched)
+    return Access(
+        allow_http=url.scheme == "http", reach=vouched_reach() if vouched else PUBLIC_ONLY
+    )
+
+
+def vouched_reach() -> frozenset[Reach]:
+    """Where an origin with an exact host may lead: anywhere, except this host and its link on
+    AWS (read each time: the environment says where this process runs)."""
+    return BEYOND_THIS_HOST if runs_on_aws() else ANY_ADDRESS
+
+
+def runs_on_aws(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process is a Lambda function. There this host's loopback serves Lambda's
+    runtime API (127.0.0.1:9001) and its link the platform's own endpoints (169.254.0.0/16):
+    outbound requests never reach them, whatever origin an operator lists."""
+    env = os.environ if environ is None else environ
+    return bool((env.get(LAMBDA_FUNCTION_VARIABLE) or "").strip())
 
 
 def _pattern_host(text: str, pattern: str) -> str:

@@ -1,0 +1,1 @@
+"""Outbound requests: URLs parsed once, origin patterns, the address guard, pinned HTTP."""
