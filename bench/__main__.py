@@ -151,8 +151,8 @@ def operations() -> list[Row]:
     from jobstream.config.tenants import shorthand_registry
     from jobstream.delivery.http import HttpResult
     from jobstream.queue import sqs_client
+    from jobstream.runtime import Runtime
     from jobstream.service import admission, jobs
-    from jobstream.service.runtime import Runtime
     from jobstream.store.client import dynamodb_client
     from jobstream.store.jobs import JobStore
     from jobstream_local.moto_patches import patch_moto
@@ -351,8 +351,8 @@ def sweep_rows() -> list[Row]:
     from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings
     from jobstream.config.tenants import shorthand_registry
     from jobstream.queue import sqs_client
+    from jobstream.runtime import Runtime
     from jobstream.service import admission
-    from jobstream.service.runtime import Runtime
     from jobstream.service.sweep import sweep
     from jobstream.store.client import dynamodb_client
     from jobstream.store.jobs import JobStore
@@ -419,7 +419,7 @@ def _finished_jobs(client: Any, table: str, count: int) -> None:
 
 def _stream_rows(rt: Any, client: Any, meter: Meter) -> list[Row]:
     """Page and ack against a job with few and with many prior events."""
-    from jobstream.service import stream
+    from jobstream.service import events
 
     rows: list[Row] = []
     for prior in PRIOR_EVENT_COUNTS:
@@ -427,7 +427,7 @@ def _stream_rows(rt: Any, client: Any, meter: Meter) -> list[Row]:
         last = _progress_id(long_job, prior)
         before_last = _progress_id(long_job, prior - 1)
         page_after = partial(
-            stream.events_page, rt, "bench", long_job, {"after": [before_last]}, None
+            events.events_page, rt, "bench", long_job, {"after": [before_last]}, None
         )
         # Measure the path meant: the page after a real id holds exactly the last event.
         _expect([e["event_id"] for e in page_after()["events"]] == [last], "page after")
@@ -436,7 +436,7 @@ def _stream_rows(rt: Any, client: Any, meter: Meter) -> list[Row]:
             measure(
                 meter,
                 f"page unacked, {prior} events",
-                partial(stream.events_page, rt, "bench", long_job, {"unacked": ["1"]}, None),
+                partial(events.events_page, rt, "bench", long_job, {"unacked": ["1"]}, None),
             )
         )
         acks = iter(range(2, prior + 1))
@@ -455,7 +455,7 @@ def _stream_rows(rt: Any, client: Any, meter: Meter) -> list[Row]:
             measure(
                 meter,
                 f"ack (replayed) with {prior} events",
-                partial(stream.acknowledge, rt, "bench", long_job, {"ack_through": last}, None),
+                partial(events.acknowledge, rt, "bench", long_job, {"ack_through": last}, None),
             )
         )
         acked = rt.store.get_job(long_job)
@@ -464,9 +464,9 @@ def _stream_rows(rt: Any, client: Any, meter: Meter) -> list[Row]:
 
 
 def _ack_next(rt: Any, job_id: str, sequences: Iterator[int]) -> Any:
-    from jobstream.service import stream
+    from jobstream.service import events
 
-    return stream.acknowledge(
+    return events.acknowledge(
         rt, "bench", job_id, {"ack_through": _progress_id(job_id, next(sequences))}, None
     )
 

@@ -48,7 +48,7 @@ print(imported - started, time.perf_counter() - imported)
 """
 _SETUP = """
 from jobstream import observability
-from jobstream.service import runtime
+from jobstream import runtime
 rt = runtime.runtime()
 rt.tenants()
 rt.targets()

@@ -111,8 +111,9 @@ def job_lifetime_costs(life: Life) -> list[JobCost]:
 def _one_job(life: Life, scenario: str, params: Mapping[str, Any]) -> JobCost:
     from jobstream.domain import IntentRef
     from jobstream.queue import message_body
-    from jobstream.service import admission, stream
+    from jobstream.service import admission
     from jobstream.service.callbacks import handle_message
+    from jobstream.service.events import acknowledge, events_page
     from jobstream.service.execution import execute
 
     rt, meter, poster_log = life.rt, life.meter, life.posted
@@ -139,11 +140,9 @@ def _one_job(life: Life, scenario: str, params: Mapping[str, Any]) -> JobCost:
     for sequence in range(1, events + 1):
         handle_message(rt, message_body(IntentRef(job_id, sequence)), "receipt")
     _expect(len(poster_log) == events, "every event is delivered by callback")
-    page = stream.events_page(rt, "bench", job_id, {"unacked": ["1"]}, None)
+    page = events_page(rt, "bench", job_id, {"unacked": ["1"]}, None)
     _expect(len(page["events"]) == events, "the page holds every event")
-    ack = stream.acknowledge(
-        rt, "bench", job_id, {"ack_through": page["events"][-1]["event_id"]}, None
-    )
+    ack = acknowledge(rt, "bench", job_id, {"ack_through": page["events"][-1]["event_id"]}, None)
     _expect(ack["unacked"] == 0, "the ack moves the cursor to the end")
     job = life.unmetered.get_job(job_id)
     candidates = len((job.result or {}).get("candidates", []))
@@ -189,7 +188,7 @@ def measure_costs() -> list[JobCost]:
     from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings, parse_api_tokens
     from jobstream.delivery.http import HttpResult
     from jobstream.queue import sqs_client
-    from jobstream.service.runtime import Runtime
+    from jobstream.runtime import Runtime
     from jobstream.store.client import dynamodb_client
     from jobstream.store.jobs import JobStore
     from jobstream_local.moto_patches import patch_moto

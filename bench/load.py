@@ -401,8 +401,8 @@ def check_dead_letters(stack: Stack, outcome: Outcome) -> None:
     os.environ.update(stack.env)
     import boto3
 
+    from jobstream.runtime import runtime
     from jobstream.service.dead_letters import list_dead
-    from jobstream.service.runtime import runtime
 
     rt = runtime()
     dlq_url = rt.settings.callback_dead_letter_url

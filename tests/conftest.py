@@ -29,10 +29,10 @@ os.environ.pop("AWS_PROFILE", None)
 from hypothesis import settings as hypothesis_settings
 from moto import mock_aws
 
+from jobstream import runtime as runtime_module
 from jobstream.config.settings import Settings, parse_api_tokens
 from jobstream.retries import RetryPolicy, set_default_policy
-from jobstream.service import runtime as runtime_module
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from jobstream.store.client import dynamodb_client
 from jobstream.store.jobs import JobStore
 from jobstream_local.moto_patches import patch_moto

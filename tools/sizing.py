@@ -30,7 +30,7 @@ spec.loader.exec_module(module)
 imported = time.process_time()
 import boto3
 from jobstream import observability
-from jobstream.service import runtime
+from jobstream import runtime
 rt = runtime.runtime()
 rt.tenants()
 rt.targets()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from jobstream.http.api import RouteResult, http_handler
 from jobstream.http.request import Request
-from jobstream.service import stream
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
+from jobstream.service import events
 
 
 def ack(rt: Runtime, tenant: str, request: Request) -> RouteResult:
     job_id = request.path_parameter("job_id")
-    return 200, stream.acknowledge(rt, tenant, job_id, request.json_body(), request.base_url)
+    return 200, events.acknowledge(rt, tenant, job_id, request.json_body(), request.base_url)
 
 
 handler = http_handler({"POST /jobs/{job_id}/events/ack": ack})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from jobstream.http.api import RouteResult, http_handler
 from jobstream.http.request import Request
+from jobstream.runtime import Runtime
 from jobstream.service import admission
-from jobstream.service.runtime import Runtime
 
 
 def submit(rt: Runtime, tenant: str, request: Request) -> RouteResult:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from jobstream.http.api import RouteResult, http_handler
 from jobstream.http.request import Request
-from jobstream.service import stream
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
+from jobstream.service import events
 
 
 def page(rt: Runtime, tenant: str, request: Request) -> RouteResult:
     job_id = request.path_parameter("job_id")
-    return 200, stream.events_page(rt, tenant, job_id, request.query, request.base_url)
+    return 200, events.events_page(rt, tenant, job_id, request.query, request.base_url)
 
 
 handler = http_handler({"GET /jobs/{job_id}/events": page})

@@ -7,8 +7,8 @@ from jobstream.http.api import RouteResult, http_handler
 from jobstream.http.console import console_file
 from jobstream.http.openapi import openapi_document
 from jobstream.http.request import Request
+from jobstream.runtime import Runtime
 from jobstream.service import jobs
-from jobstream.service.runtime import Runtime
 
 
 def openapi(request: Request) -> RouteResult:

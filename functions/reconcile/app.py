@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobstream import runtime as runtime_module
 from jobstream.observability import instrument
-from jobstream.service import runtime as runtime_module
 from jobstream.service.sweep import sweep
 
 

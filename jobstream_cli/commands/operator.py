@@ -18,7 +18,7 @@ from jobstream_cli.render import counts_table, dead_letters_view
 from jobstream_cli.state import Cli, current
 
 if TYPE_CHECKING:
-    from jobstream.service.runtime import Runtime
+    from jobstream.runtime import Runtime
 
 # Below this many, a redrive is quick enough that a progress bar would only flash.
 PROGRESS_FROM: Final = 20
@@ -57,7 +57,7 @@ def operator_errors() -> Iterator[None]:
 
 def operator_runtime() -> Runtime:
     # Looked up at call time: tests replace the process-wide runtime.
-    from jobstream.service import runtime as runtime_module
+    from jobstream import runtime as runtime_module
 
     return runtime_module.runtime()
 

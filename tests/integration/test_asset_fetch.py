@@ -25,9 +25,9 @@ from jobstream.jobtypes.asset_fetch.fetch import fetch
 from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
 from jobstream.outbound.origins import parse_origins
 from jobstream.retries import RetryPolicy
+from jobstream.runtime import Runtime
 from jobstream.service import admission, execution, jobs
 from jobstream.service.execution import Lease
-from jobstream.service.runtime import Runtime
 from jobstream_cli.render import event_line, job_detail
 from jobstream_local.resources import create_buckets
 from jobstream_local.template import Template

@@ -13,8 +13,8 @@ import pytest
 from jobstream.http.request import MAX_BODY_BYTES
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSET_ID_LENGTH, MAX_ASSETS, MAX_URL_LENGTH
 from jobstream.protocol.task import MAX_CORRELATION_ID, MAX_IDEMPOTENCY_KEY
+from jobstream.runtime import Runtime
 from jobstream.service import admission
-from jobstream.service.runtime import Runtime
 from jobstream.store.budgets import ADMITTED_JOB_BYTES
 from jobstream.store.item_size import MAX_ITEM_BYTES, item_size
 from jobstream.tenant_names import is_tenant_name

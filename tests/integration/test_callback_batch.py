@@ -13,18 +13,18 @@ import boto3
 import pytest
 
 from jobstream import observability
+from jobstream import runtime as runtime_module
 from jobstream.deadline import ANSWER_MARGIN_MS
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import IntentRef
 from jobstream.queue import QueueMessage
+from jobstream.runtime import Runtime
 from jobstream.service import admission
-from jobstream.service import runtime as runtime_module
 from jobstream.service.callback_batch import (
     OUTCOME_MARGIN_MS,
     BatchFailedError,
     deliver_batch,
 )
-from jobstream.service.runtime import Runtime
 from jobstream.store.callbacks import CallbackStore
 from tests.support.dispatch import dispatch_stream
 from tests.support.harness import canonical_task

@@ -11,11 +11,12 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from jobstream import runtime as runtime_module
 from jobstream.domain import IntentRef
-from jobstream.service import admission, callbacks, jobs, stream
-from jobstream.service import runtime as runtime_module
+from jobstream.runtime import Runtime
+from jobstream.service import admission, callbacks, jobs
+from jobstream.service import events as stream
 from jobstream.service.dead_letters import list_dead, redrive
-from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.callbacks import MAX_CALLBACK_ATTEMPTS

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from jobstream_cli import api as cli_api
 from jobstream_cli.app import app
 from jobstream_local.gateway import LocalHttpApi, make_server
@@ -352,8 +352,8 @@ def test_local_reads_the_stacks_url_and_token(base_url: str, tmp_path: Path) -> 
 def test_operator_commands_without_configuration_fail_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from jobstream import runtime as runtime_module
     from jobstream.config.settings import ConfigurationError
-    from jobstream.service import runtime as runtime_module
 
     def unconfigured() -> Runtime:
         raise ConfigurationError("invalid configuration: JOBSTREAM_TABLE is required")
@@ -562,7 +562,7 @@ def test_dlq_list_is_readable_at_any_width(monkeypatch: pytest.MonkeyPatch, colu
 
     job_ids = [f"job_{letter * 32}" for letter in "AB"]
     monkeypatch.setattr(dead_letters, "list_dead", lambda _rt: [_dead_letter(j) for j in job_ids])
-    from jobstream.service import runtime as runtime_module
+    from jobstream import runtime as runtime_module
 
     monkeypatch.setattr(runtime_module, "runtime", lambda: None)
     result = CliRunner().invoke(app, ["-o", "table", "dlq", "list"], env={"COLUMNS": str(columns)})

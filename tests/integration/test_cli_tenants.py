@@ -17,12 +17,12 @@ import pytest
 from botocore.exceptions import ClientError
 from typer.testing import CliRunner, Result
 
+from jobstream import runtime as runtime_module
 from jobstream.config import registry as registry_module
 from jobstream.config.registry import load_registry
 from jobstream.config.signing_secrets import decode_secret
 from jobstream.config.tenants import TenantRegistry, parse_registry, token_digest
-from jobstream.service import runtime as runtime_module
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from jobstream_cli.app import app
 from jobstream_cli.errors import CliError
 from jobstream_cli.tenant_registry import (

@@ -10,8 +10,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from jobstream.service import admission, jobs, stream
-from jobstream.service.runtime import Runtime
+from jobstream.lifecycle import log
+from jobstream.runtime import Runtime
+from jobstream.service import admission, jobs
+from jobstream.service import events as stream
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import callback_intents, mark_failed
 
@@ -54,7 +56,7 @@ def test_racing_reconciles_record_one_terminal_event(rt: Runtime, api: Api, cloc
     stale = rt.store.get_job(job_id)
     assert stale is not None
     # Every racer starts from the same stale read, so each one tries to write the event.
-    race(lambda: stream.reconcile(rt, stale))
+    race(lambda: log.reconcile(rt, stale))
     assert kinds(rt, job_id) == ["job.requested", "job.outcome_failed"]
     assert len(callback_intents(rt, job_id)) == 2
     record = rt.store.get_job(job_id)

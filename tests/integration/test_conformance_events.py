@@ -9,7 +9,7 @@ import pytest
 
 from jobstream.domain import IntentRef
 from jobstream.protocol.events import callback_event_id, callback_idempotency_key
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import callback_intents, mark_failed, mark_running, mark_succeeded
 from tests.support.validation import validate, validate_error

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from tests.conftest import REFERENCE_TARGETS
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import callback_intents, mark_running, mark_succeeded

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobstream.http.console import CONTENT_SECURITY_POLICY, INDEX, STATIC, static_files
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from jobstream_local.child import REPOSITORY
 from tests.support.harness import _http_api
 from tests.support.lambda_events import lambda_context

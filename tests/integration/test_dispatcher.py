@@ -12,9 +12,9 @@ from typing import Any
 import boto3
 import pytest
 
+from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks, execution
 from jobstream.service.dispatcher import dispatch_records
-from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import to_item

@@ -13,9 +13,10 @@ from jobstream.jobtypes.base import Outcome
 from jobstream.jobtypes.context import ExecutionContext
 from jobstream.protocol.errors import Reason
 from jobstream.queue import JobDispatch
-from jobstream.service import admission, execution, jobs, stream
+from jobstream.runtime import Runtime
+from jobstream.service import admission, execution, jobs
+from jobstream.service import events as stream
 from jobstream.service.liveness import verdict
-from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from tests.integration.test_concurrency import race

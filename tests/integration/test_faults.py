@@ -36,11 +36,11 @@ import pytest
 
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import JobRecord
+from jobstream.lifecycle.identity import derive_job_id
 from jobstream.protocol.events import callback_idempotency_key, event_id
 from jobstream.retries import default_policy
+from jobstream.runtime import Runtime
 from jobstream.service import callbacks, execution
-from jobstream.service.identity import derive_job_id
-from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.jobs import JobStore
@@ -205,7 +205,7 @@ MAX_CALLS = 4
 
 
 def run_case(case: Case, rt: Runtime, clock: Clock, fault: Fault | None) -> dict[str, Any]:
-    from jobstream.service import runtime as runtime_module
+    from jobstream import runtime as runtime_module
     from jobstream.service.sweep import sweep
 
     api = Api(token="acme-token")
@@ -254,7 +254,7 @@ def test_a_worker_crash_at_any_call_converges_on_redelivery(
 
     def run(runtime: Runtime, fault: Fault | None) -> dict[str, Any]:
         api = Api(token="acme-token")
-        from jobstream.service import runtime as runtime_module
+        from jobstream import runtime as runtime_module
 
         previous = runtime_module.runtime
         runtime_module.runtime = lambda: runtime  # type: ignore[assignment]
@@ -634,7 +634,7 @@ VARIANTS = [(kind, "before") for kind in KINDS] + [("internal", "after")]
 @contextmanager
 def serving(w: World) -> Iterator[None]:
     """The handlers use this world's runtime; each run of a job's executor is counted."""
-    from jobstream.service import runtime as runtime_module
+    from jobstream import runtime as runtime_module
 
     previous, run_job = runtime_module.runtime, execution.run_job
     runtime_module.runtime = lambda: w.rt  # type: ignore[assignment]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from tests.support.harness import Api, canonical_task
 from tests.support.state import whole_table
 from tests.support.validation import validate, validate_error

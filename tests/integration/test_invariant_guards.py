@@ -22,13 +22,15 @@ import pytest
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import IntentRef
 from jobstream.jobtypes.runner import Outcome
+from jobstream.lifecycle import log
+from jobstream.lifecycle.retention import expiry_of, item_expiry
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import TERMINAL_KINDS, EventKind, event_id
 from jobstream.queue import JobDispatch
-from jobstream.service import admission, callbacks, execution, jobs, stream
+from jobstream.runtime import Runtime
+from jobstream.service import admission, callbacks, execution, jobs
+from jobstream.service import events as stream
 from jobstream.service.liveness import expire
-from jobstream.service.retention import expiry_of, item_expiry
-from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.jobs import Append, StaleJobError
@@ -91,8 +93,8 @@ def test_the_store_refuses_a_lifecycle_kind_already_recorded(rt: Runtime, kind: 
     assert current is not None
     assert kind.value in current.recorded_kinds
     before = kinds(rt, job_id)
-    event = stream.next_event(current, kind, current.last_event_at)
-    # A terminal event must carry the job's expiry (service/retention.py).
+    event = log.next_event(current, kind, current.last_event_at)
+    # A terminal event must carry the job's expiry (lifecycle/retention.py).
     expiry = expiry_of(event.at, rt.settings) if kind in TERMINAL_KINDS else None
     with pytest.raises(StaleJobError):
         rt.store.append_event(

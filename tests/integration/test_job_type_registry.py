@@ -18,7 +18,7 @@ from jobstream.jobtypes import registry
 from jobstream.jobtypes.base import JobRun, JobType, Outcome
 from jobstream.protocol.task import ParsedParams
 from jobstream.queue import work_message_body
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from tests.support.harness import Api
 from tests.support.lambda_events import queue_handler
 from tests.support.validation import validate, validate_error

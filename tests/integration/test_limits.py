@@ -18,9 +18,10 @@ from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import ProtocolError
 from jobstream.protocol.events import callback_event_id
 from jobstream.protocol.pages import MAX_RESPONSE_BYTES
-from jobstream.service import admission, callbacks, execution, jobs, stream
+from jobstream.runtime import Runtime
+from jobstream.service import admission, callbacks, execution, jobs
+from jobstream.service import events as stream
 from jobstream.service.dead_letters import list_dead
-from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store.budgets import (
     ADMITTED_JOB_BYTES,

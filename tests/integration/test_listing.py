@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobstream.domain import JobRecord
-from jobstream.service.identity import derive_job_id
-from jobstream.service.runtime import Runtime
+from jobstream.lifecycle.identity import derive_job_id
+from jobstream.runtime import Runtime
 from jobstream.store import keys
 from jobstream.store.jobs import JobQuery, decode_cursor, encode_cursor, record_to_item
-from jobstream.store.listing import LISTING_BUDGET
+from jobstream.store.ports import LISTING_BUDGET
 from jobstream.store.shards import ReadBudget
 from tests.integration.test_cli import base_url, run  # noqa: F401 - base_url: a fixture
 from tests.support.harness import START_MS, Api, Clock, canonical_task

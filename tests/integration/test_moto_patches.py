@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobstream.domain import StoredEvent
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from jobstream.store.jobs import CallbackIntent, NewEvent
 from jobstream.store.shards import MergedQuery
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobstream.service.identity import derive_job_id
-from jobstream.service.runtime import Runtime
+from jobstream.lifecycle.identity import derive_job_id
+from jobstream.runtime import Runtime
 from tests.support.harness import Api, canonical_task
 from tests.support.state import whole_table
 from tests.support.validation import validate, validate_error

@@ -10,8 +10,8 @@ import pytest
 
 from jobstream.domain import IntentRef
 from jobstream.observability import LAMBDA_FUNCTION_VARIABLE
+from jobstream.runtime import Runtime
 from jobstream.service import callbacks
-from jobstream.service.runtime import Runtime
 from tests.integration.test_callbacks import intent, submit
 from tests.support.harness import Api, canonical_task
 from tests.support.tenants import with_tenant

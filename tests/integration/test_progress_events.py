@@ -10,8 +10,9 @@ import json
 from typing import Any
 
 from jobstream.jobtypes.base import Outcome
-from jobstream.service import admission, execution, jobs, stream
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
+from jobstream.service import admission, execution, jobs
+from jobstream.service import events as stream
 from jobstream.store.budgets import MAX_PROGRESS_MESSAGE_BYTES, MAX_PROGRESS_STAGE_BYTES
 from jobstream.store.item_size import item_size
 from tests.integration.test_callbacks import drain

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobstream.lifecycle.identity import derive_job_id
 from jobstream.protocol.events import JOB_NUMBER_DIGITS, job_number
-from jobstream.service.identity import derive_job_id
 from tests.support.harness import START_MS, Api, canonical_task
 from tests.support.validation import validate, validate_error
 from tests.unit.test_query_fuzz import json_values, raw_query_strings

@@ -18,14 +18,14 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from jobstream import runtime as runtime_module
 from jobstream.config import registry as registry_module
 from jobstream.config.registry import RegistryUnavailableError, load_registry
 from jobstream.config.settings import load_settings
 from jobstream.config.tenants import token_digest
 from jobstream.domain import IntentRef
+from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks
-from jobstream.service import runtime as runtime_module
-from jobstream.service.runtime import Runtime
 from tests.integration.test_callbacks import intent
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.receiver import receiver

@@ -3,7 +3,7 @@
 an open callback never expires; an expired key admits a new job that never reads the old one's
 items as its own.
 
-Every item but the job item takes its expiry when it is written (service/retention.py); the job
+Every item but the job item takes its expiry when it is written (lifecycle/retention.py); the job
 item takes its own with its terminal event. Items are read raw from the table
 (tests/support/state.py: whole_table), as TTL sees them.
 """
@@ -19,18 +19,21 @@ import pytest
 
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import IntentRef
-from jobstream.protocol.errors import Reason
-from jobstream.service import admission, callbacks, execution, jobs, stream
-from jobstream.service.dead_letters import redrive
-from jobstream.service.liveness import expire
-from jobstream.service.retention import (
+from jobstream.lifecycle import log
+from jobstream.lifecycle.retention import (
     SECONDS_PER_DAY,
     SWEEP_SLACK_MS,
     callback_span_ms,
     expiry_of,
     item_expiry,
 )
-from jobstream.service.runtime import Runtime
+from jobstream.protocol.errors import Reason
+from jobstream.protocol.events import EventKind
+from jobstream.runtime import Runtime
+from jobstream.service import admission, callbacks, execution, jobs
+from jobstream.service import events as stream
+from jobstream.service.dead_letters import redrive
+from jobstream.service.liveness import expire
 from jobstream.store import keys
 from jobstream.store.jobs import NewEvent
 from tests.support.harness import Clock, canonical_task
@@ -420,7 +423,7 @@ def test_an_unexpired_job_is_not_replaced(hrt: Runtime, clock: Clock) -> None:
     assert body["job"]["status"] == "cancelled"
     # The store refuses it too: only a job past its expiry is replaced.
     fresh = replace(record, created_at=clock.now, expires_at=None)
-    accepted = stream.next_event(fresh, stream.EventKind.REQUESTED, clock.now)
+    accepted = log.next_event(fresh, EventKind.REQUESTED, clock.now)
     assert not hrt.store.create_job(
         fresh, NewEvent(accepted, expires_at=2_000_000_000), now_s=record.expires_at - 1
     )

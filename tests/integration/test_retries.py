@@ -16,8 +16,8 @@ from jobstream.jobtypes import runner
 from jobstream.protocol.errors import Reason
 from jobstream.queue import sqs_client
 from jobstream.retries import RetryPolicy, default_policy
+from jobstream.runtime import Runtime
 from jobstream.service import admission, completion, execution
-from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import budgets, keys
 from tests.support.dispatch import dispatch_stream

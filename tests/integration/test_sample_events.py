@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from jobstream import runtime as runtime_module
 from jobstream.config.settings import DEFAULT_TARGETS_FILE
 from jobstream.config.tenants import shorthand_registry
 from jobstream.delivery.http import HttpResult
-from jobstream.service import runtime as runtime_module
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from tests.support.validation import validate, validate_error
 
 REPOSITORY = Path(__file__).resolve().parents[2]

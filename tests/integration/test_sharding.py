@@ -11,9 +11,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from jobstream.lifecycle.identity import derive_job_id
+from jobstream.runtime import Runtime
 from jobstream.service import admission, execution
-from jobstream.service.identity import derive_job_id
-from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import to_item

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from jobstream import runtime as runtime_module
 from jobstream.queue import QueueMessage
-from jobstream.service import runtime as runtime_module
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from jobstream.sqs_handler import sqs_handler
 from tests.support.lambda_events import lambda_context, queue_handler, sqs_record
 

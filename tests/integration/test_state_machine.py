@@ -32,20 +32,21 @@ from hypothesis.stateful import (
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import CallbackState, IntentRef, JobRecord, StoredEvent
 from jobstream.jobtypes.runner import Outcome
+from jobstream.lifecycle.identity import derive_job_id
+from jobstream.lifecycle.retention import callback_span_ms, item_expiry, job_expiry
+from jobstream.lifecycle.transitions import TERMINAL_KIND_BY_STATUS
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from jobstream.protocol.events import (
     KIND_TO_TYPE,
     ONCE_PER_JOB_KINDS,
-    TERMINAL_KIND_BY_STATUS,
     TERMINAL_KINDS,
     EventKind,
     event_id,
 )
-from jobstream.service import admission, callbacks, execution, jobs, stream
-from jobstream.service.identity import derive_job_id
+from jobstream.runtime import Runtime
+from jobstream.service import admission, callbacks, execution, jobs
+from jobstream.service import events as stream
 from jobstream.service.liveness import verdict
-from jobstream.service.retention import callback_span_ms, item_expiry, job_expiry
-from jobstream.service.runtime import Runtime
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.client import dynamodb_client

@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobstream.protocol.events import TERMINAL_KINDS
-from jobstream.service import admission, jobs, stream
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
+from jobstream.service import admission, jobs
+from jobstream.service import events as stream
 from jobstream.store.jobs import JobStore
 from jobstream_local.resources import create_tables
 from jobstream_local.template import Template

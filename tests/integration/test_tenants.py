@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from jobstream import runtime as runtime_module
 from jobstream.domain import IntentRef
 from jobstream.protocol.errors import ProtocolError
+from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks
-from jobstream.service import runtime as runtime_module
 from jobstream.service.dead_letters import list_dead
-from jobstream.service.runtime import Runtime
 from jobstream.store.jobs import JobQuery
 from tests.conftest import CALLBACK_SECRET, CALLBACK_TOKEN, OTHER_CALLBACK_SECRET
 from tests.conftest import OTHER_CALLBACK_TOKEN as GLOBEX_TOKEN

@@ -14,8 +14,8 @@ from typing import Any
 
 import boto3
 
-from jobstream.service import runtime as runtime_module
-from jobstream.service.runtime import Runtime
+from jobstream import runtime as runtime_module
+from jobstream.runtime import Runtime
 from jobstream_local.gateway import load_handler
 from jobstream_local.streams import StreamPoller
 from jobstream_local.template import StreamSource, Template

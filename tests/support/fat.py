@@ -7,10 +7,10 @@ from dataclasses import replace
 from typing import Any
 
 from jobstream.domain import JobRecord
+from jobstream.lifecycle.identity import derive_job_id
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import EventKind
 from jobstream.protocol.task import MAX_CALLBACK_URL, MAX_CORRELATION_ID, MAX_IDEMPOTENCY_KEY
-from jobstream.service.identity import derive_job_id
 from jobstream.store.budgets import (
     ADMITTED_JOB_BYTES,
     MAX_MESSAGE_CHARS,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from jobstream.store import keys
 from jobstream.store.codec import from_item, to_attribute, to_item
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from jobstream.config.tenants import TenantConfig, TenantRegistry, registry_from
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 
 # Where the suite's HTTP receivers listen (tests/support/receiver.py).
 LOOPBACK_ORIGIN = "http://127.0.0.1:*"

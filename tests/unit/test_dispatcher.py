@@ -1,4 +1,4 @@
-"""The dispatcher's choice of stream records (service/dispatcher.py) is the template's filter
+"""The dispatcher's choice of stream records (store/stream_images.py) is the template's filter
 (DispatcherFunction's FilterCriteria, evaluated as Lambda does by jobstream_local/streams.py),
 record for record: what wakes it is exactly what it hands off."""
 
@@ -9,11 +9,11 @@ from typing import Any, cast
 
 import pytest
 
+from jobstream import runtime as runtime_module
 from jobstream.domain import IntentRef
 from jobstream.queue import JobDispatch
-from jobstream.service import runtime as runtime_module
+from jobstream.runtime import Runtime
 from jobstream.service.dispatcher import dispatch_records, handoffs
-from jobstream.service.runtime import Runtime
 from jobstream_local.event_filter import matches, passes
 from jobstream_local.gateway import LambdaContext, load_handler
 from jobstream_local.template import Template

@@ -11,6 +11,7 @@ import pytest
 from jobstream.config.targets import TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
 from jobstream.jobtypes import registry
+from jobstream.lifecycle.transitions import terminal_status_for
 from jobstream.protocol import documents
 from jobstream.protocol.documents import (
     ack_result,
@@ -21,7 +22,6 @@ from jobstream.protocol.documents import (
     job_error,
     job_page,
     submission,
-    terminal_status_for,
 )
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from jobstream.protocol.events import event_id

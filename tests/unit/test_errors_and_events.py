@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobstream.lifecycle.identity import derive_job_id
 from jobstream.protocol.errors import (
     REASON_TO_CODE,
     RETRYABLE,
@@ -34,7 +35,6 @@ from jobstream.protocol.events import (
     parse_event_position,
     protocol_type,
 )
-from jobstream.service.identity import derive_job_id
 from tests.support.event_ids import parse_event_id
 from tests.support.validation import validate_error
 

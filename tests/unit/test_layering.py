@@ -34,12 +34,18 @@ DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     "queue": frozenset({"config"}),  # SQS
     "delivery": frozenset({"config"}),  # callback POSTs: signing, classification
     "jobtypes": frozenset({"protocol", "config"}),  # what each job type does
-    "service": frozenset({"store", "queue", "jobtypes", "delivery"}),  # one function per operation
+    # The composition root: settings, the store, the queues, a clock and the poster, built once.
+    "runtime": frozenset({"store", "queue", "delivery"}),
+    "lifecycle": frozenset({"runtime", "protocol"}),  # the moves of a job and its event log
+    "service": frozenset({"lifecycle", "jobtypes"}),  # one function per operation
     "http": frozenset({"service"}),  # the HTTP API's handler shell
     "sqs_handler": frozenset({"service"}),  # the SQS triggers' handler shell
 }
 # What functions/*/app.py may import of the layer: handlers are thin.
-FUNCTION_IMPORTS = frozenset({"http", "sqs_handler", "service", "observability"})
+FUNCTION_IMPORTS = frozenset({"http", "sqs_handler", "service", "runtime", "observability"})
+# The units that see the store only through its contract (store/ports.py), never its adapters.
+THROUGH_PORTS = frozenset({"lifecycle", "service"})
+STORE_PORTS = "jobstream.store.ports"
 
 
 @cache
@@ -118,9 +124,39 @@ def test_the_layering_has_no_cycle() -> None:
     assert [unit for unit in DIRECTLY_BELOW if unit in below(unit)] == []
 
 
+def test_the_lifecycle_sits_between_the_services_and_the_store() -> None:
+    """The composition root (runtime) is below the lifecycle, the lifecycle below the services:
+    nothing the services build on points up at them."""
+    assert {"store", "queue", "delivery", "config"} <= below("runtime")
+    assert {"runtime", "store", "protocol"} <= below("lifecycle")
+    assert {"lifecycle", "runtime", "store", "jobtypes"} <= below("service")
+    assert "service" in below("http") & below("sqs_handler")
+    assert not {"lifecycle", "service", "http", "sqs_handler"} & below("runtime")
+    assert not {"service", "jobtypes"} & below("lifecycle")
+
+
 @pytest.mark.parametrize("path", layer_files(), ids=lambda path: str(path.relative_to(PACKAGE)))
 def test_imports_go_downward(path: Path) -> None:
     assert upward_imports(path) == []
+
+
+def store_adapter_imports(path: Path) -> list[str]:
+    """The modules of store/ other than its ports that `path` imports, when its unit may see
+    the store only through them."""
+    if unit_of(module_name(path)) not in THROUGH_PORTS:
+        return []
+    problems = []
+    for line, target in imported_modules(path):
+        # `from jobstream.store.ports import X` also names `jobstream.store.ports.X`.
+        through_ports = target == STORE_PORTS or target.startswith(f"{STORE_PORTS}.")
+        if unit_of(target) == "store" and not through_ports and target != "jobstream.store":
+            problems.append(f"{path.name}:{line} imports {target}: only {STORE_PORTS} is seen")
+    return problems
+
+
+@pytest.mark.parametrize("path", layer_files(), ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_services_and_the_lifecycle_see_the_store_only_through_its_ports(path: Path) -> None:
+    assert store_adapter_imports(path) == []
 
 
 def job_type_of(module: str) -> str | None:
@@ -170,7 +206,8 @@ def test_outbound_names_no_job_type(path: Path) -> None:
 )
 def test_functions_import_only_handler_shells_and_services(path: Path) -> None:
     units = {unit_of(target) for _, target in imported_modules(path)}
-    assert units - {None} <= FUNCTION_IMPORTS
+    # `from jobstream import runtime` names the package too: the unit is what it imports of it.
+    assert units - {None, ""} <= FUNCTION_IMPORTS
     third_party = {
         target.split(".")[0]
         for _, target in imported_modules(path)
@@ -202,7 +239,11 @@ def write(root: Path, relative: str, text: str) -> Path:
         ("config/settings.py", "from jobstream.delivery import http\n", "delivery is not below"),
         ("outbound/guard.py", "from jobstream.config import settings\n", "config is not below"),
         ("store/jobs.py", "from jobstream import queue\n", "queue is not below store"),
-        ("store/jobs.py", "from ..service import runtime\n", "service is not below store"),
+        ("store/jobs.py", "from ..service import jobs\n", "service is not below store"),
+        ("store/jobs.py", "from jobstream import runtime\n", "runtime is not below store"),
+        ("runtime.py", "from jobstream.lifecycle import log\n", "lifecycle is not below runtime"),
+        ("lifecycle/log.py", "from jobstream.service import jobs\n", "service is not below"),
+        ("lifecycle/log.py", "from jobstream.jobtypes import runner\n", "jobtypes is not below"),
         ("store/jobs.py", "def f():\n    from jobstream.http import api\n", "http is not below"),
         ("domain.py", "from jobstream.novelty import x\n", "novelty has no layer"),
     ],
@@ -217,11 +258,32 @@ def test_an_upward_import_is_found(
     assert found in problem
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from jobstream.store.jobs import StaleJobError\n",
+        "from jobstream.store import keys\n",
+        "import jobstream.store.listing\n",
+        "def f():\n    from jobstream.store.budgets import clip\n",
+    ],
+)
+def test_a_store_adapter_import_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    package = tmp_path / "jobstream"
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
+    for relative in ("service/jobs.py", "lifecycle/log.py"):
+        assert store_adapter_imports(write(package, relative, source)) != []
+    assert store_adapter_imports(write(package, "runtime.py", source)) == []
+    ports = "from jobstream.store.ports import StaleJobError\nfrom jobstream.store import ports\n"
+    assert store_adapter_imports(write(package, "service/jobs.py", ports)) == []
+
+
 def test_a_downward_import_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     package = tmp_path / "jobstream"
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
     source = (
-        "from jobstream.store.jobs import JobStore\nfrom jobstream import domain\nimport json\n"
+        "from jobstream.store.ports import JobQuery\nfrom jobstream import domain\nimport json\n"
     )
     assert upward_imports(write(package, "service/jobs.py", source)) == []
 

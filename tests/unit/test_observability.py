@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 from jobstream import observability
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 from jobstream_local.gateway import LambdaContext
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.lambda_events import sqs_record

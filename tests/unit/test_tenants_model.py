@@ -20,10 +20,10 @@ from jobstream.config.tenants import (
     shorthand_registry,
     token_digest,
 )
+from jobstream.lifecycle.identity import derive_job_id
 from jobstream.outbound.guard import check_at_admission, check_at_delivery
 from jobstream.outbound.origins import OriginPattern
 from jobstream.outbound.url import OutboundRefused as CallbackRefused
-from jobstream.service.identity import derive_job_id
 from jobstream.store import keys
 from jobstream.tenant_names import TENANT_NAME_PATTERN, is_tenant_name
 

@@ -137,7 +137,7 @@ METRICS: Final[dict[str, Metric]] = {
     "admitted": Metric(),
     "replayed": Metric(),
     "rejected": Metric(dimension="code"),
-    # The event stream: service/stream.py, and admission for the first event of a job.
+    # The event stream: lifecycle/log.py, and admission for the first event of a job.
     "events_recorded": Metric(dimension="type"),
     "events_repaired": Metric(),
     # The hand-off from the table's stream to the queues: service/dispatcher.py.

@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jobstream import deadline, observability
+from jobstream import runtime as runtime_module
 from jobstream.queue import QueueMessage
-from jobstream.service import runtime as runtime_module
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 
 PartialBatchResponse = dict[str, list[dict[str, str]]]
 # Handles a batch within the invocation's remaining time (None: unknown); returns the ids of

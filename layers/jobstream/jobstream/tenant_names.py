@@ -1,7 +1,7 @@
 """Tenant names: a safe alphabet, so no key or job id built from one can reach another tenant's.
 
 Keys are `T#<tenant>` and `T#<tenant>#C#<correlation_id>` (store/keys.py) and job ids hash
-`<tenant>\\0<idempotency_key>` (service/identity.py). A name holds neither `#` nor `\\0`, so the
+`<tenant>\\0<idempotency_key>` (lifecycle/identity.py). A name holds neither `#` nor `\\0`, so the
 tenant is always the text up to the first separator and two tenants' ranges never meet.
 """
 

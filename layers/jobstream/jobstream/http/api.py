@@ -8,14 +8,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobstream import deadline, observability
+from jobstream import runtime as runtime_module
 from jobstream.config.registry import RegistryUnavailableError
 from jobstream.config.settings import ConfigurationError
 from jobstream.http.auth import authenticate
 from jobstream.http.request import Request, parse_event
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params, resource_busy
 from jobstream.retries import transient
-from jobstream.service import runtime as runtime_module
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 
 logger = logging.getLogger("jobstream.http")
 

@@ -7,9 +7,7 @@ from typing import Any, Final, Protocol
 
 from jobstream.domain import JobRecord, JobStatus, StoredEvent
 from jobstream.protocol.errors import (
-    EXPIRY_REASONS,
     REASON_MESSAGES,
-    Reason,
     code_for_reason,
     parse_reason,
 )
@@ -55,14 +53,6 @@ def job_error(record: JobRecord) -> dict[str, Any]:
     if record.reason:
         error["detail"] = {"internal_code": record.reason}
     return error
-
-
-def terminal_status_for(reason: str | None) -> JobStatus:
-    """The protocol status a job ends in for an internal reason."""
-    known = parse_reason(reason)
-    if known is Reason.CANCELLED_BY_CONSUMER:
-        return JobStatus.CANCELLED
-    return JobStatus.EXPIRED if known in EXPIRY_REASONS else JobStatus.FAILED
 
 
 def progress_document(stage: str, message: str | None, at: int) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import re
 from enum import StrEnum
 from typing import Final
 
-from jobstream.domain import CallbackRecord, JobStatus
+from jobstream.domain import CallbackRecord
 
 
 class EventKind(StrEnum):
@@ -77,14 +77,6 @@ TERMINAL_KINDS: Final = frozenset(
 ONCE_PER_JOB_KINDS: Final = frozenset(
     {EventKind.REQUESTED, EventKind.EXECUTION_STARTED} | TERMINAL_KINDS
 )
-
-# The terminal kind each terminal job status implies.
-TERMINAL_KIND_BY_STATUS: Final[dict[JobStatus, EventKind]] = {
-    JobStatus.SUCCEEDED: EventKind.OUTCOME_SUCCEEDED,
-    JobStatus.FAILED: EventKind.OUTCOME_FAILED,
-    JobStatus.EXPIRED: EventKind.OUTCOME_EXPIRED,
-    JobStatus.CANCELLED: EventKind.OUTCOME_CANCELLED,
-}
 
 
 def protocol_type(kind: str) -> EventType | None:

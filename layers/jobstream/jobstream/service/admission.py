@@ -8,18 +8,17 @@ from jobstream import observability
 from jobstream.config.targets import Target
 from jobstream.domain import JobRecord, JobStatus
 from jobstream.jobtypes import registry
+from jobstream.lifecycle import transitions
+from jobstream.lifecycle.identity import derive_job_id
+from jobstream.lifecycle.log import after_append, callback_intent, next_event, reconcile
+from jobstream.lifecycle.retention import has_expired, item_expiry
 from jobstream.outbound.guard import check_at_admission
 from jobstream.outbound.url import OutboundRefused as CallbackRefused
 from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params
-from jobstream.protocol.events import EventKind
 from jobstream.protocol.task import AdmissionRequest
-from jobstream.service.identity import derive_job_id
-from jobstream.service.retention import has_expired, item_expiry
-from jobstream.service.runtime import Runtime
-from jobstream.service.stream import after_append, callback_intent, next_event, reconcile
-from jobstream.store import budgets
-from jobstream.store.jobs import NewEvent
+from jobstream.runtime import Runtime
+from jobstream.store.ports import NewEvent, budgets
 
 NEW = 202
 REPLAYED = 200
@@ -39,8 +38,10 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
         # replaces it, and never reads what TTL has not deleted yet as its own.
         existing = None
     if existing is None:
-        record = _new_record(rt, tenant, job_id, request, target)
-        accepted = next_event(record, EventKind.REQUESTED, record.created_at)
+        draft = _new_record(rt, tenant, job_id, request, target)
+        move = transitions.accept(draft)
+        record = move.change.update.applied_to(draft)
+        accepted = next_event(record, move.kind, move.at)
         intent = callback_intent(record, accepted, base_url)
         admitted = after_append(record, accepted)
         _check_storable(admitted)

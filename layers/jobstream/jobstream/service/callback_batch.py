@@ -30,8 +30,8 @@ from typing import Final
 from jobstream import observability
 from jobstream.deadline import Deadline, invocation
 from jobstream.queue import QueueMessage
+from jobstream.runtime import Runtime
 from jobstream.service.callbacks import OUTCOME_MARGIN_MS, RetryLaterError, handle_message
-from jobstream.service.runtime import Runtime
 
 __all__ = ["OUTCOME_MARGIN_MS", "BatchFailedError", "Result", "deliver_batch"]
 

@@ -14,12 +14,12 @@ from jobstream.deadline import request_deadline
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.signing import webhook_headers
 from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, IntentRef, JobRecord
+from jobstream.lifecycle.log import callback_body
 from jobstream.outbound.guard import check_at_delivery
 from jobstream.protocol.events import TERMINAL_KINDS, callback_event_id, callback_idempotency_key
 from jobstream.queue import parse_message_body
+from jobstream.runtime import Runtime
 from jobstream.service.messages import parse_or_drop
-from jobstream.service.runtime import Runtime
-from jobstream.service.stream import callback_body
 
 logger = logging.getLogger("jobstream.callbacks")
 

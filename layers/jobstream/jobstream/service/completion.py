@@ -24,18 +24,15 @@ from typing import Final
 from botocore.exceptions import ClientError
 
 from jobstream import observability
-from jobstream.domain import JobChange, JobRecord, JobStatus
+from jobstream.domain import JobRecord, JobStatus
 from jobstream.jobtypes.runner import Outcome, fit_job_result
-from jobstream.protocol.documents import terminal_status_for
+from jobstream.lifecycle import transitions
+from jobstream.lifecycle.log import Settled, apply_until_settled
+from jobstream.lifecycle.retention import item_expiry
 from jobstream.protocol.errors import Reason
-from jobstream.protocol.events import EventKind
 from jobstream.retries import transient
-from jobstream.service.retention import item_expiry
-from jobstream.service.runtime import Runtime
-from jobstream.service.stream import record_transition
-from jobstream.store import budgets
-from jobstream.store.client import error_code
-from jobstream.store.jobs import StaleJobError, StateChange
+from jobstream.runtime import Runtime
+from jobstream.store.ports import budgets, error_code
 
 logger = logging.getLogger("jobstream.execution")
 
@@ -217,61 +214,50 @@ def _keep(rt: Runtime, job_id: str, kept: KeptOutcome) -> bool:
 
 
 def _transition(rt: Runtime, record: JobRecord, owner: str, outcome: Outcome) -> str:
-    for _ in range(MAX_COMPLETE_ATTEMPTS):
-        now = max(rt.clock(), record.updated_at)
-        status, kind, ending = _ending(outcome)
-        change = StateChange(
-            JobChange(
-                {
-                    **ending,
-                    "updated_at": now,
-                    "lease_owner": None,
-                    "lease_expires_at": None,
-                    "pending_reason": None,
-                    "pending_message": None,
-                }
-            ),
-            require_status=frozenset({JobStatus.RUNNING}),
-            require_lease_owner=owner,
-        )
-        try:
-            record_transition(rt, record, kind=kind, change=change)
-        except StaleJobError as stale:
-            fresh = rt.store.get_job_item(record.job_id)
-            if stale.after_lost_answer and _is_own_completion(fresh, status, kind, now):
-                # Written by the try whose answer was lost; its retry found it done.
-                return _counted(status)
-            if fresh is None or fresh.status is not JobStatus.RUNNING or fresh.lease_owner != owner:
-                return "lost"  # cancelled, expired or taken over: no later outcome
-            record = fresh
-            continue
-        return _counted(status)
+    failed = outcome.result is None
+    reason, message = (_reason(outcome), outcome.message) if failed else (None, None)
+
+    def decide(current: JobRecord) -> transitions.Transition | None:
+        # The job as this worker knows it is tried as it is (the write's condition checks the
+        # lease); read again after a lost race, only while this worker still holds it.
+        if current is not record and not _holds_lease(current, owner):
+            return None  # cancelled, expired or taken over: no later outcome
+        return transitions.finish(current, owner, clock=rt.clock(), reason=reason, message=message)
+
+    settled = apply_until_settled(
+        rt,
+        record,
+        decide,
+        reread=lambda job_id, _: rt.store.get_job_item(job_id),
+        attempts=MAX_COMPLETE_ATTEMPTS,
+    )
+    if settled.moved:
+        return _counted(settled.record.status)
+    if _is_own_completion(settled):
+        # Written by the try whose answer was lost; its retry found it done.
+        return _counted(settled.record.status)
     return "lost"
+
+
+def _holds_lease(record: JobRecord, owner: str) -> bool:
+    return record.status is JobStatus.RUNNING and record.lease_owner == owner
 
 
 def _reason(outcome: Outcome) -> str:
     return outcome.reason or Reason.INTERNAL_ERROR.value
 
 
-def _ending(outcome: Outcome) -> tuple[JobStatus, EventKind, dict[str, object]]:
-    """The terminal status an outcome gives, its event and the fields it sets (the result
-    has its own item, written before)."""
-    if outcome.result is not None:
-        return JobStatus.SUCCEEDED, EventKind.OUTCOME_SUCCEEDED, {"status": JobStatus.SUCCEEDED}
-    reason = _reason(outcome)
-    status = terminal_status_for(reason)
-    kind = EventKind.OUTCOME_EXPIRED if status is JobStatus.EXPIRED else EventKind.OUTCOME_FAILED
-    return status, kind, {"status": status, "reason": reason, "reason_message": outcome.message}
-
-
-def _is_own_completion(
-    fresh: JobRecord | None, status: JobStatus, kind: EventKind, at: int
-) -> bool:
+def _is_own_completion(settled: Settled) -> bool:
+    """Whether the last lost race hid this worker's own completion, written by a try whose
+    answer was lost."""
+    fresh, tried, stale = settled.record, settled.tried, settled.stale
     return (
-        fresh is not None
-        and fresh.status == status
-        and fresh.updated_at == at
-        and kind.value in fresh.recorded_kinds
+        tried is not None
+        and stale is not None
+        and stale.after_lost_answer
+        and fresh.status == tried.change.update.fields["status"]
+        and fresh.updated_at == tried.at
+        and tried.kind.value in fresh.recorded_kinds
     )
 
 

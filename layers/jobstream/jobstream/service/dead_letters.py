@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from jobstream.domain import CallbackRecord, IntentRef, JobRecord
+from jobstream.lifecycle.retention import has_expired
 from jobstream.protocol.events import callback_event_id
-from jobstream.service.retention import has_expired
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 
 logger = logging.getLogger("jobstream.dead_letters")
 

@@ -3,7 +3,8 @@ feeds the dispatcher, which sends each new job to the work queue and each new ca
 callback queue. No write path waits for SQS.
 
 The template's filter (DispatcherFunction, `FilterCriteria`) wakes the dispatcher only for what
-it hands off; the same test is made here, so any other record is skipped:
+it hands off; the same test is made here (store/stream_images.py), so any other record is
+skipped:
 
 - a job item as admission writes it: `event_count` 1 and never re-dispatched (`dispatched_at`
   absent; the sweep sends those itself). INSERT, or MODIFY when it replaces an expired job;
@@ -21,60 +22,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from jobstream import observability
-from jobstream.domain import CallbackState, IntentRef
+from jobstream.domain import IntentRef
 from jobstream.queue import JobDispatch
-from jobstream.service.runtime import Runtime
-from jobstream.store import keys
+from jobstream.runtime import Runtime
+from jobstream.store.ports import new_items
 
 logger = logging.getLogger("jobstream.dispatcher")
-
-_CHANGES: Final = frozenset({"INSERT", "MODIFY"})
 
 
 @dataclass
 class Handoffs:
-    """What a batch of stream records names, each with its record's sequence number."""
+    """What a batch of stream records names (store/stream_images.py), as the queues take it,
+    each with its record's sequence number."""
 
     jobs: list[tuple[str, JobDispatch]] = field(default_factory=list)
     callbacks: list[tuple[str, IntentRef]] = field(default_factory=list)
 
 
 def handoffs(records: Iterable[Mapping[str, Any]]) -> Handoffs:
-    found = Handoffs()
-    for record in records:
-        if record.get("eventName") not in _CHANGES:
-            continue
-        change = record.get("dynamodb") or {}
-        image = change.get("NewImage") or {}
-        sequence_number = str(change.get("SequenceNumber", ""))
-        pk = image.get(keys.PK, {}).get("S", "")
-        sk = image.get(keys.SK, {}).get("S", "")
-        if not pk.startswith("JOB#"):
-            continue
-        job_id = keys.job_id_of(pk)
-        if (
-            sk == keys.JOB_SK
-            and _number(image, "event_count") == 1
-            and "dispatched_at" not in image
-        ):
-            tenant = image.get("tenant", {}).get("S", "")
-            found.jobs.append((sequence_number, JobDispatch(job_id, tenant)))
-        elif (
-            sk.startswith(keys.EVENT_PREFIX)
-            and image.get("state", {}).get("S") == CallbackState.PENDING
-            and _number(image, "attempts") == 0
-            and "resent_at" not in image
-        ):
-            found.callbacks.append((sequence_number, IntentRef(job_id, keys.sequence_of(sk))))
-    return found
-
-
-def _number(image: Mapping[str, Any], name: str) -> int | None:
-    text = image.get(name, {}).get("N")
-    return int(text) if text is not None and text.lstrip("-").isdigit() else None
+    named = new_items(records)
+    jobs = [(number, JobDispatch(job.job_id, job.tenant)) for number, job in named.jobs]
+    return Handoffs(jobs, named.callbacks)
 
 
 def dispatch_records(rt: Runtime, records: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -15,23 +15,22 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from jobstream import observability
-from jobstream.domain import JobChange, JobRecord, JobStatus
+from jobstream.domain import JobRecord, JobStatus
 from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
 from jobstream.jobtypes.runner import Outcome, run_job
+from jobstream.lifecycle import transitions
+from jobstream.lifecycle.log import apply_until_settled, give_up
 from jobstream.protocol.errors import Reason
-from jobstream.protocol.events import EventKind
 from jobstream.queue import QueueMessage, parse_work_message
 from jobstream.retries import transient
+from jobstream.runtime import Runtime
 from jobstream.service.completion import (
     CompletionDeferredError,
     complete,
     land_kept_outcome,
 )
 from jobstream.service.messages import parse_or_drop
-from jobstream.service.runtime import Runtime
-from jobstream.service.stream import record_transition
-from jobstream.store import budgets
-from jobstream.store.jobs import StaleJobError, StateChange
+from jobstream.store.ports import StaleJobError, budgets
 
 __all__ = [
     "CompletionDeferredError",
@@ -136,30 +135,19 @@ def _claim(rt: Runtime, record: JobRecord, owner: str) -> JobRecord | None:
         return None if record.lease_active(rt.clock()) else _take_over(rt, record, owner)
     if record.status is not JobStatus.QUEUED:
         return None
-    now = max(rt.clock(), record.updated_at)
-    change = StateChange(
-        JobChange(
-            {
-                "status": JobStatus.RUNNING,
-                "attempt": record.attempt + 1,
-                "started_at": record.started_at or now,
-                "heartbeat_at": now,
-                "lease_owner": owner,
-                "lease_expires_at": now + rt.settings.lease_ms,
-                "progress_stage": "searching",
-                "updated_at": now,
-            }
-        ),
-        # A second claim of the same job (a duplicate message) finds it running: a no-op.
-        require_status=frozenset({JobStatus.QUEUED}),
-    )
-    try:
-        claimed = record_transition(rt, record, kind=EventKind.EXECUTION_STARTED, change=change)
-    except StaleJobError as stale:
-        fresh = rt.store.get_job_item(record.job_id) if stale.after_lost_answer else None
-        if fresh is not None and fresh.status is JobStatus.RUNNING and fresh.lease_owner == owner:
+    transition = transitions.claim(record, owner, clock=rt.clock(), lease_ms=rt.settings.lease_ms)
+
+    def reread(job_id: str, stale: StaleJobError) -> JobRecord | None:
+        # Only a refusal of a retry may hide our own claim: then look.
+        return rt.store.get_job_item(job_id) if stale.after_lost_answer else None
+
+    settled = apply_until_settled(rt, record, lambda _: transition, reread=reread)
+    if not settled.moved:
+        fresh = settled.record
+        if fresh.status is JobStatus.RUNNING and fresh.lease_owner == owner:
             return fresh  # our claim was written; only its answer was lost
         return None
+    claimed = settled.record
     observability.count("jobs_claimed")
     observability.bind(correlation_id=record.correlation_id)
     return claimed
@@ -168,26 +156,14 @@ def _claim(rt: Runtime, record: JobRecord, owner: str) -> JobRecord | None:
 def _take_over(rt: Runtime, record: JobRecord, owner: str) -> JobRecord | None:
     """Resume a running job whose lease has ended under a lease of `owner`'s: the job's one
     execution goes on (no second start, the same attempt), like a heartbeat of a new owner."""
-    clock = rt.clock()
-    now = max(clock, record.updated_at)
-    update = JobChange(
-        {"heartbeat_at": now, "lease_owner": owner, "lease_expires_at": now + rt.settings.lease_ms}
-    )
-    change = StateChange(
-        update,
-        require_status=frozenset({JobStatus.RUNNING}),
-        # From the worker whose lease this was, and only once it has ended (released at
-        # `clock` or before): a live run is never taken over.
-        require_lease_owner=record.lease_owner,
-        require_lease_expired_at=clock + 1,
-    )
+    change = transitions.take_over(record, owner, clock=rt.clock(), lease_ms=rt.settings.lease_ms)
     if not rt.store.take_over(record.job_id, change):
         fresh = rt.store.get_job_item(record.job_id)
         if fresh is None or fresh.status is not JobStatus.RUNNING or fresh.lease_owner != owner:
             return None  # another worker took it, or it ended
         return fresh  # ours: the answer of the write was lost, its retry refused
     observability.bind(correlation_id=record.correlation_id)
-    return update.applied_to(record)
+    return change.update.applied_to(record)
 
 
 class Lease:
@@ -259,29 +235,19 @@ class Lease:
         # Kept on the job item, within its growth budget, and on the event (`store/budgets.py`).
         stage = budgets.clip_bytes(stage, budgets.MAX_PROGRESS_STAGE_BYTES) or stage
         message = budgets.clip_bytes(message, budgets.MAX_PROGRESS_MESSAGE_BYTES)
-        change = StateChange(
-            JobChange(
-                {
-                    "progress_stage": stage,
-                    "progress_message": message or None,
-                    "progress_events": record.progress_events + 1,
-                    "updated_at": max(now, record.updated_at),
-                }
-            ),
-            require_status=frozenset({JobStatus.RUNNING}),
-            require_lease_owner=self.owner,
-        )
+        transition = transitions.progress(record, self.owner, stage, message, clock=now)
         try:
-            self.record = record_transition(
-                self.rt, record, kind=EventKind.PROGRESSED, change=change
-            )
-        except StaleJobError:
-            self._refresh()
+            settled = apply_until_settled(self.rt, record, lambda _: transition, reread=give_up)
         except Exception:
             # Progress is best effort: a failed write must not fail the job. It may have been
             # written with its answer lost, so the next write starts from a fresh read.
             logger.warning("progress not recorded", exc_info=True)
             self._refresh()
+            return
+        if settled.moved:
+            self.record = settled.record
+        else:
+            self._refresh()  # cancelled, expired, taken over, or only behind: look again
 
     def _refresh(self) -> None:
         try:

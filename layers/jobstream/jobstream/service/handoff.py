@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from jobstream.domain import IntentRef
 from jobstream.queue import JobDispatch
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 
 logger = logging.getLogger("jobstream.callbacks")
 T = TypeVar("T")

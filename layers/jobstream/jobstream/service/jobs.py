@@ -4,25 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from jobstream.domain import ACTIVE_STATUSES, JobChange, JobRecord, JobStatus
+from jobstream.domain import ACTIVE_STATUSES, JobRecord
 from jobstream.jobtypes import registry
+from jobstream.lifecycle import transitions
+from jobstream.lifecycle.identity import derive_job_id
+from jobstream.lifecycle.log import apply_until_settled, reconcile
 from jobstream.protocol import documents
-from jobstream.protocol.errors import Reason, invalid_params
-from jobstream.protocol.events import EventKind
+from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.pages import fill_page
 from jobstream.protocol.queries import JobListQuery, Query, parse_list_query
-from jobstream.service.identity import derive_job_id
+from jobstream.runtime import Runtime
 from jobstream.service.ownership import load_owned_job
-from jobstream.service.runtime import Runtime
-from jobstream.service.stream import reconcile, record_transition
-from jobstream.store.jobs import (
-    InvalidCursorError,
-    JobQuery,
-    StaleJobError,
-    StateChange,
-    decode_cursor,
-    encode_cursor,
-)
+from jobstream.store.ports import InvalidCursorError, JobQuery, decode_cursor, encode_cursor
 
 # Cancel retries when a concurrent writer (worker, sweep, another cancel) moves the job first.
 MAX_CANCEL_ATTEMPTS: Final = 8
@@ -101,30 +94,18 @@ def _matches(record: JobRecord, tenant: str, key: str, filters: JobListQuery) ->
 def cancel(rt: Runtime, tenant: str, job_id: str, base_url: str | None) -> dict[str, Any]:
     """Cancel a queued or running job; a terminal job is returned unchanged (idempotent)."""
     record = reconcile(rt, load_owned_job(rt, tenant, job_id, cancel_route=True), base_url)
-    for _ in range(MAX_CANCEL_ATTEMPTS):
-        if record.status not in ACTIVE_STATUSES:
-            break
-        now = max(rt.clock(), record.updated_at)
-        change = StateChange(
-            JobChange(
-                {
-                    "status": JobStatus.CANCELLED,
-                    "reason": Reason.CANCELLED_BY_CONSUMER.value,
-                    "reason_message": None,
-                    "updated_at": now,
-                    "lease_owner": None,
-                    "lease_expires_at": None,
-                }
-            ),
-            require_status=ACTIVE_STATUSES,
-        )
-        try:
-            record = record_transition(
-                rt, record, kind=EventKind.OUTCOME_CANCELLED, change=change, base_url=base_url
-            )
-        except StaleJobError:
-            fresh = rt.store.get_job(record.job_id)
-            if fresh is None:
-                break
-            record = reconcile(rt, fresh, base_url)
-    return documents.job_document(record, rt.clock(), base_url)
+
+    def decide(current: JobRecord) -> transitions.Transition | None:
+        # A terminal job is returned unchanged.
+        if current.status not in ACTIVE_STATUSES:
+            return None
+        return transitions.cancel(current, clock=rt.clock())
+
+    def reread(job_id: str, _: object) -> JobRecord | None:
+        fresh = rt.store.get_job(job_id)
+        return reconcile(rt, fresh, base_url) if fresh is not None else None
+
+    settled = apply_until_settled(
+        rt, record, decide, reread=reread, attempts=MAX_CANCEL_ATTEMPTS, base_url=base_url
+    )
+    return documents.job_document(settled.record, rt.clock(), base_url)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from jobstream import observability
 from jobstream.config.settings import Settings
-from jobstream.domain import ACTIVE_STATUSES, JobChange, JobRecord, JobStatus
-from jobstream.protocol.errors import REASON_MESSAGES, Reason
-from jobstream.protocol.events import EventKind
-from jobstream.service.runtime import Runtime
-from jobstream.service.stream import record_transition
-from jobstream.store.jobs import StaleJobError, StateChange
+from jobstream.domain import ACTIVE_STATUSES, JobRecord, JobStatus
+from jobstream.lifecycle import transitions
+from jobstream.lifecycle.log import apply_until_settled, give_up
+from jobstream.protocol.errors import Reason
+from jobstream.runtime import Runtime
 
 
 def verdict(record: JobRecord, now: int, settings: Settings) -> Reason | None:
@@ -29,25 +28,10 @@ def verdict(record: JobRecord, now: int, settings: Settings) -> Reason | None:
 
 def expire(rt: Runtime, record: JobRecord, reason: Reason, now: int) -> JobRecord | None:
     """End the job `expired` with its terminal event; None when the job moved on first."""
-    at = max(now, record.updated_at)
-    change = StateChange(
-        JobChange(
-            {
-                "status": JobStatus.EXPIRED,
-                "reason": reason.value,
-                "reason_message": REASON_MESSAGES[reason],
-                "updated_at": at,
-                "lease_owner": None,
-                "lease_expires_at": None,
-            }
-        ),
-        require_status=frozenset({record.status}),
-        # A stall verdict never overrules a live lease; the deadline is hard and does.
-        require_lease_expired_at=now if reason is Reason.STALLED_NO_HEARTBEAT else None,
-    )
-    try:
-        ended = record_transition(rt, record, kind=EventKind.OUTCOME_EXPIRED, change=change)
-    except StaleJobError:
+    transition = transitions.expire(record, reason, now=now)
+    # A lost race is not decided again: the sweep's next pass judges the job as it is then.
+    settled = apply_until_settled(rt, record, lambda _: transition, reread=give_up)
+    if not settled.moved:
         return None
     observability.count("verdicts", dimension=reason.value)
-    return ended
+    return settled.record

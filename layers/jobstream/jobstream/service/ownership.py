@@ -5,7 +5,7 @@ from __future__ import annotations
 from jobstream import observability
 from jobstream.domain import JobRecord
 from jobstream.protocol.errors import invalid_params
-from jobstream.service.runtime import Runtime
+from jobstream.runtime import Runtime
 
 
 def load_owned_job(

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field, fields
 
 from jobstream import observability
 from jobstream.domain import OPEN_CALLBACK_STATES, CallbackState, IntentRef, JobRecord, JobStatus
+from jobstream.lifecycle.log import reconcile
 from jobstream.protocol.errors import EXPIRY_REASONS, Reason
 from jobstream.queue import JobDispatch
+from jobstream.runtime import Runtime
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
-from jobstream.service.runtime import Runtime
-from jobstream.service.stream import reconcile
-from jobstream.store import keys
+from jobstream.store.ports import HANDOFF_GRACE_MS
 
 logger = logging.getLogger("jobstream.sweep")
 
@@ -104,7 +104,7 @@ def _resend(rt: Runtime, ref: IntentRef, now: int) -> int:
         return 0
     hand_off(rt, [ref])
     # Look again only after a delivery had a fair chance to take it.
-    rt.callbacks.postpone(ref, now=now, due=now + keys.HANDOFF_GRACE_MS)
+    rt.callbacks.postpone(ref, now=now, due=now + HANDOFF_GRACE_MS)
     return 1
 
 
@@ -151,4 +151,4 @@ def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
 
 def _dispatch_overdue(record: JobRecord, now: int) -> bool:
     sent_at = record.dispatched_at or record.created_at
-    return record.status is JobStatus.QUEUED and now - sent_at >= keys.HANDOFF_GRACE_MS
+    return record.status is JobStatus.QUEUED and now - sent_at >= HANDOFF_GRACE_MS

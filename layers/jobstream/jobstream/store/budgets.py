@@ -41,7 +41,7 @@ from jobstream.store.item_size import (
     first_number_refusal,
     item_size,
 )
-from jobstream.store.jobs import record_to_item
+from jobstream.store.records import record_to_item
 
 # The largest request body the API takes (http/request.py answers 413 beyond it).
 TASK_BODY_BYTES: Final = 256 * 1024

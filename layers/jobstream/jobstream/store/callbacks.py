@@ -20,12 +20,11 @@ from jobstream.store import keys
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.listing import batch_get
+from jobstream.store.ports import MAX_CALLBACK_ATTEMPTS
 from jobstream.store.records import EVENT_PROGRESS
 from jobstream.store.sweep_index import sweep_entries
 
 MAX_ERROR_CHARS: Final = 1000
-# Attempts a callback is given (a redrive gives it as many again).
-MAX_CALLBACK_ATTEMPTS: Final = 8
 # Dead callbacks read to a request (BatchGetItem's most).
 DEAD_READ_BATCH: Final = 100
 _OPTIONAL: Final = (

@@ -1,7 +1,7 @@
 """Jobs and their event streams in the one table (item layout: store/keys.py, store/records.py).
 
 Every item of a job but the job item itself carries an expiry from the moment it is written
-(`expires_at`, epoch seconds, computed by service/retention.py): beyond the latest time its job
+(`expires_at`, epoch seconds, computed by lifecycle/retention.py): beyond the latest time its job
 can finish, and beyond any retry of a callback it carries. The job item takes its own when it
 finishes. A job admitted again under an expired key overwrites what it meets of its
 predecessor: the job item once expired, an event item whose `at` is older than the new job.
@@ -10,26 +10,28 @@ predecessor: the job item once expired, an event item whose `at` is older than t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
-from jobstream.domain import CallbackState, JobChange, JobRecord, JobStatus, StoredEvent
+from jobstream.domain import CallbackState, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys
-from jobstream.store.callbacks import MAX_CALLBACK_ATTEMPTS, CallbackStore
+from jobstream.store.callbacks import CallbackStore
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_attribute, to_item
-from jobstream.store.listing import (
+from jobstream.store.cursor import decode_cursor, encode_cursor
+from jobstream.store.listing import JobListing, batch_get, iter_jobs
+from jobstream.store.ports import (
+    MAX_CALLBACK_ATTEMPTS,
+    Append,
+    CallbackIntent,
     InvalidCursorError,
-    JobListing,
     JobQuery,
     ListedJob,
-    batch_get,
-    decode_cursor,
-    encode_cursor,
-    iter_jobs,
+    NewEvent,
+    StaleJobError,
+    StateChange,
 )
 from jobstream.store.records import (
     EVENT_PROGRESS,
@@ -68,60 +70,6 @@ _LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
 # The condition of every event slot: free, or taken by an event of an earlier job under the same
 # key (its `at` is older than this job; a job's own events never are).
 _SLOT_FREE: Final = "attribute_not_exists(#pk) OR #at < :created"
-
-
-class StaleJobError(Exception):
-    """A conditional write lost: the job changed since it was read. Re-read and decide again.
-
-    `after_lost_answer`: the refusal answered a retry whose earlier try may have been applied,
-    so the change found may be this write itself.
-    """
-
-    def __init__(self, job_id: str, *, after_lost_answer: bool = False) -> None:
-        super().__init__(job_id)
-        self.after_lost_answer = after_lost_answer
-
-
-@dataclass(frozen=True, slots=True)
-class CallbackIntent:
-    """An event's callback, recorded on the event's own item in the event's transaction. It
-    holds no copy of the event: the body is rebuilt from the job when it is sent, so the item
-    stays small whatever the job's labels and result weigh (`store/budgets.py`)."""
-
-    # The origin of the request that recorded the event: the body's `events_url` is built on it.
-    base_url: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StateChange:
-    """A job's change to write together with an event, and the conditions guarding the move:
-    the states it may leave, the lease holder it requires, or a lease that must have expired."""
-
-    update: JobChange
-    require_status: frozenset[JobStatus] | None = None
-    require_lease_owner: str | None = None
-    require_lease_expired_at: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NewEvent:
-    """An event to record: its item's expiry (`expires_at`, epoch seconds) and its callback."""
-
-    event: StoredEvent
-    expires_at: int
-    intent: CallbackIntent | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Append(NewEvent):
-    """An event appended to a job's stream, with what its job takes in the same transaction: a
-    state change, and what the event is (the store knows no event kinds): `once_per_job`, its
-    kind may stand once in the job's stream; `job_expires_at`, it is the terminal event and
-    gives the job its own expiry."""
-
-    change: StateChange | None = None
-    job_expires_at: int | None = None
-    once_per_job: bool = False
 
 
 class JobStore(TableStore):

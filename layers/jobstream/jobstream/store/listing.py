@@ -14,21 +14,17 @@ still have a cursor; a listing without one has no more jobs.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Final
 
-from jobstream.domain import JobRecord, JobStatus
+from jobstream.domain import JobStatus
 from jobstream.retries import default_policy
 from jobstream.store import keys
 from jobstream.store.codec import from_attribute, to_attribute
+from jobstream.store.ports import InvalidCursorError, JobQuery, ListedJob
 from jobstream.store.records import item_to_record, job_key, part_key, with_parts
-from jobstream.store.shards import MergedQuery, ReadBudget
+from jobstream.store.shards import MergedQuery
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -38,33 +34,6 @@ if TYPE_CHECKING:
 LISTING_BATCH: Final = 50
 # BatchGetItem may leave keys unprocessed under throttling: ask again this many times.
 _BATCH_READ_ATTEMPTS: Final = 3
-# What one request may read of a listing index, filtered or not (docs/capacity.md, "Reads"):
-# 32 queries (a first read of every `by_tenant` shard and as many more), 1,024 entries (64 a
-# shard: 40 read units at most, ~0.2 s of DynamoDB reads, far inside Lambda's timeout).
-LISTING_BUDGET: Final = ReadBudget(queries=2 * keys.TENANT_SHARDS, items=64 * keys.TENANT_SHARDS)
-
-
-class InvalidCursorError(ValueError):
-    """A listing cursor that this listing did not issue."""
-
-
-@dataclass(frozen=True, slots=True)
-class ListedJob:
-    """A job of a listing, and the start key that resumes the listing just after it."""
-
-    record: JobRecord
-    resume_key: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class JobQuery:
-    tenant: str
-    correlation_id: str | None = None
-    status: str | None = None
-    limit: int = 100
-    start_key: dict[str, Any] | None = None
-    # What the request may read of the index: at least one read of each of its partitions.
-    budget: ReadBudget = LISTING_BUDGET
 
 
 def iter_jobs(client: DynamoDBClient, table_name: str, query: JobQuery) -> JobListing:
@@ -276,40 +245,3 @@ def _batch_get_chunk(
         if item is not None:
             found.append(item)
     return found
-
-
-def encode_cursor(start_key: Mapping[str, Any]) -> str:
-    raw = json.dumps(start_key, separators=(",", ":"), sort_keys=True).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-_JOB_ID: Final = r"job_[A-Za-z0-9_-]{32}"
-# Exactly the keys of a job row we could have returned as LastEvaluatedKey. A cursor is the
-# client's text: anything else (another shape, a key too long for DynamoDB, text that is not
-# UTF-8) must be a 400, never a request DynamoDB refuses.
-_CREATED_SK: Final = re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#({_JOB_ID})")
-_CURSOR_VALUES: Final[dict[str, re.Pattern[str]]] = {
-    keys.PK: re.compile(rf"JOB#({_JOB_ID})"),
-    keys.SK: re.compile(re.escape(keys.JOB_SK)),
-    "gsi1sk": _CREATED_SK,
-    "gsi2sk": _CREATED_SK,
-}
-
-
-def decode_cursor(cursor: str) -> dict[str, Any] | None:
-    """The start key a cursor carries, or None when it is not one we issued."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        value = json.loads(raw)
-    except (ValueError, binascii.Error):
-        return None
-    if not isinstance(value, dict) or not value or not set(value) <= set(_CURSOR_VALUES):
-        return None
-    job_ids: set[str] = set()
-    for name, item in value.items():
-        match = _CURSOR_VALUES[name].fullmatch(item) if isinstance(item, str) else None
-        if match is None:
-            return None
-        job_ids.update(match.groups())
-    # Every key names the same job.
-    return value if len(job_ids) <= 1 else None

@@ -1,20 +1,142 @@
-"""What the services need of the store, as types: the jobs with their events, ack cursors and
-results (`JobStorePort`), and the callbacks on those events (`CallbackStorePort`).
+"""The store's contract: what the services and the lifecycle need of it, and all they see of it.
 
-The services depend on these protocols, never on the DynamoDB classes that implement them
-(store/jobs.py, store/callbacks.py), so a test double or another backend is type-checked against
+The protocols (`JobStorePort`: jobs with their events, ack cursors and results;
+`CallbackStorePort`: the callbacks on those events), the values they take and give (a state
+change, an event to append, a listing query, its opaque cursor), the error a lost race raises,
+the store's own limits (`budgets`: what an item may hold; the callback attempts and the
+hand-off grace its conditions use), and its reading of the table's stream records (`new_items`,
+store/stream_images.py). The services and the lifecycle import this module and no
+other of store/ (tests/unit/test_layering.py), never the DynamoDB classes that implement it
+(store/jobs.py, store/callbacks.py): a test double or another backend is type-checked against
 the same contract.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from jobstream.domain import JobChange, JobRecord, JobStatus, StoredEvent
+from jobstream.store import budgets, keys
+from jobstream.store.client import error_code
+from jobstream.store.cursor import StartKey, decode_cursor, encode_cursor
+from jobstream.store.shards import ReadBudget
+from jobstream.store.stream_images import NewItems, NewJob, new_items
 
 if TYPE_CHECKING:
-    from jobstream.domain import AttemptAnswer, CallbackRecord, IntentRef, JobRecord, StoredEvent
-    from jobstream.store.jobs import Append, NewEvent, StateChange
-    from jobstream.store.listing import JobListing, JobQuery
+    from jobstream.domain import AttemptAnswer, CallbackRecord, IntentRef
+    from jobstream.store.listing import JobListing
+
+__all__ = [
+    "HANDOFF_GRACE_MS",
+    "LISTING_BUDGET",
+    "MAX_CALLBACK_ATTEMPTS",
+    "Append",
+    "CallbackIntent",
+    "CallbackStorePort",
+    "InvalidCursorError",
+    "JobQuery",
+    "JobStorePort",
+    "ListedJob",
+    "NewEvent",
+    "NewItems",
+    "NewJob",
+    "StaleJobError",
+    "StartKey",
+    "StateChange",
+    "budgets",
+    "decode_cursor",
+    "encode_cursor",
+    "error_code",
+    "new_items",
+]
+
+# Attempts a callback is given (a redrive gives it as many again).
+MAX_CALLBACK_ATTEMPTS: Final = 8
+# How long a hand-off to a queue may take before the sweep sends it again (store/keys.py).
+HANDOFF_GRACE_MS: Final = keys.HANDOFF_GRACE_MS
+# What one request may read of a listing index, filtered or not (docs/capacity.md, "Reads"):
+# 32 queries (a first read of every `by_tenant` shard and as many more), 1,024 entries (64 a
+# shard: 40 read units at most, ~0.2 s of DynamoDB reads, far inside Lambda's timeout).
+LISTING_BUDGET: Final = ReadBudget(queries=2 * keys.TENANT_SHARDS, items=64 * keys.TENANT_SHARDS)
+
+
+class StaleJobError(Exception):
+    """A conditional write lost: the job changed since it was read. Re-read and decide again.
+
+    `after_lost_answer`: the refusal answered a retry whose earlier try may have been applied,
+    so the change found may be this write itself.
+    """
+
+    def __init__(self, job_id: str, *, after_lost_answer: bool = False) -> None:
+        super().__init__(job_id)
+        self.after_lost_answer = after_lost_answer
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackIntent:
+    """An event's callback, recorded on the event's own item in the event's transaction. It
+    holds no copy of the event: the body is rebuilt from the job when it is sent, so the item
+    stays small whatever the job's labels and result weigh (`store/budgets.py`)."""
+
+    # The origin of the request that recorded the event: the body's `events_url` is built on it.
+    base_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """A job's change to write together with an event, and the conditions guarding the move:
+    the states it may leave, the lease holder it requires, or a lease that must have expired."""
+
+    update: JobChange
+    require_status: frozenset[JobStatus] | None = None
+    require_lease_owner: str | None = None
+    require_lease_expired_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to record: its item's expiry (`expires_at`, epoch seconds) and its callback."""
+
+    event: StoredEvent
+    expires_at: int
+    intent: CallbackIntent | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Append(NewEvent):
+    """An event appended to a job's stream, with what its job takes in the same transaction: a
+    state change, and what the event is (the store knows no event kinds): `once_per_job`, its
+    kind may stand once in the job's stream; `job_expires_at`, it is the terminal event and
+    gives the job its own expiry."""
+
+    change: StateChange | None = None
+    job_expires_at: int | None = None
+    once_per_job: bool = False
+
+
+class InvalidCursorError(ValueError):
+    """A listing cursor that this listing did not issue."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListedJob:
+    """A job of a listing, and the start key that resumes the listing just after it."""
+
+    record: JobRecord
+    resume_key: StartKey
+
+
+@dataclass(frozen=True, slots=True)
+class JobQuery:
+    tenant: str
+    correlation_id: str | None = None
+    status: str | None = None
+    limit: int = 100
+    start_key: StartKey | None = None
+    # What the request may read of the index: at least one read of each of its partitions.
+    budget: ReadBudget = LISTING_BUDGET
 
 
 class CallbackStorePort(Protocol):

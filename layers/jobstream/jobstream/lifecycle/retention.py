@@ -21,15 +21,14 @@ from typing import Final
 
 from jobstream.config.settings import Settings
 from jobstream.domain import JobRecord
-from jobstream.store import keys
-from jobstream.store.jobs import MAX_CALLBACK_ATTEMPTS
+from jobstream.store.ports import HANDOFF_GRACE_MS, MAX_CALLBACK_ATTEMPTS
 
 SECONDS_PER_DAY: Final = 86_400
 # How far behind the deadline verdicts the sweep may fall without an item expiring early.
 SWEEP_SLACK_MS: Final = SECONDS_PER_DAY * 1000
 # One attempt's lease beyond its request timeout (service/callbacks.py: LEASE_MARGIN_MS) and
-# the sweep's look after it (keys.HANDOFF_GRACE_MS, plus a sweep period).
-_ATTEMPT_OVERHEAD_MS: Final = 30_000 + 2 * keys.HANDOFF_GRACE_MS
+# the sweep's look after it (HANDOFF_GRACE_MS, plus a sweep period).
+_ATTEMPT_OVERHEAD_MS: Final = 30_000 + 2 * HANDOFF_GRACE_MS
 
 
 def _seconds(ms: int) -> int:

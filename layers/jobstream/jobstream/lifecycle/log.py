@@ -1,30 +1,51 @@
-"""The event stream: recording lifecycle events, reconcile on read, pages and acks."""
+"""The event log: a job's moves committed with their events, the events its state implies
+recorded on read (reconcile), and the one retry of a move that lost a race.
+
+Every move goes through `commit`: the state change (lifecycle/transitions.py) and the event it
+records, with its callback when the job has a callback URL, in ONE transaction. A move that loses
+a race (StaleJobError) is decided again on the job as it is now (`apply_until_settled`).
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
-from typing import Any, Final
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Final
 
 from jobstream import observability
 from jobstream.domain import CallbackRecord, JobRecord, StoredEvent
+from jobstream.lifecycle.retention import item_expiry, job_expiry
+from jobstream.lifecycle.transitions import TERMINAL_KIND_BY_STATUS, Transition
 from jobstream.protocol import documents
 from jobstream.protocol.events import (
     ONCE_PER_JOB_KINDS,
-    TERMINAL_KIND_BY_STATUS,
     TERMINAL_KINDS,
     EventKind,
-    parse_event_position,
     protocol_type,
 )
-from jobstream.protocol.queries import Query, parse_ack_body, parse_events_query
-from jobstream.service.ownership import load_owned_job, load_owned_job_and_event_at
-from jobstream.service.retention import item_expiry, job_expiry
-from jobstream.service.runtime import Runtime
-from jobstream.store.jobs import Append, CallbackIntent, StaleJobError, StateChange
+from jobstream.runtime import Runtime
+from jobstream.store.ports import Append, CallbackIntent, StaleJobError, StateChange
+
+__all__ = [
+    "Settled",
+    "after_append",
+    "apply_until_settled",
+    "callback_body",
+    "callback_intent",
+    "commit",
+    "implied_events",
+    "next_event",
+    "reconcile",
+]
 
 # Each loss of a race re-reads the job; a job has at most a handful of lifecycle events.
 MAX_RECORD_ATTEMPTS: Final = 8
+
+# What a move decides on the job as it is read: its transition, or None when none is due.
+Decide = Callable[[JobRecord], Transition | None]
+# The job read again after a lost race (None: stop, the job is gone or the caller gives up).
+Reread = Callable[[str, StaleJobError], JobRecord | None]
 
 
 def implied_events(record: JobRecord) -> list[tuple[EventKind, int]]:
@@ -94,7 +115,8 @@ def after_append(record: JobRecord, event: StoredEvent) -> JobRecord:
 def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> JobRecord:
     """Record what the job's state implies and its stream lacks (the repair path).
 
-    Safe under concurrency: the loser of a race re-reads and finds the event recorded.
+    Safe under concurrency: the loser of a race re-reads and finds the event recorded. Not a
+    move (no state change, one event after another until none is missing): its own loop.
     """
     for _ in range(MAX_RECORD_ATTEMPTS):
         missing = [
@@ -105,7 +127,7 @@ def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> Jo
         kind, at = missing[0]
         event = next_event(record, kind, at)
         try:
-            _commit(rt, record, event, base_url=base_url)
+            _append(rt, record, event, base_url=base_url)
             observability.count("events_repaired")
             record = after_append(record, event)
         except StaleJobError:
@@ -116,85 +138,67 @@ def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> Jo
     return record
 
 
-def events_page(
-    rt: Runtime, tenant: str, job_id: str, query: Query, base_url: str | None
-) -> dict[str, Any]:
-    after, unacked_only = parse_events_query(query)
-    record = reconcile(rt, load_owned_job(rt, tenant, job_id), base_url)
-    if unacked_only or after is None:
-        start = record.ack_sequence if unacked_only else 0
-        events, has_more = rt.store.events_after(
-            record.job_id, start, documents.PAGE_SIZE, since=record.created_at
-        )
-    else:
-        events, has_more = _events_after_id(rt, record, after)
-    if events and events[-1].sequence > record.event_count:
-        # A writer appended after the job was read. An event commits in one transaction with
-        # its job's update, so the job read now is at least as new as every event on the page:
-        # a terminal event always shows its terminal job.
-        record = rt.store.get_job(record.job_id) or record
-        # That read may know events appended after the query: the page says more follow.
-        has_more = has_more or record.event_count > events[-1].sequence
-    return documents.event_page(
-        record, events, has_more=has_more, now=rt.clock(), base_url=base_url
-    )
-
-
-def _events_after_id(rt: Runtime, record: JobRecord, after: str) -> tuple[list[StoredEvent], bool]:
-    """The page after the event `after` names; from the start when it names no event of this
-    job (unknown, malformed or foreign ids replay everything: consumers dedupe)."""
-    position = parse_event_position(after, record.job_id)
-    if position is not None and position[1] <= record.event_count:
-        at, sequence = position
-        # Read the named event too, in the same query: the id must name its `at` exactly.
-        events, has_more = rt.store.events_after(
-            record.job_id, sequence - 1, documents.PAGE_SIZE + 1, since=record.created_at
-        )
-        if events and (events[0].sequence, events[0].at) == (sequence, at):
-            return events[1:], has_more
-    return rt.store.events_after(record.job_id, 0, documents.PAGE_SIZE, since=record.created_at)
-
-
-def acknowledge(
-    rt: Runtime, tenant: str, job_id: str, body: Any, base_url: str | None
-) -> dict[str, Any]:
-    ack_through = parse_ack_body(body)
-    position = parse_event_position(ack_through, job_id)
-    owned, event_at = load_owned_job_and_event_at(
-        rt, tenant, job_id, position[1] if position is not None else None
-    )
-    record = reconcile(rt, owned, base_url)
-    # The id must name this job's event exactly (`at` too): another job's id, or an id of no
-    # event, is a no-op.
-    if position is not None and event_at == position[0] and record.ack_sequence < position[1]:
-        if rt.store.advance_ack(record, position[1], expires_at=item_expiry(record, rt.settings)):
-            record = replace(record, ack_sequence=position[1])
-        else:
-            # A concurrent ack went further first: report the durable state.
-            record = rt.store.get_job(record.job_id) or record
-    return documents.ack_result(record, rt.clock())
-
-
-def record_transition(
-    rt: Runtime,
-    record: JobRecord,
-    *,
-    kind: EventKind,
-    change: StateChange,
-    base_url: str | None = None,
+def commit(
+    rt: Runtime, record: JobRecord, transition: Transition, *, base_url: str | None = None
 ) -> JobRecord:
-    """Apply a state change and record the event it implies in ONE transaction; the job as
+    """Apply a transition's state change and record its event in ONE transaction; the job as
     it is then, computed from the same change as the update.
 
-    Raises StaleJobError when the job moved on; the caller re-reads and decides again.
+    Raises StaleJobError when the job moved on; `apply_until_settled` decides again.
     """
-    updated = change.update.applied_to(record)
-    event = next_event(updated, kind, updated.updated_at)
-    _commit(rt, record, event, change=change, base_url=base_url)
+    updated = transition.change.update.applied_to(record)
+    event = next_event(updated, transition.kind, updated.updated_at)
+    _append(rt, record, event, change=transition.change, base_url=base_url)
     return after_append(updated, event)
 
 
-def _commit(
+def give_up(_job_id: str, _stale: StaleJobError) -> None:
+    """No second look after a lost race: the job moved on, and whoever moved it decided."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """How a move ended: the job as last known (as the move left it when `moved`), and the
+    last race it lost with the transition that lost it, if any."""
+
+    record: JobRecord
+    moved: bool
+    stale: StaleJobError | None = None
+    tried: Transition | None = None
+
+
+def apply_until_settled(
+    rt: Runtime,
+    record: JobRecord,
+    decide: Decide,
+    *,
+    reread: Reread = give_up,
+    attempts: int = 1,
+    base_url: str | None = None,
+) -> Settled:
+    """Commit the transition `decide` finds due on the job; after a lost race, re-read it
+    (`reread`) and decide again, at most `attempts` times. Settled once `decide` finds no move
+    due, the move is committed, the re-read finds nothing, or the attempts are spent (the
+    job as last read). `record` is the job as the caller read it: no read of its own first."""
+    stale: StaleJobError | None = None
+    tried: Transition | None = None
+    for _ in range(attempts):
+        transition = decide(record)
+        if transition is None:
+            break
+        tried = transition
+        try:
+            return Settled(commit(rt, record, transition, base_url=base_url), moved=True)
+        except StaleJobError as lost:
+            stale = lost
+            fresh = reread(record.job_id, lost)
+            if fresh is None:
+                break
+            record = fresh
+    return Settled(record, moved=False, stale=stale, tried=tried)
+
+
+def _append(
     rt: Runtime,
     record: JobRecord,
     event: StoredEvent,
@@ -207,7 +211,7 @@ def _commit(
     from the table's stream (service/dispatcher.py): no write path waits for SQS."""
     intent = callback_intent(record, event, base_url)
     # Every item of the job expires from its deadline on; the terminal event starts the job
-    # item's own retention period (service/retention.py).
+    # item's own retention period (lifecycle/retention.py).
     rt.store.append_event(
         record,
         Append(

@@ -1,0 +1,65 @@
+"""What a batch of the table's stream records (DynamoDB Streams, new images) names for the
+dispatcher to hand off: new jobs, and callbacks nobody has tried or re-sent yet
+(service/dispatcher.py says which records those are, and why)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from jobstream.domain import CallbackState, IntentRef
+from jobstream.store import keys
+
+_CHANGES: Final = frozenset({"INSERT", "MODIFY"})
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job as admission wrote it: its id and its tenant (whose message group it joins)."""
+
+    job_id: str
+    tenant: str
+
+
+@dataclass
+class NewItems:
+    """What a batch of stream records names, each with its record's sequence number."""
+
+    jobs: list[tuple[str, NewJob]] = field(default_factory=list)
+    callbacks: list[tuple[str, IntentRef]] = field(default_factory=list)
+
+
+def new_items(records: Iterable[Mapping[str, Any]]) -> NewItems:
+    found = NewItems()
+    for record in records:
+        if record.get("eventName") not in _CHANGES:
+            continue
+        change = record.get("dynamodb") or {}
+        image = change.get("NewImage") or {}
+        sequence_number = str(change.get("SequenceNumber", ""))
+        pk = image.get(keys.PK, {}).get("S", "")
+        sk = image.get(keys.SK, {}).get("S", "")
+        if not pk.startswith("JOB#"):
+            continue
+        job_id = keys.job_id_of(pk)
+        if (
+            sk == keys.JOB_SK
+            and _number(image, "event_count") == 1
+            and "dispatched_at" not in image
+        ):
+            tenant = image.get("tenant", {}).get("S", "")
+            found.jobs.append((sequence_number, NewJob(job_id, tenant)))
+        elif (
+            sk.startswith(keys.EVENT_PREFIX)
+            and image.get("state", {}).get("S") == CallbackState.PENDING
+            and _number(image, "attempts") == 0
+            and "resent_at" not in image
+        ):
+            found.callbacks.append((sequence_number, IntentRef(job_id, keys.sequence_of(sk))))
+    return found
+
+
+def _number(image: Mapping[str, Any], name: str) -> int | None:
+    text = image.get(name, {}).get("N")
+    return int(text) if text is not None and text.lstrip("-").isdigit() else None
