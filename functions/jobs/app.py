@@ -3,12 +3,16 @@ files; unknown routes."""
 
 from __future__ import annotations
 
-from jobstream.http.api import RouteResult, http_handler
+from jobstream.http.api import Cacheable, RouteResult, http_handler
 from jobstream.http.console import console_file
 from jobstream.http.openapi import openapi_document
 from jobstream.http.request import Request
 from jobstream.runtime import Runtime
 from jobstream.service import jobs
+
+# A consumer negotiates before each submit and read: it reuses the document this long, then
+# revalidates it (a 304 while unchanged); a configuration change shows within it.
+CAPABILITIES_MAX_AGE_S = 60
 
 
 def openapi(request: Request) -> RouteResult:
@@ -34,11 +38,11 @@ def cancel(rt: Runtime, tenant: str, request: Request) -> RouteResult:
 
 handler = http_handler(
     {
-        "GET /capabilities": capabilities,
         "GET /jobs": list_jobs,
         "GET /jobs/{job_id}": get_job,
         "POST /jobs/{job_id}/cancel": cancel,
     },
     public={"GET /openapi.json": openapi},
     files={"GET /console": console_file, "GET /console/{proxy+}": console_file},
+    cacheable={"GET /capabilities": Cacheable(capabilities, CAPABILITIES_MAX_AGE_S)},
 )

@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jobstream import deadline, observability
 from jobstream import runtime as runtime_module
 from jobstream.config.registry import RegistryUnavailableError
 from jobstream.config.settings import ConfigurationError
+from jobstream.http import caching
 from jobstream.http.auth import authenticate
 from jobstream.http.request import Request, parse_event
+from jobstream.protocol.documents import without_clock
 from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params, resource_busy
 from jobstream.retries import transient
 from jobstream.runtime import Runtime
@@ -29,13 +32,41 @@ FileRoute = Callable[[Request], Response]
 JSON_HEADERS = {"content-type": "application/json; charset=utf-8", "cache-control": "no-store"}
 
 
+@dataclass(frozen=True, slots=True)
+class Cacheable:
+    """A route whose 200 answer one client may reuse for `max_age_s`, then revalidate by its
+    ETag: a 304 while the document is the same."""
+
+    route: Route
+    max_age_s: int
+
+
 def json_response(status: int, body: Any) -> Response:
     return {
         "statusCode": status,
         "headers": dict(JSON_HEADERS),
-        "body": json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        "body": _json_text(body),
         "isBase64Encoded": False,
     }
+
+
+def cacheable_response(request: Request, status: int, body: Any, max_age_s: int) -> Response:
+    """A JSON answer with a validator and a freshness lifetime; a 304 (no body) when the
+    request's If-None-Match names the current document. Only a 200 is cacheable."""
+    response = json_response(status, body)
+    if status != 200:
+        return response
+    # Weak: the tag covers the document without its server_time, which differs on every read.
+    etag = caching.weak_etag(_json_text(without_clock(body)).encode("utf-8"))
+    headers = {"etag": etag, "cache-control": caching.private_max_age(max_age_s)}
+    if caching.if_none_match_matches(request.headers.get("if-none-match"), etag):
+        return {"statusCode": 304, "headers": headers, "body": "", "isBase64Encoded": False}
+    response["headers"].update(headers)
+    return response
+
+
+def _json_text(body: Any) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 def error_response(error: ProtocolError) -> Response:
@@ -49,10 +80,12 @@ def http_handler(
     routes: Mapping[str, Route],
     public: Mapping[str, PublicRoute] | None = None,
     files: Mapping[str, FileRoute] | None = None,
+    cacheable: Mapping[str, Cacheable] | None = None,
 ) -> Callable[[Mapping[str, Any], Any], Response]:
     """A Lambda handler serving `routes` (keyed by API Gateway route key, e.g. 'GET /jobs');
     `public` routes (JSON) and `files` routes (whole responses) answer without authentication
-    and need no configuration."""
+    and need no configuration; `cacheable` routes are authenticated like `routes` and answered
+    with an ETag (every other JSON answer is `no-store`)."""
 
     def handler(event: Mapping[str, Any], _context: Any) -> Response:
         try:
@@ -63,6 +96,10 @@ def http_handler(
             rt = runtime_module.runtime()
             tenant = authenticate(request.headers, rt.tenants(), rt.clock())
             observability.bind(tenant=tenant, route=request.route_key)
+            cached = (cacheable or {}).get(request.route_key)
+            if cached is not None:
+                status, body = cached.route(rt, tenant, request)
+                return cacheable_response(request, status, body, cached.max_age_s)
             route = routes.get(request.route_key)
             if route is None:
                 raise unknown_route(request)

@@ -248,3 +248,9 @@ def capabilities(
         document["limits"] = {"job_types": limits}
     document["server_time"] = now
     return document
+
+
+def without_clock(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A document without its `server_time`: what stays the same while what the document
+    describes does (the clock's reading is when it was built, not a change to it)."""
+    return {key: value for key, value in document.items() if key != "server_time"}

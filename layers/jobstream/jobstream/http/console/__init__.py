@@ -9,7 +9,6 @@ path is ever built from the request, so no path can leave that folder. Unknown n
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Final
 
 from jobstream.http.api import Response, unknown_route
+from jobstream.http.caching import if_none_match_matches, strong_etag
 from jobstream.http.request import Request
 
 STATIC: Final = Path(__file__).with_name("static")
@@ -68,9 +68,8 @@ def static_files() -> Mapping[str, StaticFile]:
         if content_type is None or not path.is_file():
             continue
         data = path.read_bytes()
-        etag = '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
         found[path.relative_to(STATIC).as_posix()] = StaticFile(
-            data.decode("utf-8"), content_type, etag
+            data.decode("utf-8"), content_type, strong_etag(data)
         )
     return found
 
@@ -85,7 +84,7 @@ def console_file(request: Request) -> Response:
     if found is None:
         raise unknown_route(request)
     headers = {"content-type": found.content_type, "etag": found.etag}
-    if _matches(request.headers.get("if-none-match", ""), found.etag):
+    if if_none_match_matches(request.headers.get("if-none-match"), found.etag):
         return _answer(304, headers)
     return _answer(200, headers, found.body)
 
@@ -97,11 +96,6 @@ def _requested_name(request: Request) -> str | None:
         return proxy
     # API Gateway routes `/console/` to `GET /console` too; only the raw path tells them apart.
     return INDEX if request.path.endswith("/") else None
-
-
-def _matches(if_none_match: str, etag: str) -> bool:
-    candidates = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
-    return etag in candidates or "*" in candidates
 
 
 def _answer(status: int, headers: Mapping[str, str], body: str = "") -> Response:
