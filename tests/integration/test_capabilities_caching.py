@@ -69,7 +69,9 @@ def test_the_clock_alone_changes_nothing(api: Api, clock: Clock) -> None:
 
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong"])
 @pytest.mark.parametrize("if_none_match", ["*", "{etag}"])
-def test_authentication_comes_first(api: Api, authorization: str | None, if_none_match: str) -> None:
+def test_authentication_comes_first(
+    api: Api, authorization: str | None, if_none_match: str
+) -> None:
     _, etag = first(api)
     headers = {"if-none-match": if_none_match.format(etag=etag)}
     if authorization is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from functools import cache
@@ -21,6 +22,7 @@ from referencing import Registry, Resource
 
 from jobstream.config.targets import Target, TargetQuery, TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
+from jobstream.http.caching import private_max_age, weak_etag
 from jobstream.jobtypes import registry
 from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, Reason, invalid_params
@@ -581,9 +583,11 @@ def test_result_assets_are_checked() -> None:
 
 # --- the OpenAPI document ---------------------------------------------------------------------
 
+# The status of an answer without a body (a 304), in EXPECTED_OPERATIONS.
+NO_BODY = ""
 EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
-    # (path, method): {status: schema the body is, None for "an ErrorEnvelope"}
-    ("/capabilities", "get"): {"200": "Capabilities"},
+    # (path, method): {status: schema the body is, None for "an ErrorEnvelope", NO_BODY}
+    ("/capabilities", "get"): {"200": "Capabilities", "304": NO_BODY},
     ("/jobs", "post"): {
         "202": "JobReceipt",
         "200": "JobReceipt",
@@ -716,6 +720,9 @@ def test_openapi_operation_contract(path: str, method: str) -> None:
     expected = {**EXPECTED_OPERATIONS[(path, method)], "401": None, "500": None, "503": None}
     assert set(operation["responses"]) == set(expected)
     for status, definition in expected.items():
+        if definition == NO_BODY:
+            assert "content" not in operation["responses"][status], status
+            continue
         schema = _response_schema(operation, status)
         assert _def_named(schema) == (definition or "ErrorEnvelope"), status
     unauthorized = _follow(_response_schema(operation, "401"))
@@ -772,3 +779,20 @@ def test_openapi_request_bodies() -> None:
 def test_openapi_is_a_valid_openapi_3_1_document() -> None:
     validator = pytest.importorskip("openapi_spec_validator")
     validator.validate(_openapi(), base_uri=OPENAPI.resolve().as_uri())
+
+
+def test_openapi_capabilities_declares_its_validator_and_lifetime() -> None:
+    operation = _operations()[("/capabilities", "get")]
+    parameters = [_follow(parameter) for parameter in operation["parameters"]]
+    assert [(p["name"], p["in"], p["required"]) for p in parameters] == [
+        ("If-None-Match", "header", False)
+    ]
+    for status in ("200", "304"):
+        headers = {
+            name: _follow(header)
+            for name, header in operation["responses"][status]["headers"].items()
+        }
+        assert set(headers) == {"ETag", "Cache-Control"}, status
+        # The value the handler answers (tests/integration/test_capabilities_caching.py).
+        assert headers["Cache-Control"]["schema"]["const"] == private_max_age(60)
+        assert re.fullmatch(headers["ETag"]["schema"]["pattern"], weak_etag(b"{}"))

@@ -93,18 +93,7 @@ def http_handler(
             answer = _public_answer(request, public or {}, files or {})
             if answer is not None:
                 return answer
-            rt = runtime_module.runtime()
-            tenant = authenticate(request.headers, rt.tenants(), rt.clock())
-            observability.bind(tenant=tenant, route=request.route_key)
-            cached = (cacheable or {}).get(request.route_key)
-            if cached is not None:
-                status, body = cached.route(rt, tenant, request)
-                return cacheable_response(request, status, body, cached.max_age_s)
-            route = routes.get(request.route_key)
-            if route is None:
-                raise unknown_route(request)
-            status, body = route(rt, tenant, request)
-            return json_response(status, body)
+            return _authenticated_answer(request, routes, cacheable or {})
         except ProtocolError as error:
             return _rejected(error)
         except ConfigurationError as error:
@@ -140,6 +129,24 @@ def _public_answer(
     if public_route is None:
         return None
     status, body = public_route(request)
+    return json_response(status, body)
+
+
+def _authenticated_answer(
+    request: Request, routes: Mapping[str, Route], cacheable: Mapping[str, Cacheable]
+) -> Response:
+    """The answer of a route that needs a token: the token is checked before anything else."""
+    rt = runtime_module.runtime()
+    tenant = authenticate(request.headers, rt.tenants(), rt.clock())
+    observability.bind(tenant=tenant, route=request.route_key)
+    cached = cacheable.get(request.route_key)
+    if cached is not None:
+        status, body = cached.route(rt, tenant, request)
+        return cacheable_response(request, status, body, cached.max_age_s)
+    route = routes.get(request.route_key)
+    if route is None:
+        raise unknown_route(request)
+    status, body = route(rt, tenant, request)
     return json_response(status, body)
 
 
