@@ -275,8 +275,9 @@ def make_server(api: LocalHttpApi, host: str, port: int) -> ThreadingHTTPServer:
                 if response.get("isBase64Encoded")
                 else str(payload).encode("utf-8")
             )
-            self.send_response(int(response.get("statusCode", 200)))
-            send_body(self, (response.get("headers") or {}).items(), data)
+            status = int(response.get("statusCode", 200))
+            self.send_response(status)
+            send_body(self, status, (response.get("headers") or {}).items(), data)
 
         def __getattr__(self, name: str) -> Any:
             # Every method reaches the API, as behind API Gateway: unknown routes and methods

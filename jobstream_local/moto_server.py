@@ -202,7 +202,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, status: int, headers: Iterable[tuple[str, Any]], content: Any) -> None:
         data = content.encode("utf-8") if isinstance(content, str) else bytes(content or b"")
         self.send_response_only(status, _reason(status))
-        send_body(self, [header for header in headers if header[0].lower() not in _FRAMING], data)
+        send_body(
+            self, status, [header for header in headers if header[0].lower() not in _FRAMING], data
+        )
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("do_"):

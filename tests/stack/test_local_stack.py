@@ -427,3 +427,27 @@ def _serving(url: str) -> bool:
             return True
     except OSError:
         return False
+
+
+def test_capabilities_revalidate_over_http(stack: Client) -> None:
+    # The gateway passes the validator and lifetime through, and a 304 has neither body nor
+    # Content-Length (which would have to be the 200's).
+    def get(headers: dict[str, str]) -> tuple[int, Any, bytes]:
+        request = urllib.request.Request(stack.base_url + "/capabilities", headers=headers)
+        request.add_header("Authorization", f"Bearer {TOKEN}")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.headers, response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.headers, error.read()
+
+    status, headers, _ = get({})
+    assert status == 200
+    assert headers["Cache-Control"] == "private, max-age=60"
+    etag = headers["ETag"]
+    status, headers, body = get({"If-None-Match": f'"other", {etag}'})
+    assert (status, body) == (304, b"")
+    assert headers["ETag"] == etag
+    assert headers["Cache-Control"] == "private, max-age=60"
+    assert headers["Content-Length"] is None
+    assert get({"If-None-Match": '"other"'})[0] == 200
