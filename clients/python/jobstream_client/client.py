@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Final, TypeVar
 
+from jobstream_client.caching import CapabilitiesCache, Stored, fresh_for_s
 from jobstream_client.errors import ApiError, ResponseError, TransportError, api_error
 from jobstream_client.models import (
     AckResult,
@@ -24,6 +25,7 @@ from jobstream_client.transport import DEFAULT_TIMEOUT_S, Query, Response, Trans
 
 T = TypeVar("T")
 OK: Final = frozenset({200})
+REVALIDATED: Final = frozenset({200, 304})
 SUBMITTED: Final = frozenset({200, 202})  # 202: this request created the job; 200: replay
 DEFAULT_POLL_INTERVAL_S: Final = 1.0
 
@@ -39,6 +41,9 @@ class Client:
     transient answer without an envelope (408, 429, 5xx from a gateway) or a network failure are
     tried again per `retry`, honouring `Retry-After`. Every protocol call is idempotent (a
     submit by its key), so retrying after a timeout is safe.
+
+    `capabilities()` is reused for the answer's `max-age` and then revalidated by its ETag
+    (`capabilities_cache`: give clients one to share, e.g. when building one per request).
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class Client:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        capabilities_cache: CapabilitiesCache | None = None,
     ) -> None:
         self.transport = transport or Transport(base_url, timeout_s=timeout_s)
         self.token = token
@@ -59,6 +65,7 @@ class Client:
         self._sleep = sleep
         self._clock = clock
         self._rng = rng
+        self.capabilities_cache = capabilities_cache or CapabilitiesCache()
 
     @property
     def base_url(self) -> str:
@@ -67,8 +74,26 @@ class Client:
     # --- the routes ---------------------------------------------------------------------------
 
     def capabilities(self) -> Capabilities:
-        """`GET /capabilities`."""
-        return self._decode(Capabilities.from_dict, self._call("GET", "/capabilities")[0])
+        """`GET /capabilities`: the stored document while fresh (its `max-age`), then asked
+        again with its ETag in `If-None-Match` (a 304 keeps the stored one)."""
+        stored = self.capabilities_cache.get(self.base_url, self.token)
+        if stored is not None and stored.fresh(self._clock()):
+            return self._decode(Capabilities.from_dict, stored.document)
+        headers = {"If-None-Match": stored.etag} if stored is not None else {}
+        response, _ = self._exchange("GET", "/capabilities", headers=headers, expect=REVALIDATED)
+        fresh_for = fresh_for_s(response.headers.get("cache-control"))
+        if response.status == 304 and stored is not None:
+            document: Mapping[str, Any] = stored.document
+        else:
+            document = self._success("GET", "/capabilities", response, OK)
+        capabilities = self._decode(Capabilities.from_dict, document)
+        etag = response.headers.get("etag")
+        if etag is None or fresh_for is None:
+            self.capabilities_cache.forget(self.base_url, self.token)
+        else:
+            stored = Stored(document, etag, self._clock() + fresh_for)
+            self.capabilities_cache.put(self.base_url, self.token, stored)
+        return capabilities
 
     def submit(self, task: Mapping[str, Any]) -> Submission:
         """`POST /jobs`. `replayed` tells a new job (202) from one the key already named (200).
@@ -284,7 +309,26 @@ class Client:
         expect: Collection[int] = OK,
     ) -> tuple[Any, int, int]:
         """Send with retries; the decoded JSON, the status and how many attempts it took."""
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        response, attempts = self._exchange(method, path, query=query, body=body, expect=expect)
+        return self._success(method, path, response, expect), response.status, attempts
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        expect: Collection[int] = OK,
+    ) -> tuple[Response, int]:
+        """Send with retries; the answer (a 2xx, or a status `expect` names) and how many
+        attempts it took. Errors are raised as typed protocol errors."""
+        headers = {
+            "Authorization": f"Bearer {self.token}",
+            "Accept": "application/json",
+            **(headers or {}),
+        }
         data = None
         if body is not None:
             data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -301,8 +345,8 @@ class Client:
                     raise
                 self._sleep(self.retry.delay_s(failures, rng=self._rng))
                 continue
-            if 200 <= response.status < 300:
-                return self._success(method, path, response, expect), response.status, failures + 1
+            if 200 <= response.status < 300 or response.status in expect:
+                return response, failures + 1
             error = self._error(response)
             failures += 1
             if not error.retryable or failures >= self.retry.attempts:
