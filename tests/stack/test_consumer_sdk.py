@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from jobstream_cli.app import app
 from jobstream_client import Client, IdempotencyConflictError, NotFoundError, new_task
+from jobstream_client.caching import CapabilitiesCache
 from jobstream_local.child import start_child
 from tests.support.stack import REPOSITORY, TARGETS, environment
 
@@ -191,3 +192,20 @@ def test_the_receiver_example_verifies_and_stores_every_callback(
     finally:
         receiver.terminate()
         receiver.wait(timeout=10)
+
+
+def test_capabilities_are_revalidated_with_a_304(client: Client) -> None:
+    now = [0.0]
+    cache = CapabilitiesCache()
+    sdk = Client(client.base_url, client.token, capabilities_cache=cache, clock=lambda: now[0])
+    first = sdk.capabilities()
+    stored = cache.get(client.base_url, client.token)
+    assert stored is not None
+    assert stored.fresh_until_s == 60.0
+    now[0] = 61.0
+    assert sdk.capabilities() == first
+    again = cache.get(client.base_url, client.token)
+    assert again is not None
+    # A 304 kept the very document stored before, fresh for another max-age.
+    assert again.document is stored.document
+    assert again.fresh_until_s == 121.0

@@ -10,6 +10,7 @@ for event in client.follow(submission.job.job_id):
 
 from __future__ import annotations
 
+from jobstream_client.caching import CapabilitiesCache
 from jobstream_client.client import Client, FollowTimeoutError
 from jobstream_client.errors import (
     ApiError,
@@ -55,6 +56,7 @@ __all__ = [
     "BadRequestError",
     "CallbackVerificationError",
     "Capabilities",
+    "CapabilitiesCache",
     "Client",
     "ConflictError",
     "ErrorInfo",
