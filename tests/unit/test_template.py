@@ -579,22 +579,25 @@ def route_problems(
 
 
 def declared_route_keys(source: Path) -> set[str]:
-    """The keys of the dict literal passed to http_handler(...) in a function module."""
+    """The keys of the dict literals passed to http_handler(...) in a function module: its
+    routes, and its `cacheable` routes (authenticated like them)."""
     tree = ast.parse(source.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
-        if (
+        if not (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id == "http_handler"
-            and node.args
-            and isinstance(node.args[0], ast.Dict)
         ):
-            found |= {
-                k.value
-                for k in node.args[0].keys
-                if isinstance(k, ast.Constant) and isinstance(k.value, str)
-            }
+            continue
+        tables = node.args[:1] + [k.value for k in node.keywords if k.arg == "cacheable"]
+        for table in tables:
+            if isinstance(table, ast.Dict):
+                found |= {
+                    k.value
+                    for k in table.keys
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                }
     return found
 
 
