@@ -32,6 +32,7 @@ def test_200_carries_a_weak_etag_and_a_private_lifetime(api: Api) -> None:
     # Weak: the tag covers the document, not its server_time (the clock's reading).
     assert re.fullmatch(r'W/"[0-9a-f]{32}"', etag)
     assert response.headers["cache-control"] == CACHE_CONTROL
+    assert response.headers["vary"] == "Authorization"
     assert response.headers["content-type"] == "application/json; charset=utf-8"
 
 
@@ -45,7 +46,7 @@ def test_304_when_if_none_match_names_the_document(api: Api, if_none_match: str)
     again = api.get("/capabilities", headers={"if-none-match": field})
     assert again.status == 304
     assert again.body is None
-    assert again.headers == {"etag": etag, "cache-control": CACHE_CONTROL}
+    assert again.headers == {"etag": etag, "cache-control": CACHE_CONTROL, "vary": "Authorization"}
 
 
 @pytest.mark.parametrize("if_none_match", ['"other"', 'W/"other", "another"', "", "{bare}"])

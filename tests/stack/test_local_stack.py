@@ -444,6 +444,7 @@ def test_capabilities_revalidate_over_http(stack: Client) -> None:
     status, headers, _ = get({})
     assert status == 200
     assert headers["Cache-Control"] == "private, max-age=60"
+    assert headers["Vary"] == "Authorization"
     etag = headers["ETag"]
     status, headers, body = get({"If-None-Match": f'"other", {etag}'})
     assert (status, body) == (304, b"")

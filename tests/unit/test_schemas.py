@@ -792,7 +792,8 @@ def test_openapi_capabilities_declares_its_validator_and_lifetime() -> None:
             name: _follow(header)
             for name, header in operation["responses"][status]["headers"].items()
         }
-        assert set(headers) == {"ETag", "Cache-Control"}, status
+        assert set(headers) == {"ETag", "Cache-Control", "Vary"}, status
+        assert headers["Vary"]["schema"]["const"] == "Authorization"
         # The value the handler answers (tests/integration/test_capabilities_caching.py).
         assert headers["Cache-Control"]["schema"]["const"] == private_max_age(60)
         assert re.fullmatch(headers["ETag"]["schema"]["pattern"], weak_etag(b"{}"))

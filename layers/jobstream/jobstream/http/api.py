@@ -58,7 +58,12 @@ def cacheable_response(request: Request, status: int, body: Any, max_age_s: int)
         return response
     # Weak: the tag covers the document without its server_time, which differs on every read.
     etag = caching.weak_etag(_json_text(without_clock(body)).encode("utf-8"))
-    headers = {"etag": etag, "cache-control": caching.private_max_age(max_age_s)}
+    headers = {
+        "etag": etag,
+        "cache-control": caching.private_max_age(max_age_s),
+        # A browser's cache keys by URL alone: another token must reach the server (and its 401).
+        "vary": "Authorization",
+    }
     if caching.if_none_match_matches(request.headers.get("if-none-match"), etag):
         return {"statusCode": 304, "headers": headers, "body": "", "isBase64Encoded": False}
     response["headers"].update(headers)
