@@ -18,6 +18,7 @@ import typer
 from rich.table import Table
 
 from jobstream.config.tenants import TenantRegistry
+from jobstream_cli.commands import endpoints
 from jobstream_cli.commands.operator import operator_errors
 from jobstream_cli.errors import CliError
 from jobstream_cli.state import Cli, current
@@ -327,3 +328,8 @@ def _read_secret(what: str) -> str:
     if not value:
         raise CliError(f"no {what} on stdin")
     return value
+
+
+# Endpoint health lives in the table, not the registry: its commands are their own module.
+app.command("endpoints")(endpoints.list_endpoints)
+app.command("enable-endpoint")(endpoints.enable_endpoint)

@@ -366,13 +366,13 @@ def test_operator_commands_without_configuration_fail_in_one_line(
 
 
 def test_dlq_list_redrive_and_sweep(crt: Runtime, queues: dict[str, Any]) -> None:
-    with receiver(410, 204) as hook:
+    with receiver(404, 204) as hook:
         job_id = submit_with_callback(crt, hook.url)
         drain(crt, queues)
         listed = run("dlq", "list")
         assert listed.exit_code == 0, listed.output
         assert job_id in listed.stdout
-        assert "410" in listed.stdout
+        assert "404" in listed.stdout
         (dead,) = json.loads(run("dead-letters", "list", output="json").stdout)
         assert (dead["job_id"], dead["attempts"]) == (job_id, 1)
         redriven = run("dlq", "redrive", "--job", job_id)

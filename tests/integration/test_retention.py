@@ -30,12 +30,13 @@ from jobstream.lifecycle.retention import (
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import EventKind
 from jobstream.runtime import Runtime
-from jobstream.service import admission, callbacks, execution, jobs
+from jobstream.service import admission, callbacks, endpoints, execution, jobs
 from jobstream.service import events as stream
 from jobstream.service.dead_letters import redrive
 from jobstream.service.liveness import expire
 from jobstream.store import keys
 from jobstream.store.jobs import NewEvent
+from jobstream.store.ports import MAX_CALLBACK_ATTEMPTS
 from tests.support.harness import Clock, canonical_task
 from tests.support.state import mark_failed, whole_table
 
@@ -97,9 +98,9 @@ def ack_all(rt: Runtime, job_id: str) -> None:
 
 
 def with_a_dead_callback(rt: Runtime, receiver: Receiver) -> str:
-    """A job whose first callback died (the receiver answered 410)."""
+    """A job whose first callback died (the receiver answered 404)."""
     job_id = submit(rt)
-    receiver.status = 410
+    receiver.status = 404
     assert callbacks.deliver(rt, IntentRef(job_id, 1)).outcome == "dead"
     receiver.status = 204
     return job_id
@@ -219,7 +220,7 @@ def test_a_job_finished_late_expires_with_its_items(hrt: Runtime, clock: Clock) 
 
 
 def test_an_open_callback_never_expires_before_its_retries_end(
-    hrt: Runtime, clock: Clock, receiver: Receiver
+    hrt: Runtime, clock: Clock, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The latest callback a job can have (its terminal event at the deadline verdict, a day
     late) failing every attempt at the longest backoff: open until it dies, and its item's
@@ -239,6 +240,9 @@ def test_an_open_callback_never_expires_before_its_retries_end(
     assert ended is not None
     ref = IntentRef(job_id, ended.event_count)
     receiver.status = 503
+    # This callback alone fails (its endpoint's others are delivered): the endpoint is never
+    # paused, and the callback spends its whole budget.
+    monkeypatch.setattr(endpoints, "PAUSE_AFTER_FAILURES", MAX_CALLBACK_ATTEMPTS + 1)
     for attempt in range(1, 9):
         intent = rt.callbacks.get(ref)
         assert intent is not None
@@ -274,7 +278,7 @@ def test_a_redriven_dead_callback_loses_its_expiry_until_it_closes_again(
         dead.expires_at,
     )
     # A revived callback that dies again is revived again with the expiry it kept.
-    receiver.status = 410
+    receiver.status = 404
     assert callbacks.deliver(hrt, IntentRef(job_id, 1)).outcome == "dead"
     again = hrt.callbacks.get(IntentRef(job_id, 1))
     assert again is not None
@@ -306,7 +310,7 @@ def finished_and_acked(rt: Runtime, clock: Clock, receiver: Receiver) -> tuple[s
     """A job run to success, its first callback dead, the rest retrying, its stream acked to
     the end; and the time its key is free again. Its last event id is kept in OLD_IDS."""
     job_id = submit(rt)
-    receiver.status = 410
+    receiver.status = 404
     assert callbacks.deliver(rt, IntentRef(job_id, 1)).outcome == "dead"
     receiver.status = 503
     assert execution.execute(rt, job_id) == "succeeded"

@@ -240,7 +240,7 @@ STATUS_TABLE = [
     (404, Outcome.DEAD),
     (405, Outcome.DEAD),
     (408, Outcome.DEAD),
-    (410, Outcome.DEAD),
+    (410, Outcome.GONE),
     (413, Outcome.DEAD),
     (422, Outcome.DEAD),
     (499, Outcome.DEAD),
@@ -383,5 +383,5 @@ def test_verdict_truncates_longer_errors(length: int) -> None:
 
 
 def test_outcome_values() -> None:
-    assert [o.value for o in Outcome] == ["delivered", "retry", "dead"]
+    assert [o.value for o in Outcome] == ["delivered", "retry", "dead", "gone"]
     assert MAX_ERROR_CHARS == 1000

@@ -139,12 +139,48 @@ class CallbackState(StrEnum):
     RETRY_WAIT = "retry_wait"
     DELIVERED = "delivered"
     DEAD = "dead"
+    # Held back, its attempt not spent: its endpoint is paused or disabled (service/endpoints.py).
+    PARKED = "parked"
 
 
-# States in which a callback still has to be sent.
+# States in which a callback still has to be sent (a parked one only once its endpoint resumes).
 OPEN_CALLBACK_STATES: Final = frozenset(
     {CallbackState.PENDING, CallbackState.IN_FLIGHT, CallbackState.RETRY_WAIT}
 )
+
+
+class EndpointState(StrEnum):
+    """How a tenant's callback endpoint (one origin) stands. Stored as its value."""
+
+    HEALTHY = "healthy"
+    PAUSED = "paused"  # sustained failure: one probe an interval, the rest parked
+    DISABLED = "disabled"  # the receiver answered 410 Gone: nothing until re-enabled
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Names one endpoint: a tenant's callbacks to one origin (`scheme://host:port`)."""
+
+    tenant: str
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointHealth:
+    """An endpoint's health as the store keeps it; an endpoint never written is healthy."""
+
+    endpoint: Endpoint
+    state: EndpointState = EndpointState.HEALTHY
+    # The run of failed attempts since the last success, and when it began.
+    failures: int = 0
+    failing_since: int | None = None
+    changed_at: int | None = None
+    # While paused: when the next probe may go.
+    next_probe_at: int | None = None
+    last_error: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", EndpointState(self.state))
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,6 +156,12 @@ METRICS: Final[dict[str, Metric]] = {
     "callbacks_dead_lettered": Metric(),
     "callbacks_deferred": Metric(),
     "callbacks_failed": Metric(),
+    "callbacks_parked": Metric(),
+    # Callback endpoints' transitions, by tenant: service/endpoint_alerts.py.
+    "endpoints_paused": Metric(dimension="tenant"),
+    "endpoints_resumed": Metric(dimension="tenant"),
+    "endpoints_disabled": Metric(dimension="tenant"),
+    "endpoint_alerts_failed": Metric(),
     # The sweep: service/liveness.py and service/sweep.py.
     "verdicts": Metric(dimension="reason"),
     "sweep_duration_ms": Metric(MILLISECONDS),

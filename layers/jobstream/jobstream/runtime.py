@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
+from jobstream.alerts_topic import AlertTopic
 from jobstream.clock import now_ms
 from jobstream.config.registry import load_registry
 from jobstream.config.settings import Settings, checked_targets, load_settings
@@ -15,7 +16,7 @@ from jobstream.config.tenants import TenantConfig, TenantRegistry
 from jobstream.outbound.guard import Resolver, system_resolver
 from jobstream.queue import CallbackQueue, WorkQueue
 from jobstream.store.jobs import JobStore
-from jobstream.store.ports import CallbackStorePort, JobStorePort
+from jobstream.store.ports import CallbackStorePort, EndpointStorePort, JobStorePort
 
 if TYPE_CHECKING:
     from jobstream.delivery.http import HttpResult
@@ -43,6 +44,7 @@ class Runtime:
     work: WorkQueue | None = None
     poster: Poster = post_callback
     resolver: Resolver = system_resolver
+    alerts: AlertTopic | None = None
 
     def targets(self) -> TargetsFile:
         """The targets file as it is now (re-read when it changes, and checked again)."""
@@ -61,12 +63,23 @@ class Runtime:
         return self.store.callbacks()
 
     @property
+    def endpoints(self) -> EndpointStorePort:
+        return self.store.endpoints()
+
+    @property
     def callback_queue(self) -> CallbackQueue:
         if self.queue is not None:
             return self.queue
         return CallbackQueue(
             self.settings.callback_queue_url, self.settings.callback_dead_letter_url
         )
+
+    @property
+    def alert_topic(self) -> AlertTopic:
+        """The operator's alert topic (none set: publishing does nothing)."""
+        if self.alerts is not None:
+            return self.alerts
+        return AlertTopic(self.settings.endpoint_alerts_topic_arn)
 
     @property
     def work_queue(self) -> WorkQueue:

@@ -77,6 +77,10 @@ class Settings(BaseModel):
     callback_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] = 15_000
     callback_retry_base_ms: PositiveMs = 30_000
     callback_retry_max_ms: PositiveMs = 21_600_000
+    # How often a paused callback endpoint is tried with one real callback (service/endpoints.py).
+    endpoint_probe_interval_ms: Annotated[int, Field(ge=1000, le=86_400_000)] = 60_000
+    # The SNS topic told of every endpoint transition (the operator's alerts); None: no topic.
+    endpoint_alerts_topic_arn: str | None = None
     # How long one scheduled sweep may work before it stops and leaves the rest to the next.
     sweep_budget_ms: Annotated[int, Field(ge=100)] = 20_000
     # How long a finished job and all its items are kept (DynamoDB TTL), and so how long its
@@ -170,6 +174,8 @@ ENVIRONMENT: Final[dict[str, str]] = {
     "callback_timeout_ms": "JOBSTREAM_CALLBACK_TIMEOUT_MS",
     "callback_retry_base_ms": "JOBSTREAM_CALLBACK_RETRY_BASE_MS",
     "callback_retry_max_ms": "JOBSTREAM_CALLBACK_RETRY_MAX_MS",
+    "endpoint_probe_interval_ms": "JOBSTREAM_ENDPOINT_PROBE_INTERVAL_MS",
+    "endpoint_alerts_topic_arn": "JOBSTREAM_ENDPOINT_ALERTS_TOPIC_ARN",
     "sweep_budget_ms": "JOBSTREAM_SWEEP_BUDGET_MS",
     "retention_days": "JOBSTREAM_RETENTION_DAYS",
     "worker_timeout_s": "JOBSTREAM_WORKER_TIMEOUT_S",

@@ -6,7 +6,8 @@ One JSON document, the same shape in Secrets Manager (AWS) and in a local file:
         "api_tokens": [{"sha256": "<hex of the token>", "expires_at": "2030-01-01T00:00:00Z"}],
         "callback_token": "<bearer token the consumer issued>",
         "signing_secrets": [{"secret": "whsec_…", "expires_at": null}],
-        "callback_origins": ["http://telepost:8080"]}},
+        "callback_origins": ["http://telepost:8080"],
+        "alert_url": "http://telepost:8080/jobstream-alerts"}},
      "removed_tenants": {"beta": {"removed_at": "2030-01-01T00:00:00Z"}}}
 
 API tokens are stored as SHA-256 digests (tokens are high-entropy random strings, so a plain
@@ -43,6 +44,7 @@ from pydantic import (
 
 from jobstream.config.signing_secrets import decode_secret
 from jobstream.outbound.origins import OriginPattern, parse_origins
+from jobstream.outbound.url import OutboundRefused, parse_url
 from jobstream.tenant_names import TENANT_NAME_PATTERN, check_tenant_name
 
 # The shape of a SHA-256 digest in hex, not a secret.
@@ -97,6 +99,19 @@ class TenantConfig(_Strict):
     signing_secrets: tuple[SigningSecret, ...] = ()
     # None: any public https origin. A list: only these (see outbound/origins.py).
     callback_origins: tuple[StrictStr, ...] | None = None
+    # Where the tenant is told of its callback endpoints' transitions (paused, resumed,
+    # disabled): a URL under its callback origins, signed like its callbacks. None: not told.
+    alert_url: StrictStr | None = None
+
+    @field_validator("alert_url")
+    @classmethod
+    def _check_alert_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_url(value, allow_http=True)
+            except OutboundRefused as error:
+                raise ValueError(error.message) from None
+        return value
 
     @field_validator("callback_origins")
     @classmethod

@@ -19,6 +19,9 @@ class Outcome(StrEnum):
     DELIVERED = "delivered"
     RETRY = "retry"
     DEAD = "dead"
+    # 410 Gone: the receiver says the endpoint itself is gone (Standard Webhooks): it is
+    # disabled for the tenant, and this callback waits for it to be enabled again.
+    GONE = "gone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +38,8 @@ class Verdict:
 
 
 def classify_status(status: int, body_excerpt: str = "") -> Verdict:
-    """2xx and 409 (already have it) are delivered; 429 and 5xx retry; the rest is dead.
+    """2xx and 409 (already have it) are delivered; 429 and 5xx retry; 410 is gone; the rest
+    is dead.
 
     3xx is dead because redirects are not followed: a redirect could point anywhere.
     1xx as a final status is a broken receiver and is retried.
@@ -49,6 +53,8 @@ def classify_status(status: int, body_excerpt: str = "") -> Verdict:
     error = f"{label}: {excerpt}" if excerpt else label
     if status == 429 or status >= 500 or status < 200:
         return Verdict(Outcome.RETRY, status, error)
+    if status == 410:
+        return Verdict(Outcome.GONE, status, error)
     return Verdict(Outcome.DEAD, status, error)
 
 

@@ -39,6 +39,22 @@ def webhook_headers(
     return headers
 
 
+def signed_post_headers(
+    *, message_id: str, timestamp: int, body: str, secrets: Sequence[str], bearer: str | None
+) -> dict[str, str]:
+    """Every header of a POST to a tenant (a callback, an alert): JSON, the idempotency key,
+    the Standard Webhooks signature, and the tenant's bearer token when it issued one."""
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "jobstream-callbacks/1",
+        "X-Idempotency-Key": message_id,
+        **webhook_headers(message_id=message_id, timestamp=timestamp, body=body, secrets=secrets),
+    }
+    if bearer is not None:
+        headers["Authorization"] = f"Bearer {bearer}"
+    return headers
+
+
 def _sign_with_key(key: bytes, message_id: str, timestamp: int, body: str) -> str:
     content = f"{message_id}.{timestamp}.{body}".encode()
     digest = hmac.new(key, content, hashlib.sha256).digest()

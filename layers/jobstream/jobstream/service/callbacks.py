@@ -12,13 +12,21 @@ from jobstream.backoff import parse_retry_after, retry_delay_ms
 from jobstream.config.settings import ConfigurationError
 from jobstream.deadline import request_deadline
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
-from jobstream.delivery.signing import webhook_headers
-from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, IntentRef, JobRecord
+from jobstream.delivery.signing import signed_post_headers
+from jobstream.domain import (
+    AttemptAnswer,
+    CallbackRecord,
+    CallbackState,
+    Endpoint,
+    IntentRef,
+    JobRecord,
+)
 from jobstream.lifecycle.log import callback_body
 from jobstream.outbound.guard import check_at_delivery
 from jobstream.protocol.events import TERMINAL_KINDS, callback_event_id, callback_idempotency_key
 from jobstream.queue import parse_message_body
 from jobstream.runtime import Runtime
+from jobstream.service import endpoints
 from jobstream.service.messages import parse_or_drop
 
 logger = logging.getLogger("jobstream.callbacks")
@@ -69,26 +77,54 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     if job is None or body is None:
         # Nothing left to send: the job is gone (past its retention).
         return _dead(rt, intent, AttemptAnswer(None, "the job no longer exists"), now=now)
+    passed = endpoints.gate(rt, endpoints.endpoint_of(job.tenant, job.callback_url), now=now)
+    if passed.endpoint is not None and passed.passage is endpoints.Passage.HOLD:
+        return _park(rt, intent, passed.endpoint, None)
     verdict, retry_after_ms = _attempt(rt, intent, job, body)
+    return _outcome(rt, intent, passed, verdict, retry_after_ms)
+
+
+def _outcome(
+    rt: Runtime,
+    intent: CallbackRecord,
+    passed: endpoints.Gate,
+    verdict: Verdict,
+    retry_after_ms: int | None,
+) -> AttemptResult:
+    """Record how the attempt went, for the callback and for its endpoint."""
     finished_at = rt.clock()
     if verdict.outcome is Outcome.DELIVERED:
         rt.callbacks.mark_delivered(intent, now=finished_at, status=verdict.status)
         observability.count("callbacks_delivered")
+        endpoints.after_delivery(rt, passed, now=finished_at)
         return AttemptResult(Disposition.DONE, outcome="delivered")
-    if verdict.outcome is Outcome.DEAD or intent.attempts >= intent.max_attempts:
-        answer = AttemptAnswer(verdict.status, verdict.error)
+    answer = AttemptAnswer(verdict.status, verdict.error)
+    if passed.endpoint is not None and endpoints.holds_after_failure(
+        rt, passed, verdict, now=finished_at
+    ):
+        return _park(rt, intent, passed.endpoint, answer)
+    if verdict.outcome in {Outcome.DEAD, Outcome.GONE} or intent.attempts >= intent.max_attempts:
         return _dead(rt, intent, answer, now=finished_at)
+    settings = rt.settings
     delay = retry_delay_ms(
         intent.attempts,
         base_ms=settings.callback_retry_base_ms,
         max_ms=settings.callback_retry_max_ms,
         retry_after_ms=retry_after_ms,
     )
-    rt.callbacks.mark_retry(
-        intent, AttemptAnswer(verdict.status, verdict.error), next_attempt_at=finished_at + delay
-    )
+    rt.callbacks.mark_retry(intent, answer, next_attempt_at=finished_at + delay)
     observability.count("callbacks_retried")
     return AttemptResult(Disposition.RETRY, delay_ms=delay, outcome="retry")
+
+
+def _park(
+    rt: Runtime, intent: CallbackRecord, endpoint: Endpoint, answer: AttemptAnswer | None
+) -> AttemptResult:
+    """Its endpoint is paused or disabled: the callback waits for it, its attempt not spent;
+    the message goes (a resume sends the callback again)."""
+    endpoints.park(rt, intent, endpoint, answer)
+    observability.count("callbacks_parked")
+    return AttemptResult(Disposition.DONE, outcome="parked")
 
 
 def _dead(rt: Runtime, intent: CallbackRecord, answer: AttemptAnswer, *, now: int) -> AttemptResult:
@@ -132,6 +168,9 @@ def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
     if current is None or current.state == CallbackState.DELIVERED:
         # Delivered or unknown: acknowledged without a second POST.
         return AttemptResult(Disposition.DONE, outcome="settled")
+    if current.state == CallbackState.PARKED:
+        # Its endpoint holds it: the resume that ends that sends it again.
+        return AttemptResult(Disposition.DONE, outcome="parked")
     if current.state == CallbackState.DEAD:
         return _dead_letter_if_missing(rt, current, now)
     if current.state != CallbackState.IN_FLIGHT and current.next_attempt_at > now:
@@ -180,19 +219,13 @@ def _attempt(
         ), None
     now = rt.clock()
     message_id = callback_idempotency_key(intent)
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": "jobstream-callbacks/1",
-        "X-Idempotency-Key": message_id,
-        **webhook_headers(
-            message_id=message_id,
-            timestamp=now // 1000,
-            body=body,
-            secrets=tenant.signing_keys(now),
-        ),
-    }
-    if tenant.callback_token is not None:
-        headers["Authorization"] = f"Bearer {tenant.callback_token}"
+    headers = signed_post_headers(
+        message_id=message_id,
+        timestamp=now // 1000,
+        body=body,
+        secrets=tenant.signing_keys(now),
+        bearer=tenant.callback_token,
+    )
     try:
         # Checked again at delivery, under the tenant's origins as they are now, and resolved
         # here (never at admission): the connection is pinned to the addresses checked.

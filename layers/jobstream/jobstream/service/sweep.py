@@ -18,6 +18,7 @@ from jobstream.lifecycle.log import reconcile
 from jobstream.protocol.errors import EXPIRY_REASONS, Reason
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
+from jobstream.service import endpoints
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
@@ -29,6 +30,8 @@ logger = logging.getLogger("jobstream.sweep")
 @dataclass
 class SweepReport:
     callbacks_resent: int = 0
+    # Parked callbacks sent again: a paused endpoint's probe, a resumed one's backlog.
+    callbacks_unparked: int = 0
     jobs_checked: int = 0
     jobs_redispatched: int = 0
     outcomes_landed: int = 0
@@ -68,6 +71,7 @@ def sweep(
     report = SweepReport()
     report.budget_exhausted = not (
         _resend_due_callbacks(rt, report, lambda: monotonic() < deadline)
+        and _look_after_endpoints(rt, report, lambda: monotonic() < deadline)
         and _reconcile_open_jobs(rt, report, lambda: monotonic() < deadline)
     )
     observability.duration_ms("sweep_duration_ms", (monotonic() - started) * 1000)
@@ -106,6 +110,27 @@ def _resend(rt: Runtime, ref: IntentRef, now: int) -> int:
     # Look again only after a delivery had a fair chance to take it.
     rt.callbacks.postpone(ref, now=now, due=now + HANDOFF_GRACE_MS)
     return 1
+
+
+def _look_after_endpoints(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
+    """Paused endpoints' due probes and resumed ones' backlogs (service/endpoints.py)."""
+    now = rt.clock()
+    for endpoint in rt.endpoints.held(now=now):
+        sent = endpoints.DRAIN_PAGE
+        # A page at a time while pages come back full: a backlog of thousands drains in one
+        # sweep, as far as its budget goes.
+        while sent == endpoints.DRAIN_PAGE:
+            if not in_time():
+                return False
+            try:
+                sent = endpoints.look_after(rt, endpoint, now=now)
+            except Exception:
+                # One endpoint's failure must not starve the rest; it is still held next sweep.
+                logger.exception("sweep could not look after a callback endpoint")
+                report.errors += 1
+                break
+            report.callbacks_unparked += sent
+    return True
 
 
 def _reconcile_open_jobs(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:

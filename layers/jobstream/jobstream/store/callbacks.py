@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, IntentRef
+from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, Endpoint, IntentRef
 from jobstream.store import keys
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
@@ -223,6 +223,64 @@ class CallbackStore(TableStore):
             )
             is not None
         )
+
+    def park(
+        self, intent: CallbackRecord, answer: AttemptAnswer | None, *, endpoint: Endpoint
+    ) -> CallbackRecord | None:
+        """Hold the callback back while its endpoint is paused or disabled: its attempt is given
+        back (the endpoint failed, not the callback), and it leaves the hand-off shards for its
+        endpoint's parked partition, oldest event first, where a resume finds it."""
+        values: dict[str, Any] = {
+            ":parked": CallbackState.PARKED,
+            ":spent": intent.attempts - 1,
+            ":parked_pk": keys.parked_pk(endpoint.tenant, endpoint.origin),
+            ":parked_sk": keys.sweep_sk(intent.created_at, intent.ref.item_id),
+        }
+        update = (
+            "SET #state = :parked, attempts = :spent, sweep_pk = :parked_pk, sweep_sk = :parked_sk"
+        )
+        if answer is not None:
+            update += ", last_status = :status, last_error = :error"
+            values.update(_answer(answer))
+        return self._finish(intent, f"{update} REMOVE lease_until", values)
+
+    def unpark(self, ref: IntentRef, *, now: int) -> bool:
+        """A parked callback is due now and back in the hand-off shards (the caller sends it);
+        False when it was not parked."""
+        return (
+            self._update(
+                ref,
+                # `resent_at`: the caller sends it (service/dispatcher.py sends it no more).
+                "SET #state = :pending, next_attempt_at = :now, resent_at = :now, "
+                "sweep_pk = :handoff, sweep_sk = :due",
+                # Only a parked callback: a duplicate drain must not reopen one delivered since.
+                "#state = :parked",
+                {
+                    ":pending": CallbackState.PENDING,
+                    ":parked": CallbackState.PARKED,
+                    ":now": now,
+                    ":handoff": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_HANDOFF, ref.job_id),
+                    ":due": keys.sweep_sk(now + keys.HANDOFF_GRACE_MS, ref.item_id),
+                },
+                {"#state": "state"},
+            )
+            is not None
+        )
+
+    def parked(self, endpoint: Endpoint, *, limit: int) -> list[IntentRef]:
+        """Up to `limit` callbacks of one endpoint's parked partition, oldest event first."""
+        response = self.client.query(
+            TableName=self.table_name,
+            IndexName=keys.SWEEP_INDEX,
+            KeyConditionExpression="sweep_pk = :p",
+            ExpressionAttributeValues=to_item(
+                {":p": keys.parked_pk(endpoint.tenant, endpoint.origin)}
+            ),
+            Limit=limit,
+            ScanIndexForward=True,
+            ReturnConsumedCapacity="TOTAL",
+        )
+        return [_ref_from_sweep_key(item["sweep_sk"]["S"]) for item in response.get("Items", [])]
 
     def postpone(self, ref: IntentRef, *, now: int, due: int) -> bool:
         """Move the sweep's next look at an open callback to `due`, after its re-send at `now`

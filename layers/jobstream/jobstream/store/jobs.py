@@ -21,6 +21,7 @@ from jobstream.store.callbacks import CallbackStore
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_attribute, to_item
 from jobstream.store.cursor import decode_cursor, encode_cursor
+from jobstream.store.endpoints import EndpointStore
 from jobstream.store.listing import JobListing, batch_get, iter_jobs
 from jobstream.store.ports import (
     MAX_CALLBACK_ATTEMPTS,
@@ -75,6 +76,9 @@ _SLOT_FREE: Final = "attribute_not_exists(#pk) OR #at < :created"
 class JobStore(TableStore):
     def callbacks(self) -> CallbackStore:
         return CallbackStore(self.table_name, self.client_factory)
+
+    def endpoints(self) -> EndpointStore:
+        return EndpointStore(self.table_name, self.client_factory)
 
     # -- reads -------------------------------------------------------------------------------
 

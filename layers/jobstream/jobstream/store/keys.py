@@ -4,6 +4,7 @@
     job            PK=JOB#<job_id>  SK=#JOB
     result         PK=JOB#<job_id>  SK=#RESULT  (a succeeded job's result: written once)
     event          PK=JOB#<job_id>  SK=EVT#<sequence:010>  (with its callback's delivery state)
+    endpoint       PK=ENDPOINT#<tenant>  SK=ORIGIN#<origin>  (a callback endpoint's health)
 
 `#ACK` < `#JOB` < `#RESULT` < `EVT#...`: one query of `#ACK`..`#RESULT` reads the cursor, the job
 and its result together.
@@ -119,6 +120,40 @@ def sweep_kind(value: str) -> str:
     base, _, shard = value.rpartition("#")
     known = shard.isdigit() and any(base == backlog.value for backlog in SweepBacklog)
     return base if known else value
+
+
+# Endpoints the sweep must look at (paused: its next probe; resumed: its backlog to drain), by
+# when; few at any time, so one partition.
+HELD_ENDPOINTS: Final = "ENDPOINT#HELD"
+# The callbacks an endpoint holds back (parked), one partition per endpoint, oldest event first.
+PARKED_PREFIX: Final = "CALLBACK#PARKED#"
+
+
+def endpoint_pk(tenant: str) -> str:
+    return f"ENDPOINT#{check_tenant_name(tenant)}"
+
+
+def endpoint_sk(origin: str) -> str:
+    return f"ORIGIN#{origin}"
+
+
+def origin_of(sort_key: str) -> str:
+    return sort_key.removeprefix("ORIGIN#")
+
+
+def parked_pk(tenant: str, origin: str) -> str:
+    # An origin holds no '#' (scheme://host:port) and a tenant name never does.
+    return f"{PARKED_PREFIX}{check_tenant_name(tenant)}#{origin}"
+
+
+def held_sk(due_at: int, tenant: str, origin: str) -> str:
+    return f"{due_at:0{TIME_WIDTH}d}#{tenant}#{origin}"
+
+
+def held_of(sort_key: str) -> tuple[str, str]:
+    """The (tenant, origin) a HELD_ENDPOINTS entry names."""
+    _, tenant, origin = sort_key.split("#", 2)
+    return tenant, origin
 
 
 def correlation_pk(tenant: str, correlation_id: str) -> str:

@@ -25,7 +25,14 @@ from jobstream.store.shards import ReadBudget
 from jobstream.store.stream_images import NewItems, NewJob, new_items
 
 if TYPE_CHECKING:
-    from jobstream.domain import AttemptAnswer, CallbackRecord, IntentRef
+    from jobstream.domain import (
+        AttemptAnswer,
+        CallbackRecord,
+        Endpoint,
+        EndpointHealth,
+        EndpointState,
+        IntentRef,
+    )
     from jobstream.store.listing import JobListing
 
 __all__ = [
@@ -35,6 +42,7 @@ __all__ = [
     "Append",
     "CallbackIntent",
     "CallbackStorePort",
+    "EndpointStorePort",
     "InvalidCursorError",
     "JobQuery",
     "JobStorePort",
@@ -163,6 +171,14 @@ class CallbackStorePort(Protocol):
 
     def mark_dead_lettered(self, ref: IntentRef, *, now: int) -> bool: ...
 
+    def park(
+        self, intent: CallbackRecord, answer: AttemptAnswer | None, *, endpoint: Endpoint
+    ) -> CallbackRecord | None: ...
+
+    def unpark(self, ref: IntentRef, *, now: int) -> bool: ...
+
+    def parked(self, endpoint: Endpoint, *, limit: int) -> list[IntentRef]: ...
+
     def postpone(self, ref: IntentRef, *, now: int, due: int) -> bool: ...
 
     def revive(self, dead: CallbackRecord, *, now: int) -> CallbackRecord | None: ...
@@ -170,6 +186,32 @@ class CallbackStorePort(Protocol):
     def due(self, *, now: int) -> Iterator[IntentRef]: ...
 
     def dead(self) -> Iterator[CallbackRecord]: ...
+
+
+class EndpointStorePort(Protocol):
+    """Callback endpoints' health, per (tenant, origin): its counters and its transitions."""
+
+    def get(self, endpoint: Endpoint) -> EndpointHealth: ...
+
+    def of_tenant(self, tenant: str) -> list[EndpointHealth]: ...
+
+    def record_failure(self, endpoint: Endpoint, *, now: int, error: str) -> EndpointHealth: ...
+
+    def record_success(self, endpoint: Endpoint) -> bool: ...
+
+    def pause(
+        self, endpoint: Endpoint, *, now: int, failures: int, failing_before: int, probe_at: int
+    ) -> bool: ...
+
+    def take_probe(self, endpoint: Endpoint, *, now: int, next_probe_at: int) -> bool: ...
+
+    def resume(self, endpoint: Endpoint, *, now: int, was: EndpointState) -> bool: ...
+
+    def disable(self, endpoint: Endpoint, *, now: int, error: str) -> bool: ...
+
+    def settle(self, endpoint: Endpoint, *, settled_before: int) -> bool: ...
+
+    def held(self, *, now: int) -> Iterator[Endpoint]: ...
 
 
 class JobStorePort(Protocol):
@@ -180,6 +222,9 @@ class JobStorePort(Protocol):
 
     def callbacks(self) -> CallbackStorePort:
         """The callbacks of this store's jobs (the same table)."""
+
+    def endpoints(self) -> EndpointStorePort:
+        """The health of the callback endpoints (the same table)."""
 
     # -- reads
 
