@@ -32,10 +32,11 @@ DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     "config": frozenset({"aws", "outbound"}),  # settings, targets, the consumer registry
     "store": frozenset({"config"}),  # the only DynamoDB user
     "queue": frozenset({"config"}),  # SQS
+    "alerts_topic": frozenset({"config"}),  # SNS: the operator's endpoint alerts
     "delivery": frozenset({"config"}),  # callback POSTs: signing, classification
     "jobtypes": frozenset({"protocol", "config"}),  # what each job type does
     # The composition root: settings, the store, the queues, a clock and the poster, built once.
-    "runtime": frozenset({"store", "queue", "delivery"}),
+    "runtime": frozenset({"store", "queue", "alerts_topic", "delivery"}),
     "lifecycle": frozenset({"runtime", "protocol"}),  # the moves of a job and its event log
     "service": frozenset({"lifecycle", "jobtypes"}),  # one function per operation
     "http": frozenset({"service"}),  # the HTTP API's handler shell

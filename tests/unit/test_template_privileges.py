@@ -269,3 +269,27 @@ def test_the_wildcard_check_catches_a_star(tmp_path: Path) -> None:
         ),
     )
     assert wide_grants(processed) == ["CallbacksRole: ['sqs:SendMessage'] on ['*']"]
+
+
+def test_only_the_callbacks_function_publishes_endpoint_alerts_and_only_to_their_topic() -> None:
+    """Endpoint transitions are made by callback attempts (service/endpoints.py), which tell the
+    operator's topic: the callbacks function's role may publish to that topic, when one is set,
+    and no other function's may publish at all."""
+    for function in FUNCTIONS:
+        role = function_role(PROCESSED, function)
+        expected = [{"Ref": "EndpointAlertTopicArn"}] if function == "CallbacksFunction" else []
+        assert granted(role, "sns:Publish") == expected, function
+    role = function_role(PROCESSED, "CallbacksFunction")
+    (conditional,) = [p for p in role["Policies"] if isinstance(p, dict) and "Fn::If" in p]
+    condition, _, otherwise = conditional["Fn::If"]
+    assert (condition, otherwise) == ("HasEndpointAlertTopic", {"Ref": "AWS::NoValue"})
+
+
+def test_the_callbacks_function_sends_only_to_its_own_queue_and_its_dead_letters() -> None:
+    """A resumed endpoint's parked callbacks are sent again by the attempt that resumed it."""
+    role = function_role(PROCESSED, "CallbacksFunction")
+    resources = granted(role, "sqs:SendMessage")
+    assert sorted(map(str, resources)) == sorted(
+        map(str, [{"Fn::GetAtt": ["CallbackQueue", "Arn"]},
+                  {"Fn::GetAtt": ["CallbackDeadLetterQueue", "Arn"]}])
+    )  # fmt: skip
