@@ -250,3 +250,27 @@ def test_two_workers_crossing_the_threshold_pause_once(
     assert set(outcomes) <= {"retry", "parked"}
     assert "dead" not in outcomes
     assert crt.endpoints.get(endpoint(hook)).state is EndpointState.PAUSED
+
+
+class BrokenTopic:
+    def publish(self, **_request: Any) -> dict[str, str]:
+        raise RuntimeError("SNS is down")
+
+
+def test_a_notice_that_cannot_be_sent_never_fails_the_transition(
+    crt: Runtime, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobstream.endpoints")
+    observability.emf_documents()  # what earlier tests left pending
+    with receiver(500) as tenant_alerts, receiver(410) as hook:
+        crt = replace(
+            with_tenant(crt, "acme", alert_url=f"{tenant_alerts.url}/alerts"),
+            alerts=AlertTopic("arn:aws:sns:eu-west-1:123456789012:alerts", BrokenTopic),
+        )
+        (gone,) = submit_all(crt, hook, 1, "broken", clock)
+        assert callbacks.deliver(crt, gone).outcome == "parked"
+        assert len(tenant_alerts.requests) == 1
+    assert crt.endpoints.get(endpoint(hook)).state is EndpointState.DISABLED
+    assert transitions(caplog, "disabled") == 1
+    failed = [d for d in observability.emf_documents() if "endpoint_alerts_failed" in d]
+    assert [d["endpoint_alerts_failed"] for d in failed] == [2]

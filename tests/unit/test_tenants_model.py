@@ -513,3 +513,16 @@ def test_an_expiry_in_any_time_zone_is_the_same_instant() -> None:
     )
     assert registry.authenticate("t", NOW_MS - 1) == "a"
     assert registry.authenticate("t", NOW_MS) is None
+
+
+def test_an_alert_url_is_optional_and_must_be_an_outbound_url() -> None:
+    registry = parse_registry(
+        json.dumps({"tenants": {"acme": {"alert_url": "https://hooks.acme.example/alerts"}}})
+    )
+    tenant = registry.get("acme")
+    assert tenant is not None
+    assert tenant.alert_url == "https://hooks.acme.example/alerts"
+    assert parse_registry(json.dumps({"tenants": {"acme": {}}})).tenants["acme"].alert_url is None
+    for refused in ("ftp://hooks.acme.example/alerts", "https://user:pw@hooks.acme.example/"):
+        with pytest.raises(RegistryError, match="alert_url"):
+            parse_registry(json.dumps({"tenants": {"acme": {"alert_url": refused}}}))
