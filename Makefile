@@ -93,11 +93,13 @@ bench: setup
 	$(BIN)/python -m bench
 
 # The bounded load test against the local stack (LOAD_ARGS="--jobs 200" for a quicker run),
-# then the fairness run (a quiet tenant's jobs behind another's backlog of 1,000); rewrites
-# docs/load.md (tracked).
+# then the fairness run (a quiet tenant's jobs behind another's backlog of 1,000) and the endpoint
+# outage run (one tenant's receiver down, another's callbacks unaffected); rewrites docs/load.md
+# (tracked).
 load: setup
 	$(BIN)/python -m bench.load $(LOAD_ARGS)
 	$(BIN)/python -m bench.fairness
+	$(BIN)/python -m bench.endpoint_outage
 
 # Everything: every gate and suite (conformance, fuzzing, faults), the coverage floor, the
 # benchmarks, the load test.

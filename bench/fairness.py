@@ -158,9 +158,10 @@ def section(figures: dict[str, float]) -> str:
     return "\n".join([SECTION, "", intro, "", *table, "", closing, ""])
 
 
-def write_section(text: str) -> None:
+def write_section(text: str, heading: str = SECTION) -> None:
+    """docs/load.md up to `heading` (a section of its own, the last), then `text`."""
     report = REPORT.read_text(encoding="utf-8") if REPORT.exists() else ""
-    kept = report.split(SECTION, 1)[0].rstrip("\n")
+    kept = report.split(heading, 1)[0].rstrip("\n")
     REPORT.write_text((kept + "\n\n" if kept else "") + text, encoding="utf-8")
 
 
