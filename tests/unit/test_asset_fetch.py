@@ -27,6 +27,7 @@ from jobstream.jobtypes.base import JobRun
 from jobstream.jobtypes.context import JobInterruptedError
 from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.jobtypes.sources.catalog import CatalogSource
+from jobstream.jobtypes.sources.settings import SourceSettings
 from jobstream.outbound.origins import parse_origins
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from tests.support.recorded_http import Canned, recorded_server
@@ -39,6 +40,7 @@ PIXIV_URL = "https://i.pximg.net/c/600x1200_90/img-master/img/2024/06/01/21/30/0
 TARGET = Target.model_validate(
     {"id": "t", "work_type": "illustration", "source": "pixiv", "query": {"tags": ["a"]}}
 )
+SETTINGS = SourceSettings.model_validate(TARGET.settings)
 
 
 def asset(asset_id: str = "a1", url: str = PIXIV_URL, **extra: Any) -> dict[str, Any]:
@@ -282,7 +284,7 @@ def test_pixiv_reads_a_work_and_downloads_with_referer(monkeypatch: pytest.Monke
             "https://app-api.pixiv.net/v1/illust/detail",
             json=json.loads((FIXTURES / "illust_detail.json").read_text(encoding="utf-8")),
         )
-        assets = PixivAssets(TARGET, config()).assets_of("120000005")
+        assets = PixivAssets(SETTINGS, config()).assets_of("120000005")
     assert [(a.asset_id, a.role) for a in assets] == [
         ("120000005-primary", "primary"),
         ("120000005-preview", "preview"),
@@ -292,7 +294,7 @@ def test_pixiv_reads_a_work_and_downloads_with_referer(monkeypatch: pytest.Monke
         {"/p0.jpg": Canned(body=IMAGE, headers={"Content-Type": "image/jpeg"})}
     ) as server:
         local = SourceAsset(asset_id="p0", type="image", role="primary", url=server.url("/p0.jpg"))
-        read = PixivAssets(TARGET, config((server.base_url,))).read(local, 10_000, never_stop)
+        read = PixivAssets(SETTINGS, config((server.base_url,))).read(local, 10_000, never_stop)
     assert read == Read(IMAGE, "image/jpeg", source_url=local.url)
     assert server.requests[0][1]["Referer"] == "https://app-api.pixiv.net/"
     assert server.requests[0][1]["User-Agent"].startswith("PixivIOSApp/")

@@ -14,6 +14,7 @@ from jobstream.config.targets import Target
 from jobstream.jobtypes.candidate_search import executor
 from jobstream.jobtypes.candidate_search.executor import Outcome, run
 from jobstream.jobtypes.candidate_search.plan import SearchPlan, build_plan
+from jobstream.jobtypes.candidate_search.settings import CandidateSearchSettings, search_settings
 from jobstream.jobtypes.context import JobInterruptedError
 from jobstream.jobtypes.sources.base import (
     SearchRequest,
@@ -87,7 +88,8 @@ def work(
     )
 
 
-def make_target(**overrides: Any) -> Target:
+def make_target(**overrides: Any) -> CandidateSearchSettings:
+    """A target's candidate_search settings, read from its entry as the targets file has it."""
     entry: dict[str, Any] = {
         "id": "demo-illustration",
         "work_type": "illustration",
@@ -97,7 +99,7 @@ def make_target(**overrides: Any) -> Target:
         "scan_limit": 30,
     }
     entry.update(overrides)
-    return Target.model_validate(entry)
+    return search_settings(Target.model_validate(entry))
 
 
 def make_plan(**overrides: Any) -> SearchPlan:

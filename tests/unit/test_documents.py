@@ -13,19 +13,11 @@ from jobstream.domain import JobRecord, StoredEvent
 from jobstream.jobtypes import registry
 from jobstream.lifecycle.transitions import terminal_status_for
 from jobstream.protocol import documents
-from jobstream.protocol.documents import (
-    ack_result,
-    capabilities,
-    event_document,
-    event_page,
-    job_document,
-    job_error,
-    job_page,
-    submission,
-)
+from jobstream.protocol.documents import ack_result, capabilities, job_error
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from jobstream.protocol.events import event_id
 from jobstream.protocol.queries import parse_ack_body, parse_events_query, parse_list_query
+from tests.support.shown import event_document, event_page, job_document, job_page, submission
 from tests.support.validation import validate, validate_error
 
 CREATED = 1_790_481_174_000
@@ -112,7 +104,6 @@ def record(**overrides: Any) -> JobRecord:
         "params": {"query": {"tags": ["西瓜肚"]}},
         "params_canonical": '{"query":{"tags":["西瓜肚"]}}',
         "target_id": "demo-illustration",
-        "work_type": "illustration",
         "status": "queued",
         "created_at": CREATED,
         "updated_at": CREATED,

@@ -33,8 +33,8 @@ class JobRecord:
     idempotency_key: str
     params: dict[str, Any]
     params_canonical: str
+    # The configured target the job runs on ("" for a job type without targets).
     target_id: str
-    work_type: str
     status: JobStatus
     created_at: int
     updated_at: int

@@ -3,14 +3,16 @@ own rules around it."""
 
 from __future__ import annotations
 
-from jobstream.config.targets import Target, TargetsFile
+from collections.abc import Sequence
+
+from jobstream.config.targets import Target
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.task import ParsedParams
 
 
-def resolve_target(search: ParsedParams, targets: TargetsFile) -> Target:
-    """The enabled target `target_id` names, else the only enabled one (404/409/400 otherwise)."""
-    enabled = targets.enabled
+def resolve_target(search: ParsedParams, enabled: Sequence[Target]) -> Target:
+    """Among the `enabled` targets (those serving the job's type), the one `target_id` names,
+    else the only one (404/409/400 otherwise)."""
     if search.target_id is not None:
         matches = [target for target in enabled if target.id == search.target_id]
         if not matches:

@@ -82,12 +82,14 @@ def callback_intent(
     return CallbackIntent(base_url=base_url)
 
 
-def callback_body(record: JobRecord, intent: CallbackRecord, now: int) -> str | None:
+def callback_body(
+    record: JobRecord, intent: CallbackRecord, now: int, *, words: documents.JobTypeWords
+) -> str | None:
     """The event an intent names, as its page shows it, rebuilt from the job read at send time
     (None for a kind that is never shown). The same document as at recording: an event shows
     the job's labels and correlation id, which never change, only a terminal event shows the
     job, which a terminal event leaves immutable, and a progress event its own progress, kept
-    on its item with the callback."""
+    on its item with the callback. `words`: the job types' own (the job-type registry)."""
     event = StoredEvent(
         record.job_id,
         intent.sequence,
@@ -96,7 +98,7 @@ def callback_body(record: JobRecord, intent: CallbackRecord, now: int) -> str | 
         progress_stage=intent.progress_stage,
         progress_message=intent.progress_message,
     )
-    document = documents.event_document(record, event, now, intent.base_url)
+    document = documents.event_document(record, event, now, intent.base_url, words=words)
     if document is None:
         return None
     return json.dumps(document, ensure_ascii=False, separators=(",", ":"))

@@ -29,7 +29,7 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
     request, job_type = registry.parse_task(body)
     if request.callback_url is not None:
         _check_callback_url(rt, tenant, request.callback_url)
-    target = job_type.select_target(request.parsed, rt.targets())
+    target = job_type.select_target(request.parsed, registry.checked_targets(rt.targets()))
     job_id = derive_job_id(tenant, request.idempotency_key)
     observability.bind(job_id=job_id, correlation_id=request.correlation_id)
     existing = rt.store.get_job(job_id)
@@ -51,7 +51,7 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
             # (service/dispatcher.py): admission waits for no send.
             observability.count("events_recorded", dimension=accepted.kind)
             observability.count("admitted")
-            return NEW, documents.submission(admitted, rt.clock(), base_url)
+            return NEW, documents.submission(admitted, rt.clock(), base_url, words=registry)
         # Another request admitted the same key first, or this one did and the answer to its
         # transaction was lost (the retry then found the job): either way it is a replay.
         existing = rt.store.get_job(job_id)
@@ -60,7 +60,7 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
     _check_replay(existing, request, target)
     record = reconcile(rt, existing, base_url)
     observability.count("replayed")
-    return REPLAYED, documents.submission(record, rt.clock(), base_url)
+    return REPLAYED, documents.submission(record, rt.clock(), base_url, words=registry)
 
 
 def _check_callback_url(rt: Runtime, tenant: str, url: str) -> None:
@@ -111,10 +111,11 @@ def _check_storable(record: JobRecord) -> None:
 
 
 def _new_record(
-    rt: Runtime, tenant: str, job_id: str, request: AdmissionRequest, target: Target
+    rt: Runtime, tenant: str, job_id: str, request: AdmissionRequest, target: Target | None
 ) -> JobRecord:
     now = rt.clock()
-    ceiling = target.ceiling_ms(rt.settings.default_deadline_ms)
+    default_ms = rt.settings.default_deadline_ms
+    ceiling = target.ceiling_ms(default_ms) if target is not None else default_ms
     budget = min(request.deadline_ms, ceiling) if request.deadline_ms is not None else ceiling
     return JobRecord(
         job_id=job_id,
@@ -123,8 +124,7 @@ def _new_record(
         idempotency_key=request.idempotency_key,
         params=request.parsed.params,
         params_canonical=request.parsed.canonical,
-        target_id=target.id,
-        work_type=target.work_type,
+        target_id=_target_id(target),
         status=JobStatus.QUEUED,
         created_at=now,
         updated_at=now,
@@ -135,7 +135,12 @@ def _new_record(
     )
 
 
-def _check_replay(existing: JobRecord, request: AdmissionRequest, target: Target) -> None:
+def _target_id(target: Target | None) -> str:
+    # A job of a type without targets has none: its record names the empty id.
+    return target.id if target is not None else ""
+
+
+def _check_replay(existing: JobRecord, request: AdmissionRequest, target: Target | None) -> None:
     detail = {"reason": "idempotency_conflict", "job_id": existing.job_id}
     if existing.idempotency_key != request.idempotency_key:
         raise ProtocolError(
@@ -143,7 +148,7 @@ def _check_replay(existing: JobRecord, request: AdmissionRequest, target: Target
             f"idempotency key '{request.idempotency_key}' collides with an existing job",
             detail=detail,
         )
-    if existing.target_id != target.id:
+    if existing.target_id != _target_id(target):
         raise ProtocolError(
             ErrorCode.IDEMPOTENCY_CONFLICT,
             "idempotency key already belongs to a job for another target",

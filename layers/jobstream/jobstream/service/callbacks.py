@@ -14,6 +14,7 @@ from jobstream.deadline import request_deadline
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.signing import webhook_headers
 from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, IntentRef, JobRecord
+from jobstream.jobtypes import registry
 from jobstream.lifecycle.log import callback_body
 from jobstream.outbound.guard import check_at_delivery
 from jobstream.protocol.events import TERMINAL_KINDS, callback_event_id, callback_idempotency_key
@@ -65,7 +66,7 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     job = read(ref.job_id)
     if job is not None and intent.created_at < job.created_at:
         job = None  # an event of an earlier job under the same key: that job is gone
-    body = callback_body(job, intent, now) if job is not None else None
+    body = callback_body(job, intent, now, words=registry) if job is not None else None
     if job is None or body is None:
         # Nothing left to send: the job is gone (past its retention).
         return _dead(rt, intent, AttemptAnswer(None, "the job no longer exists"), now=now)

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobstream.config.targets import WorkType
 from jobstream.jobtypes.base import Outcome
+from jobstream.jobtypes.sources.settings import WorkType
 from jobstream.protocol.assets import AssetRole, AssetType
 from jobstream.protocol.models import NonNegativeInt
 

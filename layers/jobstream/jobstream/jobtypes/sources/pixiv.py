@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 from pixivpy3 import AppPixivAPI, PixivError
 
-from jobstream.config.targets import WorkType
+from jobstream.jobtypes.sources.settings import WorkType
 
 from .base import SearchRequest, SourceAsset, SourceError, Work
 
