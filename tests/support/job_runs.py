@@ -32,8 +32,8 @@ class RecordingContext:
     progress_log: list[tuple[str, str | None]] = field(default_factory=list)
     checkpoints: int = 0
     # The armed switch: the checkpoint (1-based) from which `checkpoint()` raises, and what.
-    _stop_at: int | None = None
-    _stop: JobInterruptedError | None = None
+    _stop_at: int | None = field(default=None, init=False, repr=False)
+    _stop: JobInterruptedError | None = field(default=None, init=False, repr=False)
 
     def progress(self, stage: str, message: str | None = None) -> None:
         self.progress_log.append((stage, message))

@@ -9,10 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from jobstream.jobtypes import JobRun, JobType, Outcome, ParsedParams, ResultSummary
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS, parse_params
-from jobstream.jobtypes.base import JobRun, JobType, Outcome, ResultSummary
 from jobstream.jobtypes.sources.settings import SourceSettings
-from jobstream.protocol.task import ParsedParams
 
 
 class AssetFetch(JobType):

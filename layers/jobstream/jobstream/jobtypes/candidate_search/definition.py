@@ -8,8 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from jobstream.config.targets import Target, TargetsFile
-from jobstream.jobtypes.base import JobRun, JobType, Outcome, ResultFits, ResultSummary
+from jobstream.jobtypes import (
+    JobRun,
+    JobType,
+    Outcome,
+    ParsedParams,
+    ResultFits,
+    ResultSummary,
+    Target,
+    TargetsFile,
+)
 from jobstream.jobtypes.candidate_search.params import (
     MAX_EXCLUDES,
     MAX_LIMIT,
@@ -20,7 +28,6 @@ from jobstream.jobtypes.candidate_search.params import (
 from jobstream.jobtypes.candidate_search.settings import CandidateSearchSettings, search_settings
 from jobstream.jobtypes.candidate_search.targets import admit_target
 from jobstream.protocol.documents import FEATURES
-from jobstream.protocol.task import ParsedParams
 
 if TYPE_CHECKING:
     from jobstream.jobtypes.sources.base import Source
