@@ -97,7 +97,7 @@ def _create(rt: Runtime, record: JobRecord, first: NewEvent, quota: QuotaCharge 
     try:
         return rt.store.create_job(record, first, now_s=record.created_at // 1000, quota=quota)
     except QuotaExceededError as refusal:
-        observability.count("quota_refused", dimension=refusal.quota)
+        # Counted as `rejected` with its code, like every refusal (http/api.py).
         raise quota_exceeded(refusal.quota, refusal.limit, refusal.retry_after_s) from None
     except QuotaContendedError:
         # Admissions raced on the tenant's counter through every try: busy, not over quota.
