@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from jobstream.config.tenants import RegistryError, parse_registry
 from jobstream.protocol.errors import quota_exceeded
@@ -13,6 +17,7 @@ from jobstream.store.codec import to_item
 from jobstream.store.ports import QuotaCharge, QuotaExceededError
 from jobstream.store.quotas import MINUTE_MS, OPEN_JOBS_RETRY_AFTER_S, Attempt, next_attempt
 
+REPOSITORY = Path(__file__).resolve().parents[2]
 MINUTE = 29_841_353
 # 45 s into the minute.
 NOW_MS = MINUTE * MINUTE_MS + 45_000
@@ -98,9 +103,15 @@ def test_a_window_started_meanwhile_is_added_to() -> None:
     assert (ahead.minute, ahead.new_window) == (MINUTE + 1, False)
 
 
-def test_the_refusal_is_a_retryable_429_with_retry_after() -> None:
-    error = quota_exceeded("max_open_jobs", 7, 5)
-    assert error.status == 429
-    assert error.retry_after_s == 5
-    assert error.body()["error"]["code"] == "quota_exceeded"
-    assert error.body()["error"]["retryable"] is True
+@pytest.mark.parametrize("quota", ["max_open_jobs", "admissions_per_minute"])
+def test_the_refusal_is_the_429_the_openapi_document_declares(quota: str) -> None:
+    error = quota_exceeded(quota, 7, 5)
+    assert (error.status, error.retry_after_s) == (429, 5)
+    document = json.loads((REPOSITORY / "schemas" / "openapi.json").read_text(encoding="utf-8"))
+    registry: Registry = Registry().with_resource(
+        "urn:openapi", Resource.from_contents(document, default_specification=DRAFT202012)
+    )
+    declared = "urn:openapi#/components/responses/QuotaExceeded/content/application~1json/schema"
+    Draft202012Validator({"$ref": declared}, registry=registry).validate(error.body())
+    refused = dict(error.body(), error={**error.body()["error"], "retryable": False})
+    assert not Draft202012Validator({"$ref": declared}, registry=registry).is_valid(refused)
