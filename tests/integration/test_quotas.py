@@ -18,6 +18,7 @@ from jobstream.service import admission, jobs
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import from_item
+from jobstream.store.ports import QuotaExceededError
 from jobstream.store.quotas import MINUTE_MS, quota_key
 from tests.support.faults import Faults, injected
 from tests.support.harness import Api, Clock, Response, canonical_task
@@ -250,6 +251,23 @@ def test_racing_replays_at_the_quota_are_answered(
             assert answer.status == 429
     assert job_items(rt) == 5
     assert open_jobs(rt) == 5
+
+
+def test_a_refusal_that_raced_the_same_key_is_a_replay(
+    rt: Runtime, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the refusal reports, a key another request admitted meanwhile is a replay."""
+    rt = limited(rt, monkeypatch, max_open_jobs=1)
+    create = rt.store.create_job
+
+    def admitted_by_another_then_refused(record: Any, first: Any, **kwargs: Any) -> bool:
+        assert create(record, first, **kwargs)
+        raise QuotaExceededError("acme", "max_open_jobs", 1, 5)
+
+    monkeypatch.setattr(rt.store, "create_job", admitted_by_another_then_refused)
+    answer = api.post("/jobs", task(1))
+    assert answer.status == 200
+    assert open_jobs(rt) == 1
 
 
 # -- faults and drift -------------------------------------------------------------------------

@@ -97,11 +97,19 @@ def _create(rt: Runtime, record: JobRecord, first: NewEvent, quota: QuotaCharge 
     try:
         return rt.store.create_job(record, first, now_s=record.created_at // 1000, quota=quota)
     except QuotaExceededError as refusal:
+        if _admitted_meanwhile(rt, record.job_id):
+            # The same key admitted by a racing request: a replay, which no quota refuses.
+            return False
         # Counted as `rejected` with its code, like every refusal (http/api.py).
         raise quota_exceeded(refusal.quota, refusal.limit, refusal.retry_after_s) from None
     except QuotaContendedError:
         # Admissions raced on the tenant's counter through every try: busy, not over quota.
         raise resource_busy() from None
+
+
+def _admitted_meanwhile(rt: Runtime, job_id: str) -> bool:
+    existing = rt.store.get_job_item(job_id)
+    return existing is not None and not has_expired(existing, rt.clock())
 
 
 def _check_callback_url(rt: Runtime, tenant: str, url: str) -> None:
