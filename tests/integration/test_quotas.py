@@ -297,6 +297,20 @@ def test_a_failed_admission_counts_nothing_twice(
     assert open_jobs(rt) == 1
 
 
+def test_a_conflict_on_the_counter_is_retried_not_answered(
+    rt: Runtime, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Admissions racing on a tenant's counter cancel each other's transactions
+    (TransactionConflict): each is tried again at once, and counted once."""
+    rt = limited(rt, monkeypatch, max_open_jobs=3, admissions_per_minute=10)
+    with injected(Faults(kinds=("conflict",), matching="QUOTA#")) as faults:
+        answers = [api.post("/jobs", task(n)).status for n in range(3)]
+    assert answers == [202, 202, 202]
+    assert faults.fired >= 3
+    assert open_jobs(rt) == 3
+    assert api.post("/jobs", task(3)).status == 429
+
+
 def test_the_counter_never_drifts(
     rt: Runtime, api: Api, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
