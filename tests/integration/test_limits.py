@@ -14,6 +14,7 @@ import pytest
 
 from jobstream.domain import IntentRef
 from jobstream.http.request import MAX_BODY_BYTES
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes.runner import Outcome
 from jobstream.protocol.errors import ProtocolError
 from jobstream.protocol.events import callback_event_id
@@ -138,7 +139,7 @@ def test_a_task_whose_job_is_over_its_budget_is_400_and_writes_nothing(rt: Runti
     before = whole_table(rt)
     with pytest.raises(ProtocolError) as refused:
         admission.submit(rt, "acme", over, None)
-    assert refused.value.status == 400
+    assert http_status(refused.value) == 400
     assert refused.value.body()["error"]["code"] == "invalid_params"
     assert refused.value.body()["error"]["detail"] == {
         "reason": "task_too_large",

@@ -31,6 +31,7 @@ from hypothesis.stateful import (
 
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import CallbackState, IntentRef, JobRecord, StoredEvent
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes.runner import Outcome
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.lifecycle.retention import callback_span_ms, item_expiry, job_expiry
@@ -344,9 +345,9 @@ class World:
         with pytest.raises(ProtocolError) as raised:
             call()
         error = raised.value
-        assert 400 <= error.status < 500, error.status
+        assert 400 <= http_status(error) < 500, http_status(error)
         if status is not None:
-            assert error.status == status, (error.status, error.message)
+            assert http_status(error) == status, (http_status(error), error.message)
         if code is not None:
             assert error.code == code, error.code
         assert self.snapshot() == before, "a refused request wrote to the table"

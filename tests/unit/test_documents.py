@@ -10,6 +10,7 @@ import pytest
 
 from jobstream.config.targets import TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes import registry
 from jobstream.lifecycle.transitions import terminal_status_for
 from jobstream.protocol import documents
@@ -825,7 +826,7 @@ def test_documents_do_not_alias_the_record() -> None:
 
 
 def assert_query_error(error: ProtocolError, message: str, detail: dict[str, Any] | None) -> None:
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.message == message
     assert error.detail == detail
@@ -968,7 +969,7 @@ def test_list_query_bad_limits(values: list[str]) -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_list_query({"limit": values})
     error = caught.value
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.detail == {"field": "limit"}
     assert "limit" in error.message
@@ -987,7 +988,7 @@ def test_list_query_bad_status(values: list[str]) -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_list_query({"status": values})
     error = caught.value
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.detail == {"field": "status"}
     validate_error(error.body())

@@ -17,7 +17,9 @@ PACKAGE = REPOSITORY / "layers" / "jobstream" / "jobstream"
 FUNCTIONS = REPOSITORY / "functions"
 
 # Plain data and pure helpers, importing nothing of the layer.
-BASE = frozenset({"clock", "deadline", "domain", "tenant_names", "backoff", "observability"})
+BASE = frozenset(
+    {"clock", "deadline", "domain", "tenant_names", "backoff", "observability", "errors"}
+)
 # Each unit (a package of the layer, or a module at its top) and the units directly below it. A
 # unit may import every unit below it, directly or through others, and nothing else. Units that
 # are not below one another are independent: the store knows no protocol words and no queue,

@@ -25,7 +25,7 @@ from jobstream.domain import JobRecord, StoredEvent
 from jobstream.http.caching import private_max_age, weak_etag
 from jobstream.jobtypes import registry
 from jobstream.protocol import documents
-from jobstream.protocol.errors import ErrorCode, ProtocolError, Reason, invalid_params
+from jobstream.protocol.errors import ErrorCode, ErrorKind, ProtocolError, Reason, invalid_params
 from jobstream.protocol.events import EventKind, EventType
 from jobstream.protocol.queries import JOB_STATUSES
 from jobstream_local.template import Template
@@ -445,7 +445,8 @@ def test_produced_error_envelopes_validate(code: ErrorCode) -> None:
 
 def test_request_errors_validate() -> None:
     _assert_valid(
-        invalid_params("no", status=413, detail={"limit_bytes": 1}).body(), "ErrorEnvelope"
+        invalid_params("no", kind=ErrorKind.TOO_LARGE, detail={"limit_bytes": 1}).body(),
+        "ErrorEnvelope",
     )
 
 

@@ -36,6 +36,7 @@ from botocore.exceptions import ConnectionError as BotocoreConnectionError
 from jobstream import observability
 from jobstream.backoff import retry_delay_ms
 from jobstream.deadline import invocation_deadline
+from jobstream.errors import JobstreamError
 
 if TYPE_CHECKING:
     from botocore.config import Config
@@ -96,7 +97,7 @@ READ_TIMEOUT_S: Final = 2
 OUT_OF_TIME: Final = "InvocationDeadline"
 
 
-class OutOfTimeError(Exception):
+class OutOfTimeError(JobstreamError):
     """No attempt was made: the invocation had less time left than one attempt may take."""
 
 

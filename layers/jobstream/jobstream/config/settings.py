@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from jobstream.config.signing_secrets import decode_secret
 from jobstream.config.targets import TargetsFile
 from jobstream.config.tenants import TenantRegistry, shorthand_registry
+from jobstream.errors import JobstreamError
 from jobstream.outbound.origins import parse_origins
 from jobstream.tenant_names import check_tenant_name
 
@@ -29,7 +30,7 @@ PositiveMs = Annotated[int, Field(ge=1)]
 BudgetMs = Annotated[int, Field(ge=MIN_BUDGET_MS)]
 
 
-class ConfigurationError(Exception):
+class ConfigurationError(JobstreamError):
     """Configuration that must stop start-up; the message says what to fix."""
 
 

@@ -47,6 +47,7 @@ from pydantic import (
 )
 
 from jobstream.config.signing_secrets import decode_secret
+from jobstream.errors import JobstreamError
 from jobstream.outbound.origins import OriginPattern, parse_origins
 from jobstream.tenant_names import TENANT_NAME_PATTERN, check_tenant_name
 
@@ -215,7 +216,7 @@ class TenantRegistry(_Strict):
         return json.dumps(document, indent=2) + "\n"
 
 
-class RegistryError(ValueError):
+class RegistryError(JobstreamError, ValueError):
     """A registry document that is not valid; the message never quotes a secret."""
 
 

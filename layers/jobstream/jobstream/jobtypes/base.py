@@ -80,8 +80,8 @@ class JobType(ABC):
     - `parse_params` validates and normalizes `Task.params`; it raises `ProtocolError`
       (`invalid_params`, HTTP 400) in the job type's own order and words.
     - `select_target` applies the target rules and returns the configured target that serves
-      the job (ProtocolError 400/404/409 otherwise); by default the target `target_id` names,
-      else the only enabled one.
+      the job (a ProtocolError of kind invalid, not_found or conflict otherwise); by default
+      the target `target_id` names, else the only enabled one.
     - `run` executes a job (see `JobRun`); JobInterruptedError from `checkpoint()` propagates.
       Heavy clients are imported inside it, so admission never pays for them.
     - `result_model()` returns the model every result is checked against before it is recorded

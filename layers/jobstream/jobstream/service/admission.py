@@ -123,7 +123,7 @@ def _check_callback_url(rt: Runtime, tenant: str, url: str) -> None:
     config = rt.tenant(tenant)
     if config is None:
         # Removed between authentication and now: as if the token had been refused.
-        raise ProtocolError(ErrorCode.AUTH_ERROR, "missing or invalid bearer token", status=401)
+        raise ProtocolError(ErrorCode.AUTH_ERROR, "missing or invalid bearer token")
     try:
         check_at_admission(url, config.origins)
     except CallbackRefused as refusal:

@@ -29,6 +29,7 @@ from typing import Final
 
 from jobstream import observability
 from jobstream.deadline import Deadline, invocation
+from jobstream.errors import JobstreamError
 from jobstream.queue import QueueMessage
 from jobstream.runtime import Runtime
 from jobstream.service.callbacks import OUTCOME_MARGIN_MS, RetryLaterError, handle_message
@@ -48,7 +49,7 @@ class Result(StrEnum):
     FAILED = "failed"  # raised: back after the queue's visibility timeout
 
 
-class BatchFailedError(Exception):
+class BatchFailedError(JobstreamError):
     """Every message of the batch raised: the invocation fails (and the error alarm sees it)."""
 
 

@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 
 from jobstream import observability
 from jobstream.domain import JobRecord, JobStatus
+from jobstream.errors import JobstreamError
 from jobstream.jobtypes.runner import Outcome, fit_job_result
 from jobstream.lifecycle import transitions
 from jobstream.lifecycle.log import Settled, apply_until_settled
@@ -43,7 +44,7 @@ _KEPT_IN_PROCESS: Final = 64
 _REFUSED: Final = Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")
 
 
-class CompletionDeferredError(Exception):
+class CompletionDeferredError(JobstreamError):
     """The job's outcome is known but could not be recorded yet: the work message must come back
     (a batch item failure), and whoever comes next lands the kept outcome. `released`: the run's
     lease has ended already (else it lapses on its own)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from jobstream.domain import JobChange, JobRecord, JobStatus, StoredEvent
+from jobstream.errors import JobstreamError
 from jobstream.store import budgets, keys
 from jobstream.store.client import error_code
 from jobstream.store.cursor import StartKey, decode_cursor, encode_cursor
@@ -65,7 +66,7 @@ HANDOFF_GRACE_MS: Final = keys.HANDOFF_GRACE_MS
 LISTING_BUDGET: Final = ReadBudget(queries=2 * keys.TENANT_SHARDS, items=64 * keys.TENANT_SHARDS)
 
 
-class StaleJobError(Exception):
+class StaleJobError(JobstreamError):
     """A conditional write lost: the job changed since it was read. Re-read and decide again.
 
     `after_lost_answer`: the refusal answered a retry whose earlier try may have been applied,
@@ -150,7 +151,7 @@ class Append(NewEvent):
     releases_quota_of: str | None = None
 
 
-class InvalidCursorError(ValueError):
+class InvalidCursorError(JobstreamError, ValueError):
     """A listing cursor that this listing did not issue."""
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobstream.config.targets import WorkType
+from jobstream.errors import JobstreamError
 from jobstream.jobtypes.base import Outcome
 from jobstream.protocol.assets import AssetRole, AssetType
 from jobstream.protocol.models import NonNegativeInt
@@ -58,7 +59,7 @@ class SearchRequest:
     scan_limit: int
 
 
-class SourceError(Exception):
+class SourceError(JobstreamError):
     """A source failure, with the internal reason it maps to (rate_limited, auth_failed,
     remote_http_error, network_error, metadata_failed, ...)."""
 

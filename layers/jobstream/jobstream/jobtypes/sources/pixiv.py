@@ -21,6 +21,7 @@ from urllib.parse import urlparse
 from pixivpy3 import AppPixivAPI, PixivError
 
 from jobstream.config.targets import WorkType
+from jobstream.errors import JobstreamError
 
 from .base import SearchRequest, SourceAsset, SourceError, Work
 
@@ -72,7 +73,7 @@ def _default_api() -> Any:
     return AppPixivAPI(timeout=REQUEST_TIMEOUT_S)
 
 
-class _AccessTokenRejectedError(Exception):
+class _AccessTokenRejectedError(JobstreamError):
     """The API refused the bearer token (it expires after an hour); re-authenticating may fix it."""
 
 
