@@ -36,7 +36,7 @@ from jobstream.jobtypes.runner import Outcome
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.lifecycle.retention import callback_span_ms, item_expiry, job_expiry
 from jobstream.lifecycle.transitions import TERMINAL_KIND_BY_STATUS
-from jobstream.protocol.errors import ErrorCode, ProtocolError
+from jobstream.protocol.errors import ErrorCode, ProtocolError, Reason
 from jobstream.protocol.events import (
     KIND_TO_TYPE,
     ONCE_PER_JOB_KINDS,
@@ -558,7 +558,7 @@ class ServiceMachine(RuleBasedStateMachine):
     @precondition(has_jobs)
     @rule(pick=picks, who=whos)
     def fail(self, pick: int, who: str) -> None:
-        outcome = Outcome(reason="internal_error", message="the executor crashed")
+        outcome = Outcome(reason=Reason.INTERNAL_ERROR, message="the executor crashed")
         self._finish(*self.worker_for(pick, who), outcome, "failed")
 
     def _finish(self, job_id: str, worker: str, outcome: Outcome, status: str) -> None:

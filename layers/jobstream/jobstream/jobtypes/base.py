@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from jobstream.config.targets import Target, TargetsFile
 from jobstream.jobtypes.context import ExecutionContext
 from jobstream.jobtypes.targeting import resolve_target
+from jobstream.protocol.errors import Reason
 from jobstream.protocol.task import ParsedParams
 
 ResultFits = Callable[[dict[str, Any]], bool]
@@ -28,10 +29,10 @@ ResultFits = Callable[[dict[str, Any]], bool]
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """Exactly one of `result` (succeeded) or `reason` (an internal reason code) is set."""
+    """Exactly one of `result` (succeeded) or `reason` (the internal reason it failed) is set."""
 
     result: dict[str, Any] | None = None
-    reason: str | None = None
+    reason: Reason | None = None
     message: str | None = None
 
 

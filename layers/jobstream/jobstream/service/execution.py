@@ -284,12 +284,12 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
             outcome = run_job(rt.targets(), claimed, lease)
         except DeadlineReachedError:
             outcome = Outcome(
-                reason=Reason.EXECUTION_TIMEOUT.value, message="the job passed its deadline"
+                reason=Reason.EXECUTION_TIMEOUT, message="the job passed its deadline"
             )
         except JobInterruptedError:
             return "interrupted"
         except Exception:
             logger.exception("executor failed", extra={"job_id": job_id})
-            outcome = Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")
+            outcome = Outcome(reason=Reason.INTERNAL_ERROR, message="internal error")
         claimed = lease.record
     return complete(rt, claimed, owner, outcome)

@@ -41,9 +41,7 @@ def _bounded(env: Mapping[str, str], name: str, default: int, high: int) -> int:
     if not text:
         return default
     if not text.isdigit() or not 1 <= int(text) <= high:
-        raise SourceError(
-            Reason.CONFIGURATION_ERROR.value, f"{name} must be an integer from 1 to {high}"
-        )
+        raise SourceError(Reason.CONFIGURATION_ERROR, f"{name} must be an integer from 1 to {high}")
     return int(text)
 
 
@@ -52,13 +50,13 @@ def load_config(env: Mapping[str, str] | None = None) -> AssetFetchConfig:
     env = os.environ if env is None else env
     bucket = (env.get(BUCKET_ENV) or "").strip()
     if not bucket:
-        raise SourceError(Reason.CONFIGURATION_ERROR.value, f"{BUCKET_ENV} is not configured")
+        raise SourceError(Reason.CONFIGURATION_ERROR, f"{BUCKET_ENV} is not configured")
     texts = [text.strip() for text in (env.get(ORIGINS_ENV) or "").split(",") if text.strip()]
     try:
         origins = parse_origins(texts or DEFAULT_ORIGINS)
     except ValueError as error:
         raise SourceError(
-            Reason.CONFIGURATION_ERROR.value, f"{ORIGINS_ENV} is invalid: {error}"
+            Reason.CONFIGURATION_ERROR, f"{ORIGINS_ENV} is invalid: {error}"
         ) from None
     return AssetFetchConfig(
         bucket=bucket,
