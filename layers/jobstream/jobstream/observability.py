@@ -1,11 +1,12 @@
 """Structured logs, EMF metrics and opt-in tracing for every function.
 
-- Logs: one Powertools Logger named "jobstream", so every `logging.getLogger("jobstream.x")`
-  record comes out through it as one JSON line (on stderr; stdout is kept for EMF and for the
-  CLI's own output). `bind()` adds keys (tenant, job_id, ...) to every later line of the
-  invocation; `instrument()` clears them and adds the function name and request id. The keys
-  belong to the thread (Powertools' thread-safe keys): where several invocations share a process,
-  as in the local stack, each line carries its own invocation's keys.
+- Logs: one Powertools Logger named "jobstream", so every record of a module's logger
+  (`logging.getLogger(__name__)`: `jobstream.…`) comes out through it as one JSON line (on
+  stderr; stdout is kept for EMF and for the CLI's own output). `bind()` adds keys (tenant,
+  job_id, ...) to every later line of the invocation; `instrument()` clears them and adds the
+  function name and request id. The keys belong to the thread (Powertools' thread-safe keys):
+  where several invocations share a process, as in the local stack, each line carries its own
+  invocation's keys.
 - Metrics: counted in memory, written by `flush()` at the end of each invocation as CloudWatch
   Embedded Metric Format documents on stdout, one per dimension set. Hand-written rather than
   Powertools Metrics because several metrics carry a second dimension (code, type, reason) and
@@ -99,7 +100,7 @@ def logger() -> Logger:
             from aws_lambda_powertools.logging import Logger  # noqa: PLC0415
 
             # Named "jobstream" whatever the service is called: the modules' loggers
-            # ("jobstream.http", ...) are its children and so come out through it.
+            # ("jobstream.http.api", ...) are its children and so come out through it.
             _logger = Logger(service=LOGGER_NAME, logger_handler=_CurrentStderr())
         return _logger
 

@@ -41,7 +41,7 @@ from jobstream.errors import JobstreamError
 if TYPE_CHECKING:
     from botocore.config import Config
 
-logger = logging.getLogger("jobstream.aws")
+logger = logging.getLogger(__name__)
 
 # Error codes after which the same request may succeed. DynamoDB: throttling (table, index or
 # account), a write refused during another transaction, a transaction still in progress, a

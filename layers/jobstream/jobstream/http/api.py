@@ -27,7 +27,7 @@ from jobstream.protocol.errors import (
 from jobstream.retries import transient
 from jobstream.runtime import Runtime
 
-logger = logging.getLogger("jobstream.http")
+logger = logging.getLogger(__name__)
 
 Response = dict[str, Any]
 RouteResult = tuple[int, Any]

@@ -16,7 +16,7 @@ from jobstream.protocol.errors import Reason
 
 __all__ = ["Outcome", "fit_job_result", "run_job"]
 
-logger = logging.getLogger("jobstream.execution")
+logger = logging.getLogger(__name__)
 
 
 def run_job(targets_file: TargetsFile, record: JobRecord, context: ExecutionContext) -> Outcome:

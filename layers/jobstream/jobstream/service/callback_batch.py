@@ -36,7 +36,7 @@ from jobstream.service.callbacks import OUTCOME_MARGIN_MS, RetryLaterError, hand
 
 __all__ = ["OUTCOME_MARGIN_MS", "BatchFailedError", "Result", "deliver_batch"]
 
-logger = logging.getLogger("jobstream.callbacks")
+logger = logging.getLogger(__name__)
 
 # One thread per message of a batch (the event source mapping's BatchSize is 10).
 MAX_CONCURRENT: Final = 10

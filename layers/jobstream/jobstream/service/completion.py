@@ -35,7 +35,7 @@ from jobstream.retries import transient
 from jobstream.runtime import Runtime
 from jobstream.store.ports import budgets, error_code
 
-logger = logging.getLogger("jobstream.execution")
+logger = logging.getLogger(__name__)
 
 MAX_COMPLETE_ATTEMPTS: Final = 5
 # Outcomes this process could not record, by (job, lease owner): a redelivery that lands here

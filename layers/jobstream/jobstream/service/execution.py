@@ -41,7 +41,7 @@ __all__ = [
     "handle_work_batch",
 ]
 
-logger = logging.getLogger("jobstream.execution")
+logger = logging.getLogger(__name__)
 
 PROGRESS_MIN_INTERVAL_MS: Final = 5_000
 MAX_PROGRESS_EVENTS: Final = 50

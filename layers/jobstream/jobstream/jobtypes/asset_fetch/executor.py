@@ -18,7 +18,7 @@ from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.protocol.errors import Reason
 from jobstream.retries import transient
 
-logger = logging.getLogger("jobstream.execution")
+logger = logging.getLogger(__name__)
 
 STAGE: Final = "fetching"
 
