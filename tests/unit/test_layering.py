@@ -16,16 +16,29 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 PACKAGE = REPOSITORY / "layers" / "jobstream" / "jobstream"
 FUNCTIONS = REPOSITORY / "functions"
 
-# Plain data and pure helpers, importing nothing of the layer.
+# Plain data and pure helpers, importing nothing of the layer (observability: its variables).
 BASE = frozenset(
-    {"clock", "deadline", "domain", "tenant_names", "backoff", "observability", "errors"}
+    {
+        "clock",
+        "deadline",
+        "domain",
+        "tenant_names",
+        "backoff",
+        "observability",
+        "errors",
+        "config.environment",
+    }
 )
+# The one reader of the process environment besides the settings (config/environment.py): the
+# standard library only, so it sits with the base units whatever unit reads it.
+ENVIRONMENT_READER = "jobstream.config.environment"
 # Each unit (a package of the layer, or a module at its top) and the units directly below it. A
 # unit may import every unit below it, directly or through others, and nothing else. Units that
 # are not below one another are independent: the store knows no protocol words and no queue,
 # the queue no store, the protocol facade no configuration.
 DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     **{unit: frozenset() for unit in BASE},
+    "observability": frozenset({"config.environment"}),  # Powertools' variables
     "protocol": BASE,  # the pure facade: documents, validation, errors, event kinds
     "retries": BASE,  # which AWS failures are transient, and retrying them
     "aws": frozenset({"retries"}),  # the boto3 clients
@@ -60,6 +73,8 @@ def below(unit: str) -> frozenset[str]:
 
 def unit_of(module: str) -> str | None:
     """`jobstream.store.jobs` -> `store`; None for a module outside the layer."""
+    if module == ENVIRONMENT_READER or module.startswith(f"{ENVIRONMENT_READER}."):
+        return "config.environment"
     parts = module.split(".")
     if parts[0] != "jobstream":
         return None

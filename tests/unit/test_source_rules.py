@@ -45,3 +45,44 @@ def test_every_logger_is_named_after_its_module(path: Path) -> None:
 def test_a_logger_named_by_a_string_is_found() -> None:
     source = 'import logging\nfrom logging import getLogger\na = logging.getLogger("jobstream.x")\n'
     assert named_loggers(source + "b = getLogger()\nc = logging.getLogger(__name__)\n") == [3, 4]
+
+
+ENVIRONMENT_NAMES = frozenset({"environ", "environb", "getenv", "getenvb"})
+
+
+def environment_reads(source: str) -> list[int]:
+    """The lines that read the process environment through `os` (`os.environ`, `os.getenv`,
+    `from os import environ`)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in ENVIRONMENT_NAMES
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        )
+        or (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "os"
+            and any(alias.name in ENVIRONMENT_NAMES for alias in node.names)
+        )
+    ]
+
+
+@pytest.mark.parametrize("path", layer_files(), ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_the_environment_is_read_in_config_only(path: Path) -> None:
+    # Everything else reads its variables through config/ (environment.py or the settings).
+    if path.relative_to(PACKAGE).parts[0] == "config":
+        return
+    assert environment_reads(path.read_text(encoding="utf-8")) == []
+
+
+def test_config_reads_the_environment() -> None:
+    # The scan sees what it looks for where it is allowed.
+    assert environment_reads((PACKAGE / "config" / "environment.py").read_text()) != []
+
+
+def test_an_environment_read_is_found() -> None:
+    source = "import os\nfrom os import getenv\na = os.environ['X']\nb = os.getenv('Y')\n"
+    assert environment_reads(source) == [2, 3, 4]

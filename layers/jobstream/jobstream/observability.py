@@ -24,17 +24,18 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
+from jobstream.config.environment import variable
+
 if TYPE_CHECKING:
     from aws_lambda_powertools.logging import Logger
 
-# Read here (not in settings): they are Powertools' own variables, shared with its Logger.
+# Powertools' own variables, shared with its Logger (so not in the settings model).
 SERVICE_VARIABLE: Final = "POWERTOOLS_SERVICE_NAME"
 NAMESPACE_VARIABLE: Final = "POWERTOOLS_METRICS_NAMESPACE"
 TRACE_DISABLED_VARIABLE: Final = "POWERTOOLS_TRACE_DISABLED"
@@ -48,23 +49,23 @@ Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
 def service_name() -> str:
-    return os.environ.get(SERVICE_VARIABLE) or LOGGER_NAME
+    return variable(SERVICE_VARIABLE) or LOGGER_NAME
 
 
 def namespace() -> str:
-    return os.environ.get(NAMESPACE_VARIABLE) or DEFAULT_NAMESPACE
+    return variable(NAMESPACE_VARIABLE) or DEFAULT_NAMESPACE
 
 
 def metrics_enabled() -> bool:
-    setting = os.environ.get(METRICS_DISABLED_VARIABLE, "").strip().lower()
+    setting = variable(METRICS_DISABLED_VARIABLE).strip().lower()
     if setting:
         return setting not in {"true", "1"}
-    return bool(os.environ.get(LAMBDA_FUNCTION_VARIABLE))
+    return bool(variable(LAMBDA_FUNCTION_VARIABLE))
 
 
 def tracing_enabled() -> bool:
     # Opt-in: unset means off, unlike Powertools' own default.
-    return os.environ.get(TRACE_DISABLED_VARIABLE, "true").strip().lower() in {"false", "0"}
+    return variable(TRACE_DISABLED_VARIABLE).strip().lower() in {"false", "0"}
 
 
 # ------------------------------------------------------------------------------------ logs
@@ -267,7 +268,7 @@ def instrument(handler: Handler) -> Handler:
     def wrapper(event: Any, context: Any) -> Any:
         global _cold_start  # noqa: PLW0603 - per process, like Lambda's own cold start
         logger().thread_safe_clear_keys()
-        function_name = getattr(context, "function_name", None) or os.environ.get(
+        function_name = getattr(context, "function_name", None) or variable(
             LAMBDA_FUNCTION_VARIABLE
         )
         request_id = getattr(context, "aws_request_id", None)

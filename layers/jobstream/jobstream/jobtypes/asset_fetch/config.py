@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from jobstream.config.environment import environment
 from jobstream.jobtypes.sources.base import SourceError
 from jobstream.outbound.origins import OriginPattern, parse_origins
 from jobstream.protocol.errors import Reason
@@ -47,7 +47,7 @@ def _bounded(env: Mapping[str, str], name: str, default: int, high: int) -> int:
 
 def load_config(env: Mapping[str, str] | None = None) -> AssetFetchConfig:
     """The configuration; SourceError(configuration_error) when it is missing or invalid."""
-    env = os.environ if env is None else env
+    env = environment() if env is None else env
     bucket = (env.get(BUCKET_ENV) or "").strip()
     if not bucket:
         raise SourceError(Reason.CONFIGURATION_ERROR, f"{BUCKET_ENV} is not configured")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -10,6 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from jobstream.config.environment import variable
 from jobstream.jobtypes.sources.base import (
     SearchRequest,
     SourceAsset,
@@ -24,7 +24,7 @@ CATALOG_ENV = "JOBSTREAM_CATALOG"
 
 def catalog_path() -> Path:
     """The catalog file: `JOBSTREAM_CATALOG`, else the sample shipped in the layer."""
-    configured = os.environ.get(CATALOG_ENV, "").strip()
+    configured = variable(CATALOG_ENV).strip()
     return Path(configured) if configured else DEFAULT_CATALOG
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import heapq
 import inspect
 import mimetypes
-import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -20,6 +19,7 @@ from urllib.parse import urlparse
 
 from pixivpy3 import AppPixivAPI, PixivError
 
+from jobstream.config.environment import variable
 from jobstream.config.targets import WorkType
 from jobstream.errors import JobstreamError
 from jobstream.protocol.errors import Reason
@@ -44,7 +44,7 @@ _SORT = "date_desc"
 def refresh_token_from_environment() -> str:
     """The refresh token: from SSM/Secrets Manager when a parameter name is configured (so the
     secret stays out of the function's environment), else straight from the environment."""
-    parameter = os.environ.get(ENV_STORED_NAME, "").strip()
+    parameter = variable(ENV_STORED_NAME).strip()
     if parameter:
         # Imported here so the plain-environment path (and the tests) need no AWS client.
         from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
@@ -66,7 +66,7 @@ def refresh_token_from_environment() -> str:
                 Reason.AUTH_FAILED, f"the Pixiv refresh token in {parameter} is empty"
             )
         return value.strip()
-    token = os.environ.get(ENV_PLAIN, "").strip()
+    token = variable(ENV_PLAIN).strip()
     if not token:
         raise SourceError(Reason.AUTH_FAILED, "no Pixiv refresh token is configured")
     return token
