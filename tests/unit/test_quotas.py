@@ -12,6 +12,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from jobstream.config.tenants import RegistryError, parse_registry
+from jobstream.http.statuses import http_status
 from jobstream.protocol.errors import quota_exceeded
 from jobstream.store.codec import to_item
 from jobstream.store.ports import QuotaCharge, QuotaExceededError
@@ -106,7 +107,7 @@ def test_a_window_started_meanwhile_is_added_to() -> None:
 @pytest.mark.parametrize("quota", ["max_open_jobs", "admissions_per_minute"])
 def test_the_refusal_is_the_429_the_openapi_document_declares(quota: str) -> None:
     error = quota_exceeded(quota, 7, 5)
-    assert (error.status, error.retry_after_s) == (429, 5)
+    assert (http_status(error), error.retry_after_s) == (429, 5)
     document = json.loads((REPOSITORY / "schemas" / "openapi.json").read_text(encoding="utf-8"))
     registry: Registry = Registry().with_resource(
         "urn:openapi", Resource.from_contents(document, default_specification=DRAFT202012)

@@ -15,6 +15,7 @@ HTTP_STATUS: Final = MappingProxyType(
         ErrorKind.CONFLICT: 409,
         ErrorKind.TOO_LARGE: 413,
         ErrorKind.UNSUPPORTED_MEDIA_TYPE: 415,
+        ErrorKind.TOO_MANY_REQUESTS: 429,
         ErrorKind.INTERNAL: 500,
         ErrorKind.UNAVAILABLE: 503,
     }

@@ -63,6 +63,7 @@ class ErrorKind(StrEnum):
     CONFLICT = "conflict"  # it contradicts what is stored or configured (409)
     TOO_LARGE = "too_large"  # its body is larger than the API takes (413)
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"  # its body is not JSON (415)
+    TOO_MANY_REQUESTS = "too_many_requests"  # the tenant is at a quota (429)
     INTERNAL = "internal"  # a bug (500)
     UNAVAILABLE = "unavailable"  # the service cannot answer it now (503)
 
@@ -73,6 +74,7 @@ DEFAULT_KIND: Final[dict[ErrorCode, ErrorKind]] = {
     ErrorCode.UNSUPPORTED_PROTOCOL_VERSION: ErrorKind.INVALID,
     ErrorCode.INVALID_PARAMS: ErrorKind.INVALID,
     ErrorCode.AUTH_ERROR: ErrorKind.UNAUTHENTICATED,
+    ErrorCode.QUOTA_EXCEEDED: ErrorKind.TOO_MANY_REQUESTS,
     ErrorCode.RESOURCE_BUSY: ErrorKind.UNAVAILABLE,
     ErrorCode.INTERNAL_ERROR: ErrorKind.INTERNAL,
 }
@@ -230,7 +232,6 @@ def quota_exceeded(quota: str, limit: int, retry_after_s: int) -> ProtocolError:
     return ProtocolError(
         ErrorCode.QUOTA_EXCEEDED,
         f"the tenant is at its {quota} quota ({limit}); retry the request later",
-        status=429,
         detail={"reason": "quota_exceeded", "quota": quota, "limit": limit},
         retry_after_s=retry_after_s,
     )

@@ -89,7 +89,7 @@ class QuotaCharge:
     admissions_per_minute: int | None = None
 
 
-class QuotaExceededError(Exception):
+class QuotaExceededError(JobstreamError):
     """The admission would take the tenant over `quota` (`limit`); nothing was written. Another
     try may be admitted after `retry_after_s`."""
 
@@ -101,7 +101,7 @@ class QuotaExceededError(Exception):
         self.retry_after_s = retry_after_s
 
 
-class QuotaContendedError(Exception):
+class QuotaContendedError(JobstreamError):
     """The tenant's quota counter changed under every try of an admission (nothing written):
     transient, the same request may be admitted later."""
 
