@@ -35,6 +35,9 @@ __all__ = [
     "Append",
     "CallbackIntent",
     "CallbackStorePort",
+    "FeedEntry",
+    "FeedPage",
+    "FeedStorePort",
     "InvalidCursorError",
     "JobQuery",
     "JobStorePort",
@@ -102,6 +105,9 @@ class NewEvent:
     event: StoredEvent
     expires_at: int
     intent: CallbackIntent | None = None
+    # When the event committed, as the tenant's feed orders it; None keeps it out of the feed
+    # (an internal kind).
+    feed_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +143,34 @@ class JobQuery:
     start_key: StartKey | None = None
     # What the request may read of the index: at least one read of each of its partitions.
     budget: ReadBudget = LISTING_BUDGET
+
+
+@dataclass(frozen=True, slots=True)
+class FeedEntry:
+    """An event of the tenant's feed and its position there (opaque outside the store, and
+    ordered: a later entry's position is greater)."""
+
+    position: str
+    event: StoredEvent
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPage:
+    entries: list[FeedEntry]
+    # Entries after the last one may be there already (another read finds them).
+    more: bool
+
+
+class FeedStorePort(Protocol):
+    """The tenant's feed (its events in commit order) and its named cursors."""
+
+    def entries_after(
+        self, tenant: str, after: str | None, *, horizon: int, limit: int
+    ) -> FeedPage: ...
+
+    def named_position(self, tenant: str, consumer: str) -> str | None: ...
+
+    def move_named(self, tenant: str, consumer: str, position: str, *, now: int) -> str: ...
 
 
 class CallbackStorePort(Protocol):
@@ -181,6 +215,12 @@ class JobStorePort(Protocol):
     def callbacks(self) -> CallbackStorePort:
         """The callbacks of this store's jobs (the same table)."""
 
+    def feed(self) -> FeedStorePort:
+        """The tenants' feeds of this store's events (the same table)."""
+
+    def is_feed_position(self, value: str) -> bool:
+        """Whether `value` is shaped like a position the feed writes."""
+
     # -- reads
 
     def get_job(self, job_id: str) -> JobRecord | None: ...
@@ -188,6 +228,8 @@ class JobStorePort(Protocol):
     def get_job_item(self, job_id: str) -> JobRecord | None: ...
 
     def get_result(self, record: JobRecord) -> dict[str, Any] | None: ...
+
+    def get_jobs(self, job_ids: list[str]) -> dict[str, JobRecord]: ...
 
     def events_after(
         self, job_id: str, after_sequence: int, limit: int, *, since: int = 0
