@@ -51,6 +51,9 @@ EXPECTED_DEFS = frozenset(
         "EventPage",
         "AckRequest",
         "AckResult",
+        "FeedPage",
+        "FeedAckRequest",
+        "FeedAck",
         "Locator",
         "Asset",
         "MatchedTag",
@@ -608,6 +611,8 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
         "413": None,
         "415": None,
     },
+    ("/events", "get"): {"200": "FeedPage", "400": None},
+    ("/events/ack", "post"): {"200": "FeedAck", "400": None, "413": None, "415": None},
 }
 
 
@@ -773,6 +778,7 @@ def test_openapi_request_bodies() -> None:
     assert bodies == {
         ("/jobs", "post"): "Task",
         ("/jobs/{job_id}/events/ack", "post"): "AckRequest",
+        ("/events/ack", "post"): "FeedAckRequest",
     }
 
 
