@@ -36,7 +36,9 @@ def submit(api: Api, key: str) -> str:
     return job_id
 
 
-def follow(api: Api, *, limit: int | None = None, after: str | None = None) -> tuple[list[Any], str]:
+def follow(
+    api: Api, *, limit: int | None = None, after: str | None = None
+) -> tuple[list[Any], str]:
     """Every event of the caller's feed from `after` (the start when None), page by page."""
     events: list[Any] = []
     cursor = after
@@ -105,15 +107,14 @@ def test_each_tenant_follows_exactly_its_own_events_once_in_order(
             assert {event["job_id"] for event in events} == set(two_tenants[name])
 
 
-def test_a_cursor_resumes_after_what_it_has_seen(
-    frt: Runtime, api: Api, clock: Clock
-) -> None:
+def test_a_cursor_resumes_after_what_it_has_seen(frt: Runtime, api: Api, clock: Clock) -> None:
     first = submit(api, "one")
     seen, cursor = follow(api)
     assert [event["job_id"] for event in seen] == [first]
     # Nothing new: the same cursor back, an empty page.
     again = api.get(f"/events?after={cursor}")
-    assert again.body["events"] == [] and again.body["has_more"] is False
+    assert again.body["events"] == []
+    assert again.body["has_more"] is False
     assert again.body["next_after"] == cursor
     clock.advance(10)
     second = submit(api, "two")
@@ -153,11 +154,9 @@ def test_a_long_poll_answers_soon_after_an_event_commits(frt: Runtime, api: Api)
     submitted = time.monotonic()
     job_id = submit(api, "late")
     poller.join(timeout=15)
-    (response, waited), = answers
+    ((response, waited),) = answers
     assert response.status == 200
-    assert [(e["job_id"], e["type"]) for e in response.body["events"]] == [
-        (job_id, "job.accepted")
-    ]
+    assert [(e["job_id"], e["type"]) for e in response.body["events"]] == [(job_id, "job.accepted")]
     assert waited >= 0.3
     assert time.monotonic() - submitted < 1.0
 
@@ -167,7 +166,8 @@ def test_an_empty_long_poll_waits_then_answers_its_cursor(frt: Runtime, api: Api
     began = time.monotonic()
     response = api.get(f"/events?after={start}&wait_ms=300")
     assert response.status == 200
-    assert response.body["events"] == [] and response.body["next_after"] == start
+    assert response.body["events"] == []
+    assert response.body["next_after"] == start
     assert time.monotonic() - began >= 0.3
 
 
@@ -258,9 +258,7 @@ def test_tampered_and_foreign_cursors_are_refused(
         {"consumer": 5, "through": "x"},
     ],
 )
-def test_bad_acks_are_invalid_params_and_write_nothing(
-    frt: Runtime, api: Api, body: Any
-) -> None:
+def test_bad_acks_are_invalid_params_and_write_nothing(frt: Runtime, api: Api, body: Any) -> None:
     submit(api, "one")
     before = whole_table(frt)
     response = api.post("/events/ack", body)
@@ -298,5 +296,5 @@ def test_only_protocol_events_enter_the_index(frt: Runtime, api: Api) -> None:
 def test_capabilities_advertise_the_feed(frt: Runtime, api: Api) -> None:
     document = api.get("/capabilities").body
     feed = document["extensions"]["event_feed"]
-    assert feed["feed"] == "/events" and feed["ack"] == "/events/ack"
-    assert feed["max_limit"] == 200 and feed["max_wait_ms"] == 20_000
+    assert (feed["feed"], feed["ack"]) == ("/events", "/events/ack")
+    assert (feed["max_limit"], feed["max_wait_ms"]) == (200, 20_000)
