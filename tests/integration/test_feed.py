@@ -4,6 +4,7 @@ handlers against moto."""
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 from dataclasses import replace
@@ -15,6 +16,7 @@ from jobstream import runtime as runtime_module
 from jobstream.protocol import feed as feed_documents
 from jobstream.runtime import Runtime
 from jobstream.store import keys
+from tests.integration.test_cli import base_url, run  # noqa: F401 - base_url: a fixture
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import mark_failed, whole_table
 from tests.support.validation import validate, validate_error
@@ -298,3 +300,27 @@ def test_capabilities_advertise_the_feed(frt: Runtime, api: Api) -> None:
     feed = document["extensions"]["event_feed"]
     assert (feed["feed"], feed["ack"]) == ("/events", "/events/ack")
     assert (feed["max_limit"], feed["max_wait_ms"]) == (200, 20_000)
+
+
+def test_the_cli_prints_the_feed_and_moves_a_named_cursor(
+    frt: Runtime,
+    api: Api,
+    clock: Clock,
+    base_url: str,  # noqa: F811 - test_cli's fixture, imported above
+) -> None:
+    first = submit(api, "one")
+    printed = run("feed", "--consumer", "cli", url=base_url, output="json")
+    assert printed.exit_code == 0, printed.output
+    lines = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert [(line["job_id"], line["type"]) for line in lines] == [(first, "job.accepted")]
+    clock.advance(5)
+    second = submit(api, "two")
+    # The name kept the place: only what came after it.
+    again = run("feed", "--consumer", "cli", url=base_url)
+    assert again.exit_code == 0, again.output
+    (second_accepted,) = stream_of(api, second)
+    assert second_accepted in again.stdout
+    assert stream_of(api, first)[0] not in again.stdout
+    assert "resume with --after" in again.stdout
+    both = run("feed", "--consumer", "x", "--after", "y", url=base_url)
+    assert both.exit_code != 0
