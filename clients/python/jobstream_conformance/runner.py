@@ -7,6 +7,7 @@ from jobstream_conformance import (
     admission,
     callbacks,
     discovery,
+    feed,
     lifecycle,
     stream,
     summary,
@@ -32,6 +33,9 @@ def run(config: Config) -> list[Verdict]:
         discovery.self_check(session)
         discovery.capabilities(session)
         discovery.authentication(session)
+        feed_start = feed.start(session)
+        if feed_start is not None:
+            feed.long_poll(session, feed_start)
         main = admission.admission(session)
         admission.validation(session)
         admission.odd_key(session)
@@ -50,6 +54,8 @@ def run(config: Config) -> list[Verdict]:
         tenancy.tenancy(session)
         callbacks.callbacks(session)
         tenancy.listing(session)
+        if feed_start is not None:
+            feed.follow(session, feed_start)
         summary.summary(session)
     finally:
         session.tidy()
