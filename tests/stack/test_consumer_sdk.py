@@ -3,6 +3,7 @@ stack, with two tenants and signed callbacks."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -29,6 +30,7 @@ TOKEN_A, TOKEN_B = "token-a", "token-b"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 CALLBACK_TOKEN = "callback-token"
 DEMO, SLOW = {"target_id": "demo-illustration"}, {"target_id": "slow-illustration"}
+FEED_EXAMPLE = REPOSITORY / "clients" / "python" / "examples" / "feed_consumer.py"
 
 
 def digest(token: str) -> str:
@@ -259,3 +261,20 @@ def test_the_feed_long_polls_and_a_named_cursor_survives_a_restart(url: str) -> 
     assert set(handled + resumed) == set(everything)
     assert resumed[-1] == everything[-1]
     assert resumed == everything[len(everything) - len(resumed) :]
+
+
+def test_the_feed_consumer_example_settles_its_jobs_on_the_feed_alone(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = importlib.util.spec_from_file_location("feed_consumer_example", FEED_EXAMPLE)
+    assert spec is not None
+    assert spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    monkeypatch.setenv("JOBSTREAM_URL", url)
+    monkeypatch.setenv("JOBSTREAM_TOKEN", TOKEN_B)
+    arguments = ["--name", "example", "--target-id", "demo-illustration", "--jobs", "3"]
+    assert example.main([*arguments, "--idle-timeout", "30"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3
+    assert all(line.split()[1] == "succeeded" for line in lines)
