@@ -3,8 +3,9 @@
     jobstream [--local] [--url URL] [--token TOKEN] [--output auto|table|json] COMMAND …
 
 Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `feed [--consumer NAME] [--follow]` (the
-tenant's event feed), `submit`, `cancel`, `ack`, `smoke` (one job end to end through any
-deployment), `conformance` (the protocol conformance kit). Operator:
+tenant's event feed), `callbacks JOB_ID` (how its callbacks were delivered), `submit`, `cancel`,
+`ack`, `smoke` (one job end to end through any deployment), `conformance` (the protocol
+conformance kit). Operator:
 `dlq list|redrive` (also `dead-letters`), `sweep`, `tenants …` (the consumer registry).
 """
 
@@ -14,7 +15,18 @@ from typing import Annotated
 
 import typer
 
-from jobstream_cli.commands import ack, cancel, events, feed, jobs, operator, smoke, submit, tenants
+from jobstream_cli.commands import (
+    ack,
+    callbacks,
+    cancel,
+    events,
+    feed,
+    jobs,
+    operator,
+    smoke,
+    submit,
+    tenants,
+)
 from jobstream_cli.commands.conformance import conformance
 from jobstream_cli.errors import GuardedGroup
 from jobstream_cli.state import Output, resolve
@@ -83,6 +95,7 @@ def root(
 app.add_typer(jobs.app, name="jobs")
 app.command("events")(events.events)
 app.command("feed")(feed.feed)
+app.command("callbacks")(callbacks.callbacks)
 app.command("submit")(submit.submit)
 app.command("cancel")(cancel.cancel)
 app.command("ack")(ack.ack)

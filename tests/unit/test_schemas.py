@@ -54,6 +54,8 @@ EXPECTED_DEFS = frozenset(
         "FeedPage",
         "FeedAckRequest",
         "FeedAck",
+        "Delivery",
+        "JobDeliveries",
         "Locator",
         "Asset",
         "MatchedTag",
@@ -612,6 +614,7 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
         "415": None,
     },
     ("/events", "get"): {"200": "FeedPage", "400": None},
+    ("/jobs/{job_id}/callbacks", "get"): {"200": "JobDeliveries", "404": None},
     ("/events/ack", "post"): {"200": "FeedAck", "400": None, "413": None, "415": None},
 }
 

@@ -14,6 +14,7 @@ from jobstream_client.errors import ApiError, ResponseError, TransportError, api
 from jobstream_client.models import (
     AckResult,
     Capabilities,
+    Delivery,
     Event,
     EventPage,
     FeedAck,
@@ -241,6 +242,15 @@ class Client:
             yield page
             if ack:
                 self.ack(job_id, page.events[-1].event_id)
+
+    def callbacks(self, job_id: str) -> tuple[Delivery, ...]:
+        """`GET /jobs/{job_id}/callbacks` (the deliveries extension): each callback of the job,
+        in event order, with where its delivery stands and how its attempts went."""
+        document = self._call("GET", f"/jobs/{segment(job_id)}/callbacks")[0]
+        callbacks = document.get("callbacks") if isinstance(document, dict) else None
+        if not isinstance(callbacks, list):
+            raise ResponseError("GET /jobs/{job_id}/callbacks answered no callbacks list")
+        return tuple(self._decode(Delivery.from_dict, item) for item in callbacks)
 
     def feed_page(
         self,

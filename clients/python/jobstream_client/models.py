@@ -383,6 +383,40 @@ class FeedAck:
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """One callback of a job, as the producer delivered it (the deliveries extension)."""
+
+    event_id: str
+    type: str
+    state: str  # pending, sending, retrying, delivered, dead (others may be added)
+    attempts: int
+    max_attempts: int
+    last_status: int | None = None
+    last_error: str | None = None
+    next_attempt_at: int | None = None
+    delivered_at: int | None = None
+    dead_at: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, document: Any, *, where: str = "Delivery") -> Delivery:
+        data = _object(document, where=where)
+        return cls(
+            event_id=_field(data, "event_id", str, where=where),
+            type=_field(data, "type", str, where=where),
+            state=_field(data, "state", str, where=where),
+            attempts=_field(data, "attempts", int, where=where),
+            max_attempts=_field(data, "max_attempts", int, where=where),
+            last_status=_optional(data, "last_status", int, where=where),
+            last_error=_optional(data, "last_error", str, where=where),
+            next_attempt_at=_optional(data, "next_attempt_at", int, where=where),
+            delivered_at=_optional(data, "delivered_at", int, where=where),
+            dead_at=_optional(data, "dead_at", int, where=where),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
 class JobType:
     """One `JobTypeDeclaration` of the capabilities (budgets in milliseconds)."""
 

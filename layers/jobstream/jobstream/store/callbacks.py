@@ -282,6 +282,36 @@ class CallbackStore(TableStore):
         ):
             yield _ref_from_sweep_key(sort_key)
 
+    def of_job(self, job_id: str, *, since: int) -> list[CallbackRecord]:
+        """The callbacks of a job's events, in event order; those of an earlier job under the
+        same key (events older than `since`, the job's creation) are not the job's. A job has
+        at most a few dozen events: read whole, page after page."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :first AND :last",
+            "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
+            "ExpressionAttributeValues": to_item(
+                {
+                    ":pk": keys.job_pk(job_id),
+                    ":first": keys.event_sk(1),
+                    ":last": keys.event_sk(10**keys.SEQUENCE_WIDTH - 1),
+                }
+            ),
+            "ConsistentRead": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        records: list[CallbackRecord] = []
+        while True:
+            response = self.client.query(**request)
+            records += [
+                record
+                for record in map(_record, response.get("Items", []))
+                if record is not None and record.created_at >= since
+            ]
+            if "LastEvaluatedKey" not in response:
+                return records
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     def dead(self) -> Iterator[CallbackRecord]:
         """Dead-lettered callbacks, oldest first, with their last error (read lazily, a batch
         of items at a time: a redrive of many reads them 100 to a request, not one by one)."""

@@ -205,6 +205,8 @@ class CallbackStorePort(Protocol):
 
     def dead(self) -> Iterator[CallbackRecord]: ...
 
+    def of_job(self, job_id: str, *, since: int) -> list[CallbackRecord]: ...
+
 
 class JobStorePort(Protocol):
     """Jobs, their event streams, ack cursors and results."""
