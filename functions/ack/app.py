@@ -1,12 +1,13 @@
 """POST /jobs/{job_id}/events/ack: move the consumer's ack cursor; POST /events/ack: move a
-named cursor of the tenant's feed."""
+named cursor of the tenant's feed; POST /callbacks/redrive: send the tenant's dead callbacks
+again."""
 
 from __future__ import annotations
 
 from jobstream.http.api import RouteResult, http_handler
 from jobstream.http.request import Request
 from jobstream.runtime import Runtime
-from jobstream.service import events, feed
+from jobstream.service import deliveries, events, feed
 
 
 def ack(rt: Runtime, tenant: str, request: Request) -> RouteResult:
@@ -18,4 +19,14 @@ def feed_ack(rt: Runtime, tenant: str, request: Request) -> RouteResult:
     return 200, feed.acknowledge(rt, tenant, request.json_body())
 
 
-handler = http_handler({"POST /jobs/{job_id}/events/ack": ack, "POST /events/ack": feed_ack})
+def redrive(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, deliveries.redrive(rt, tenant, request.json_body())
+
+
+handler = http_handler(
+    {
+        "POST /jobs/{job_id}/events/ack": ack,
+        "POST /events/ack": feed_ack,
+        "POST /callbacks/redrive": redrive,
+    }
+)

@@ -21,7 +21,7 @@ _TRUE: Final = frozenset({"1", "true"})
 _FALSE: Final = frozenset({"", "0", "false"})
 
 
-def _single(query: Query, name: str) -> str | None:
+def single(query: Query, name: str) -> str | None:
     """The value of a query parameter given once; '' stands for a repeated parameter's failure."""
     values = query.get(name)
     if values is None:
@@ -31,7 +31,7 @@ def _single(query: Query, name: str) -> str | None:
 
 def parse_events_query(query: Query) -> tuple[str | None, bool]:
     """`after` and `unacked` of `GET /jobs/{id}/events`."""
-    after = _single(query, "after")
+    after = single(query, "after")
     if after is not None and after == "":
         raise invalid_params("after must be a non-empty event_id", detail={"field": "after"})
     unacked_values = query.get("unacked")
@@ -66,14 +66,14 @@ class JobListQuery:
 
 def parse_list_query(query: Query) -> JobListQuery:
     """Filters of `GET /jobs`: idempotency_key, correlation_id, status, limit, cursor."""
-    key = _single(query, "idempotency_key")
+    key = single(query, "idempotency_key")
     if key is not None:
         if is_blank(key):
             raise invalid_params("idempotency_key is required")  # the reference's words
         # Admission's rule and words: the key a job is known by is the trimmed one, and no
         # job carries one longer than admission allows.
         key = parse_idempotency_key(key)
-    correlation_id = _single(query, "correlation_id")
+    correlation_id = single(query, "correlation_id")
     if correlation_id is not None and correlation_id == "":
         raise invalid_params(
             "correlation_id must be a non-empty string", detail={"field": "correlation_id"}
@@ -84,14 +84,14 @@ def parse_list_query(query: Query) -> JobListQuery:
             f"correlation_id must be at most {MAX_CORRELATION_ID} characters",
             detail={"field": "correlation_id"},
         )
-    status = _single(query, "status")
+    status = single(query, "status")
     if status is not None and status not in JOB_STATUSES:
         raise invalid_params(
             f"status must be one of {', '.join(JOB_STATUSES)}", detail={"field": "status"}
         )
-    limit_text = _single(query, "limit")
+    limit_text = single(query, "limit")
     limit = DEFAULT_LIST_LIMIT if limit_text is None else _parse_limit(limit_text)
-    cursor = _single(query, "cursor")
+    cursor = single(query, "cursor")
     if cursor is not None and cursor == "":
         raise invalid_params(
             "cursor must be a cursor this API returned", detail={"field": "cursor"}
@@ -100,10 +100,10 @@ def parse_list_query(query: Query) -> JobListQuery:
 
 
 def _parse_limit(text: str) -> int:
-    return _parse_bounded(text, "limit", 1, MAX_LIST_LIMIT)
+    return parse_bounded(text, "limit", 1, MAX_LIST_LIMIT)
 
 
-def _parse_bounded(text: str, field: str, low: int, high: int) -> int:
+def parse_bounded(text: str, field: str, low: int, high: int) -> int:
     # Its digits are counted before int() reads them: int() refuses over 4,300 digits.
     significant = text.lstrip("0")
     if (
@@ -134,22 +134,22 @@ class FeedQuery:
 
 def parse_feed_query(query: Query) -> FeedQuery:
     """`after`, `consumer`, `limit` and `wait_ms` of `GET /events` (an extension of v1)."""
-    after = _single(query, "after")
+    after = single(query, "after")
     if after is not None and after == "":
         raise invalid_params("after must be a cursor this API returned", detail={"field": "after"})
-    consumer = _single(query, "consumer")
+    consumer = single(query, "consumer")
     if consumer is not None:
         consumer = parse_consumer_name(consumer)
         if after is not None:
             raise invalid_params("give after or consumer, not both", detail={"field": "consumer"})
-    limit_text = _single(query, "limit")
+    limit_text = single(query, "limit")
     limit = (
         DEFAULT_FEED_LIMIT
         if limit_text is None
-        else _parse_bounded(limit_text, "limit", 1, MAX_FEED_LIMIT)
+        else parse_bounded(limit_text, "limit", 1, MAX_FEED_LIMIT)
     )
-    wait_text = _single(query, "wait_ms")
-    wait_ms = 0 if wait_text is None else _parse_bounded(wait_text, "wait_ms", 0, MAX_FEED_WAIT_MS)
+    wait_text = single(query, "wait_ms")
+    wait_ms = 0 if wait_text is None else parse_bounded(wait_text, "wait_ms", 0, MAX_FEED_WAIT_MS)
     return FeedQuery(after, consumer, limit, wait_ms)
 
 
