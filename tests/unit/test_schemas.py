@@ -605,6 +605,7 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
         "409": None,
         "413": None,
         "415": None,
+        "429": None,
     },
     ("/jobs", "get"): {"200": "JobPage", "400": None},
     ("/jobs/{job_id}", "get"): {"200": "Job", "404": None},

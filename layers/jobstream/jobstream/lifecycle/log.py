@@ -219,8 +219,10 @@ def _append(
     body is built from the job when it is sent. The dispatcher hands it to the callback queue
     from the table's stream (service/dispatcher.py): no write path waits for SQS."""
     intent = callback_intent(record, event, base_url)
+    terminal = event.kind in TERMINAL_KINDS
     # Every item of the job expires from its deadline on; the terminal event starts the job
-    # item's own retention period (lifecycle/retention.py).
+    # item's own retention period (lifecycle/retention.py), and frees the open job its
+    # admission counted against its tenant's quotas (store/quotas.py).
     rt.store.append_event(
         record,
         Append(
@@ -229,10 +231,9 @@ def _append(
             intent=intent,
             feed_at=feed_stamp(event, rt.clock()),
             change=change,
-            job_expires_at=(
-                job_expiry(record, event.at, rt.settings) if event.kind in TERMINAL_KINDS else None
-            ),
+            job_expires_at=job_expiry(record, event.at, rt.settings) if terminal else None,
             once_per_job=event.kind in ONCE_PER_JOB_KINDS,
+            releases_quota_of=record.tenant if terminal and record.quota_counted else None,
         ),
     )
     observability.count("events_recorded", dimension=event.kind)

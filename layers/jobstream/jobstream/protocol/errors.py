@@ -205,3 +205,15 @@ def resource_busy() -> ProtocolError:
         detail={"reason": "dependency_busy"},
         retry_after_s=BUSY_RETRY_AFTER_S,
     )
+
+
+def quota_exceeded(quota: str, limit: int, retry_after_s: int) -> ProtocolError:
+    """The tenant is at one of its quotas (`max_open_jobs`, `admissions_per_minute`): nothing
+    was admitted, and the same request may be after `retry_after_s`."""
+    return ProtocolError(
+        ErrorCode.QUOTA_EXCEEDED,
+        f"the tenant is at its {quota} quota ({limit}); retry the request later",
+        status=429,
+        detail={"reason": "quota_exceeded", "quota": quota, "limit": limit},
+        retry_after_s=retry_after_s,
+    )

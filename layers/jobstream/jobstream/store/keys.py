@@ -5,6 +5,7 @@
     result         PK=JOB#<job_id>  SK=#RESULT  (a succeeded job's result: written once)
     event          PK=JOB#<job_id>  SK=EVT#<sequence:010>  (with its callback's delivery state)
     feed cursor    PK=FEED#<tenant> SK=CURSOR#<consumer>  (a named cursor of the tenant's feed)
+    quota counter  PK=QUOTA#<tenant>  SK=#QUOTA  (a tenant with quotas: store/quotas.py)
 
 `#ACK` < `#JOB` < `#RESULT` < `EVT#...`: one query of `#ACK`..`#RESULT` reads the cursor, the job
 and its result together.
@@ -37,6 +38,7 @@ SK: Final = "sk"
 ACK_SK: Final = "#ACK"
 JOB_SK: Final = "#JOB"
 RESULT_SK: Final = "#RESULT"
+QUOTA_SK: Final = "#QUOTA"
 EVENT_PREFIX: Final = "EVT#"
 SEQUENCE_WIDTH: Final = 10
 TIME_WIDTH: Final = 13
@@ -71,6 +73,11 @@ HANDOFF_GRACE_MS: Final = 60_000
 
 def job_pk(job_id: str) -> str:
     return f"JOB#{job_id}"
+
+
+def quota_pk(tenant: str) -> str:
+    # Its own prefix: no job id or tenant name makes it a job's key, or another tenant's.
+    return f"QUOTA#{check_tenant_name(tenant)}"
 
 
 def job_id_of(pk: str) -> str:

@@ -45,6 +45,9 @@ __all__ = [
     "NewEvent",
     "NewItems",
     "NewJob",
+    "QuotaCharge",
+    "QuotaContendedError",
+    "QuotaExceededError",
     "StaleJobError",
     "StartKey",
     "StateChange",
@@ -75,6 +78,34 @@ class StaleJobError(Exception):
     def __init__(self, job_id: str, *, after_lost_answer: bool = False) -> None:
         super().__init__(job_id)
         self.after_lost_answer = after_lost_answer
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaCharge:
+    """What an admission takes of its tenant's quotas (None: that quota is unlimited): one open
+    job, and one admission of the minute `now_ms` falls in."""
+
+    tenant: str
+    now_ms: int
+    max_open_jobs: int | None = None
+    admissions_per_minute: int | None = None
+
+
+class QuotaExceededError(Exception):
+    """The admission would take the tenant over `quota` (`limit`); nothing was written. Another
+    try may be admitted after `retry_after_s`."""
+
+    def __init__(self, tenant: str, quota: str, limit: int, retry_after_s: int) -> None:
+        super().__init__(f"tenant {tenant!r} is at its {quota} quota ({limit})")
+        self.tenant = tenant
+        self.quota = quota
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+
+
+class QuotaContendedError(Exception):
+    """The tenant's quota counter changed under every try of an admission (nothing written):
+    transient, the same request may be admitted later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +151,9 @@ class Append(NewEvent):
     change: StateChange | None = None
     job_expires_at: int | None = None
     once_per_job: bool = False
+    # The tenant whose quota counter the event frees an open job of (the terminal event of a
+    # job its admission counted), in the same transaction.
+    releases_quota_of: str | None = None
 
 
 class InvalidCursorError(ValueError):
@@ -255,7 +289,9 @@ class JobStorePort(Protocol):
 
     # -- writes (each conditional: see the implementation for the condition and why)
 
-    def create_job(self, record: JobRecord, first: NewEvent, *, now_s: int) -> bool: ...
+    def create_job(
+        self, record: JobRecord, first: NewEvent, *, now_s: int, quota: QuotaCharge | None = None
+    ) -> bool: ...
 
     def append_event(self, record: JobRecord, append: Append) -> None: ...
 
