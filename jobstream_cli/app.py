@@ -3,10 +3,11 @@
     jobstream [--local] [--url URL] [--token TOKEN] [--output auto|table|json] COMMAND …
 
 Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `feed [--consumer NAME] [--follow]` (the
-tenant's event feed), `callbacks JOB_ID` (how its callbacks were delivered), `submit`, `cancel`,
-`ack`, `smoke` (one job end to end through any deployment), `conformance` (the protocol
-conformance kit). Operator:
-`dlq list|redrive` (also `dead-letters`), `sweep`, `tenants …` (the consumer registry).
+tenant's event feed), `callbacks JOB_ID` (how its callbacks were delivered), `dead-callbacks`
+and `redrive [--job J | --since MS]` (one's own dead letters), `submit`, `cancel`, `ack`,
+`smoke` (one job end to end through any deployment), `conformance` (the protocol conformance
+kit). Operator: `dlq list|redrive` (also `dead-letters`), `sweep`, `tenants …` (the consumer
+registry).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from jobstream_cli.commands import (
     feed,
     jobs,
     operator,
+    redrive,
     smoke,
     submit,
     tenants,
@@ -96,6 +98,8 @@ app.add_typer(jobs.app, name="jobs")
 app.command("events")(events.events)
 app.command("feed")(feed.feed)
 app.command("callbacks")(callbacks.callbacks)
+app.command("dead-callbacks")(redrive.dead_callbacks)
+app.command("redrive")(redrive.redrive)
 app.command("submit")(submit.submit)
 app.command("cancel")(cancel.cancel)
 app.command("ack")(ack.ack)

@@ -214,3 +214,28 @@ def test_a_redrive_of_one_job(crt: Runtime, api: Api) -> None:
     assert answer.body["revived"] == 1
     assert [view["job_id"] for view in api.get("/callbacks").body["callbacks"]] == [other]
     assert api.post("/callbacks/redrive", {"job_id": job_id}).body["revived"] == 0
+
+
+def test_the_cli_lists_and_redrives_the_callers_dead_letters(
+    both: Runtime,
+    api: Api,
+    other_tenant: Api,
+    base_url: str,  # noqa: F811 - test_cli's fixture, imported above
+) -> None:
+    with receiver(404) as hook:
+        mine = dead_job(both, api, hook.url, "cli-mine")
+        dead_job(both, other_tenant, hook.url, "cli-theirs")
+    listed = run("dead-callbacks", url=base_url)
+    assert listed.exit_code == 0, listed.output
+    assert mine in listed.stdout
+    assert "404" in listed.stdout
+    lines = run("dead-callbacks", url=base_url, output="json").stdout.splitlines()
+    assert [json.loads(line)["job_id"] for line in lines] == [mine]
+    both_given = run("redrive", "--job", mine, "--since", "1", url=base_url)
+    assert both_given.exit_code != 0
+    redriven = run("redrive", url=base_url)
+    assert redriven.exit_code == 0, redriven.output
+    assert "1 dead callbacks sent again" in redriven.stdout
+    assert run("dead-callbacks", url=base_url).stdout.strip() == "no dead callbacks"
+    # The other tenant's dead letter was not touched.
+    assert len(other_tenant.get("/callbacks").body["callbacks"]) == 1

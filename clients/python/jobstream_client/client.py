@@ -252,6 +252,41 @@ class Client:
             raise ResponseError("GET /jobs/{job_id}/callbacks answered no callbacks list")
         return tuple(self._decode(Delivery.from_dict, item) for item in callbacks)
 
+    def dead_letters(self) -> Iterator[tuple[str, Delivery]]:
+        """`GET /callbacks?state=dead` (the deliveries extension), every page: each dead
+        callback of the tenant with its job id, oldest death first."""
+        cursor: str | None = None
+        while True:
+            query: Query = {"state": "dead", "cursor": cursor}
+            document = self._call("GET", "/callbacks", query=query)[0]
+            items = document.get("callbacks") if isinstance(document, dict) else None
+            if not isinstance(items, list):
+                raise ResponseError("GET /callbacks answered no callbacks list")
+            for item in items:
+                delivery = self._decode(Delivery.from_dict, item)
+                yield str(delivery.raw.get("job_id", "")), delivery
+            cursor = document.get("next_cursor") or None
+            if cursor is None:
+                return
+
+    def redrive(self, *, job_id: str | None = None, since: int | None = None) -> int:
+        """`POST /callbacks/redrive`: give the tenant's dead callbacks (all, one job's, or those
+        dead since `since`, epoch ms) a fresh budget; how many were revived (every one: the
+        call is repeated while the producer says there are more)."""
+        body: dict[str, Any] = {}
+        if job_id is not None:
+            body["job_id"] = job_id
+        if since is not None:
+            body["since"] = since
+        revived = 0
+        while True:
+            document = self._call("POST", "/callbacks/redrive", body=body)[0]
+            if not isinstance(document, dict) or not isinstance(document.get("revived"), int):
+                raise ResponseError("POST /callbacks/redrive answered no revived count")
+            revived += int(document["revived"])
+            if not document.get("more"):
+                return revived
+
     def feed_page(
         self,
         *,
