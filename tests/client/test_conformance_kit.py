@@ -46,7 +46,7 @@ def test_a_conformant_producer_passes_every_item_it_can_show(producer: FakeProdu
     # It has no callbacks to push; everything else is observed.
     skipped = {item for item, outcome in outcomes.items() if outcome is Outcome.SKIPPED}
     # The fake advertises no extension: the kit says so rather than failing them.
-    assert skipped == {"R43", "R44", "C22", "X1", "X2", "X3", "X4"}
+    assert skipped == {"R43", "R44", "C22", "X1", "X2", "X3", "X4", "X5"}
     assert "does not advertise extensions.event_feed" in verdicts["X1"].evidence[0]
     assert all(verdicts[item].evidence for item in verdicts)
     # Jobs the run left running were cancelled.

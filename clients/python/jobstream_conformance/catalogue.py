@@ -173,6 +173,7 @@ ITEMS: tuple[Item, ...] = (
     Item("X2", "event_feed: a long-poll issued before a submission answers its job.accepted"),
     Item("X3", "event_feed: a named cursor moves forward only and ?consumer= resumes after it"),
     Item("X4", "event_feed: an edited or another consumer's cursor → 400 invalid_params"),
+    Item("X5", "deliveries: a job's callbacks, the dead list and redrive answer, never another's"),
 )
 
 BY_ID = {item.id: item for item in ITEMS}

@@ -6,6 +6,7 @@ from jobstream_client.errors import TransportError
 from jobstream_conformance import (
     admission,
     callbacks,
+    deliveries,
     discovery,
     feed,
     lifecycle,
@@ -56,6 +57,7 @@ def run(config: Config) -> list[Verdict]:
         tenancy.listing(session)
         if feed_start is not None:
             feed.follow(session, feed_start)
+        deliveries.deliveries(session, main)
         summary.summary(session)
     finally:
         session.tidy()

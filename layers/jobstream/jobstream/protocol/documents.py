@@ -256,7 +256,13 @@ def capabilities(
             "max_limit": MAX_FEED_LIMIT,
             "max_wait_ms": MAX_FEED_WAIT_MS,
             "named_cursors": True,
-        }
+        },
+        "deliveries": {
+            "version": 1,
+            "job_callbacks": "/jobs/{job_id}/callbacks",
+            "dead_letters": "/callbacks",
+            "redrive": "/callbacks/redrive",
+        },
     }
     document["server_time"] = now
     return document
