@@ -256,8 +256,17 @@ class Journey:
                 )
             except CallbackVerificationError as error:
                 raise self._fail(step, f"a callback does not verify: {error}") from None
+
+        def recorded() -> list[Any] | None:
+            # The producer records each delivery after the receiver's answer: a moment later.
+            view = self._expect(step, self.api.call("GET", f"/jobs/{job_id}/callbacks"), 200)
+            states = [callback["state"] for callback in view["callbacks"]]
+            return states if states and set(states) == {"delivered"} else None
+
+        states = self._wait(step, recorded, CALLBACK_TIMEOUT_S, "every delivery recorded")
         self.say(
-            f"ok   {len(deliveries)} callbacks reached the receiver, bearer and signature valid"
+            f"ok   {len(deliveries)} callbacks reached the receiver, bearer and signature valid; "
+            f"GET /jobs/{{id}}/callbacks shows {len(states)} delivered"
         )
 
     def sweep(self) -> None:
