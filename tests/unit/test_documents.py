@@ -709,7 +709,13 @@ def caps(*targets: dict[str, Any], fallback: int = 1_800_000) -> dict[str, Any]:
 def test_capabilities_document() -> None:
     document = caps(target("bot1-illust", timeout_ms=1_200_000))
     validate(document, "Capabilities")
-    assert list(document) == ["protocol_versions", "job_types", "limits", "server_time"]
+    assert list(document) == [
+        "protocol_versions",
+        "job_types",
+        "limits",
+        "extensions",
+        "server_time",
+    ]
     assert document["protocol_versions"] == ["1"]
     assert document["server_time"] == NOW
     # One declaration per registered job type, in the registry's order.

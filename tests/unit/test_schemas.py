@@ -51,6 +51,14 @@ EXPECTED_DEFS = frozenset(
         "EventPage",
         "AckRequest",
         "AckResult",
+        "FeedPage",
+        "FeedAckRequest",
+        "FeedAck",
+        "Delivery",
+        "JobDeliveries",
+        "DeadCallbackPage",
+        "RedriveRequest",
+        "RedriveResult",
         "Locator",
         "Asset",
         "MatchedTag",
@@ -61,7 +69,8 @@ EXPECTED_DEFS = frozenset(
         "JobReceipt",
     }
 )
-CLOSED_DEFS = frozenset({"ErrorEnvelope", "JobReceipt"})
+# RedriveRequest too: an unknown (misspelt) field must not redrive every dead callback.
+CLOSED_DEFS = frozenset({"ErrorEnvelope", "JobReceipt", "RedriveRequest"})
 FIXTURE_DEFS = {
     "task": "Task",
     "job": "Job",
@@ -610,6 +619,17 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
         "413": None,
         "415": None,
     },
+    ("/events", "get"): {"200": "FeedPage", "400": None},
+    ("/jobs/{job_id}/callbacks", "get"): {"200": "JobDeliveries", "404": None},
+    ("/callbacks", "get"): {"200": "DeadCallbackPage", "400": None},
+    ("/callbacks/redrive", "post"): {
+        "200": "RedriveResult",
+        "400": None,
+        "404": None,
+        "413": None,
+        "415": None,
+    },
+    ("/events/ack", "post"): {"200": "FeedAck", "400": None, "413": None, "415": None},
 }
 
 
@@ -775,6 +795,8 @@ def test_openapi_request_bodies() -> None:
     assert bodies == {
         ("/jobs", "post"): "Task",
         ("/jobs/{job_id}/events/ack", "post"): "AckRequest",
+        ("/events/ack", "post"): "FeedAckRequest",
+        ("/callbacks/redrive", "post"): "RedriveRequest",
     }
 
 

@@ -142,6 +142,10 @@ METRICS: Final[dict[str, Metric]] = {
     # The event stream: lifecycle/log.py, and admission for the first event of a job.
     "events_recorded": Metric(dimension="type"),
     "events_repaired": Metric(),
+    # The tenant's feed: service/feed.py (a long-poll that found nothing at first and waited).
+    "feed_waits": Metric(),
+    # A tenant's own redrive of its dead callbacks: service/deliveries.py.
+    "callbacks_redriven": Metric(),
     # The hand-off from the table's stream to the queues: service/dispatcher.py.
     "handed_off": Metric(),
     "handoffs_failed": Metric(),

@@ -34,6 +34,7 @@ __all__ = [
     "callback_body",
     "callback_intent",
     "commit",
+    "feed_stamp",
     "implied_events",
     "next_event",
     "reconcile",
@@ -100,6 +101,14 @@ def callback_body(record: JobRecord, intent: CallbackRecord, now: int) -> str | 
     if document is None:
         return None
     return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def feed_stamp(event: StoredEvent, now: int) -> int | None:
+    """Where the event stands in its tenant's feed: when it commits (`now`, read just before
+    the write), never before its own `at`; None for a kind the protocol never shows. An event
+    the job's state implied is recorded late with an earlier `at`: it enters the feed when it
+    commits, so a reader past its `at` still sees it (service/feed.py reads behind a horizon)."""
+    return max(event.at, now) if protocol_type(event.kind) is not None else None
 
 
 def after_append(record: JobRecord, event: StoredEvent) -> JobRecord:
@@ -220,6 +229,7 @@ def _append(
             event,
             expires_at=item_expiry(record, rt.settings),
             intent=intent,
+            feed_at=feed_stamp(event, rt.clock()),
             change=change,
             job_expires_at=job_expiry(record, event.at, rt.settings) if terminal else None,
             once_per_job=event.kind in ONCE_PER_JOB_KINDS,

@@ -11,7 +11,7 @@ from jobstream.domain import JobRecord, JobStatus
 from jobstream.jobtypes import registry
 from jobstream.lifecycle import transitions
 from jobstream.lifecycle.identity import derive_job_id
-from jobstream.lifecycle.log import after_append, callback_intent, next_event, reconcile
+from jobstream.lifecycle.log import after_append, callback_intent, feed_stamp, next_event, reconcile
 from jobstream.lifecycle.retention import has_expired, item_expiry
 from jobstream.outbound.guard import check_at_admission
 from jobstream.outbound.url import OutboundRefused as CallbackRefused
@@ -59,7 +59,12 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
         intent = callback_intent(record, accepted, base_url)
         admitted = after_append(record, accepted)
         _check_storable(admitted)
-        first = NewEvent(accepted, expires_at=item_expiry(admitted, rt.settings), intent=intent)
+        first = NewEvent(
+            accepted,
+            expires_at=item_expiry(admitted, rt.settings),
+            intent=intent,
+            feed_at=feed_stamp(accepted, rt.clock()),
+        )
         if _create(rt, admitted, first, quota):
             # The job and its callback go to their queues from the table's stream
             # (service/dispatcher.py): admission waits for no send.

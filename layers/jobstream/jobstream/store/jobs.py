@@ -22,6 +22,7 @@ from jobstream.store.callbacks import CallbackStore
 from jobstream.store.client import TableStore, dynamodb_client, error_code
 from jobstream.store.codec import from_attribute, to_item
 from jobstream.store.cursor import decode_cursor, encode_cursor
+from jobstream.store.feed import FeedStore, is_position
 from jobstream.store.listing import JobListing, batch_get, iter_jobs
 from jobstream.store.ports import (
     MAX_CALLBACK_ATTEMPTS,
@@ -92,6 +93,12 @@ class JobStore(TableStore):
     def callbacks(self) -> CallbackStore:
         return CallbackStore(self.table_name, self.client_factory)
 
+    def feed(self) -> FeedStore:
+        return FeedStore(self.table_name, self.client_factory)
+
+    def is_feed_position(self, value: str) -> bool:
+        return is_position(value)
+
     # -- reads -------------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> JobRecord | None:
@@ -124,6 +131,23 @@ class JobStore(TableStore):
             return None
         result: dict[str, Any] = from_attribute(item["result"])
         return result
+
+    def get_jobs(self, job_ids: list[str]) -> dict[str, JobRecord]:
+        """The jobs that exist of `job_ids`, each with its result (its ack cursor not read), in
+        one batch read of up to 50 jobs a request."""
+        wanted = [
+            key for job_id in job_ids for key in (job_key(job_id), part_key(job_id, keys.RESULT_SK))
+        ]
+        found = batch_get(self.client, self.table_name, wanted, consistent=True)
+        parts: dict[str, list[dict[str, Any]]] = {}
+        for item in found:
+            parts.setdefault(keys.job_id_of(item[keys.PK]["S"]), []).append(item)
+        records: dict[str, JobRecord] = {}
+        for job_id, items in parts.items():
+            job = next((item for item in items if item[keys.SK]["S"] == keys.JOB_SK), None)
+            if job is not None:
+                records[job_id] = with_parts(item_to_record(job), items)
+        return records
 
     def events_after(
         self, job_id: str, after_sequence: int, limit: int, *, since: int = 0
@@ -424,6 +448,10 @@ class JobStore(TableStore):
             keys.TTL_ATTRIBUTE: new.expires_at,
             **event_progress(event),
         }
+        if new.feed_at is not None:
+            # The tenant's feed (sparse index `feed`): every protocol event, in commit order.
+            values["feed_pk"] = keys.feed_pk(record.tenant, event.job_id)
+            values["feed_sk"] = keys.feed_sk(new.feed_at, event.job_id, event.sequence)
         if intent is not None:
             item_id = keys.intent_item_id(event.job_id, event.sequence)
             values.update(

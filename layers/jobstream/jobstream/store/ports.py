@@ -36,6 +36,9 @@ __all__ = [
     "Append",
     "CallbackIntent",
     "CallbackStorePort",
+    "FeedEntry",
+    "FeedPage",
+    "FeedStorePort",
     "InvalidCursorError",
     "JobQuery",
     "JobStorePort",
@@ -134,6 +137,9 @@ class NewEvent:
     event: StoredEvent
     expires_at: int
     intent: CallbackIntent | None = None
+    # When the event committed, as the tenant's feed orders it; None keeps it out of the feed
+    # (an internal kind).
+    feed_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +180,34 @@ class JobQuery:
     budget: ReadBudget = LISTING_BUDGET
 
 
+@dataclass(frozen=True, slots=True)
+class FeedEntry:
+    """An event of the tenant's feed and its position there (opaque outside the store, and
+    ordered: a later entry's position is greater)."""
+
+    position: str
+    event: StoredEvent
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPage:
+    entries: list[FeedEntry]
+    # Entries after the last one may be there already (another read finds them).
+    more: bool
+
+
+class FeedStorePort(Protocol):
+    """The tenant's feed (its events in commit order) and its named cursors."""
+
+    def entries_after(
+        self, tenant: str, after: str | None, *, horizon: int, limit: int
+    ) -> FeedPage: ...
+
+    def named_position(self, tenant: str, consumer: str) -> str | None: ...
+
+    def move_named(self, tenant: str, consumer: str, position: str, *, now: int) -> str: ...
+
+
 class CallbackStorePort(Protocol):
     """The callbacks of a job's events: their delivery state, claims and outcomes."""
 
@@ -193,18 +227,28 @@ class CallbackStorePort(Protocol):
     ) -> CallbackRecord | None: ...
 
     def mark_dead(
-        self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int, tenant: str | None
     ) -> CallbackRecord | None: ...
 
     def mark_dead_lettered(self, ref: IntentRef, *, now: int) -> bool: ...
 
     def postpone(self, ref: IntentRef, *, now: int, due: int) -> bool: ...
 
-    def revive(self, dead: CallbackRecord, *, now: int) -> CallbackRecord | None: ...
+    def revive(
+        self, dead: CallbackRecord, *, now: int, by_dispatcher: bool = False
+    ) -> CallbackRecord | None: ...
 
     def due(self, *, now: int) -> Iterator[IntentRef]: ...
 
     def dead(self) -> Iterator[CallbackRecord]: ...
+
+    def of_job(self, job_id: str, *, since: int) -> list[CallbackRecord]: ...
+
+    def dead_of_tenant(
+        self, tenant: str, *, start: StartKey | None, limit: int
+    ) -> tuple[list[CallbackRecord], StartKey | None]: ...
+
+    def is_dead_start_key(self, tenant: str, start: Mapping[str, Any]) -> bool: ...
 
 
 class JobStorePort(Protocol):
@@ -216,6 +260,12 @@ class JobStorePort(Protocol):
     def callbacks(self) -> CallbackStorePort:
         """The callbacks of this store's jobs (the same table)."""
 
+    def feed(self) -> FeedStorePort:
+        """The tenants' feeds of this store's events (the same table)."""
+
+    def is_feed_position(self, value: str) -> bool:
+        """Whether `value` is shaped like a position the feed writes."""
+
     # -- reads
 
     def get_job(self, job_id: str) -> JobRecord | None: ...
@@ -223,6 +273,8 @@ class JobStorePort(Protocol):
     def get_job_item(self, job_id: str) -> JobRecord | None: ...
 
     def get_result(self, record: JobRecord) -> dict[str, Any] | None: ...
+
+    def get_jobs(self, job_ids: list[str]) -> dict[str, JobRecord]: ...
 
     def events_after(
         self, job_id: str, after_sequence: int, limit: int, *, since: int = 0
