@@ -141,8 +141,12 @@ def _named_cursor(session: Session, after: str, end: str) -> None:
         check.expect(acked.get("through") == after, f"the ack answered {acked.get('through')}")
         resumed = check.status(read(session, {"consumer": name, "limit": 200}), 200)
         direct = check.status(read(session, {"after": after, "limit": 200}), 200)
+        # Jobs may still be writing events between the two reads: one is the other's start.
+        by_name = [e["event_id"] for e in resumed["events"]]
+        by_cursor = [e["event_id"] for e in direct["events"]]
+        shorter = min(len(by_name), len(by_cursor))
         check.expect(
-            [e["event_id"] for e in resumed["events"]] == [e["event_id"] for e in direct["events"]],
+            by_name[:shorter] == by_cursor[:shorter],
             "?consumer= did not resume after the acked cursor",
         )
         check.expect(end != after, "the run's events did not move the feed's end")
