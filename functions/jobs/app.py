@@ -1,5 +1,5 @@
-"""Job reads and cancel: capabilities, list, get, cancel, a job's callbacks, the tenant's dead
-callbacks; the OpenAPI document; the console's files; unknown routes."""
+"""Job reads and cancel: capabilities, list, get, cancel, a job's callbacks, the tenant's dead and
+pending callbacks; the OpenAPI document; the console's files; unknown routes."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def job_callbacks(rt: Runtime, tenant: str, request: Request) -> RouteResult:
     return 200, deliveries.job_callbacks(rt, tenant, request.path_parameter("job_id"))
 
 
-def dead_letters(rt: Runtime, tenant: str, request: Request) -> RouteResult:
-    return 200, deliveries.dead_letters(rt, tenant, request.query)
+def listed_callbacks(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, deliveries.listed_callbacks(rt, tenant, request.query)
 
 
 handler = http_handler(
@@ -50,7 +50,7 @@ handler = http_handler(
         "GET /jobs/{job_id}": get_job,
         "POST /jobs/{job_id}/cancel": cancel,
         "GET /jobs/{job_id}/callbacks": job_callbacks,
-        "GET /callbacks": dead_letters,
+        "GET /callbacks": listed_callbacks,
     },
     public={"GET /openapi.json": openapi},
     files={"GET /console": console_file, "GET /console/{proxy+}": console_file},

@@ -153,7 +153,7 @@ def test_dead_letters_are_listed_for_their_tenant_only_and_paged(
             "/callbacks?state=dead&limit=2" + (f"&cursor={cursor}" if cursor else "")
         )
         assert response.status == 200, response.body
-        validate(response.body, "DeadCallbackPage")
+        validate(response.body, "CallbackPage")
         listed += response.body["callbacks"]
         cursor = response.body.get("next_cursor")
         if cursor is None:
@@ -166,7 +166,7 @@ def test_dead_letters_are_listed_for_their_tenant_only_and_paged(
     first = api.get("/callbacks?limit=1").body["next_cursor"]
     assert other_tenant.get(f"/callbacks?cursor={first}").status == 400
     assert api.get(f"/callbacks?cursor={first[:-2]}xx").status == 400
-    assert api.get("/callbacks?state=pending").status == 400
+    assert api.get("/callbacks?state=delivered").status == 400
     assert api.get("/callbacks?limit=501").status == 400
 
 
@@ -239,3 +239,28 @@ def test_the_cli_lists_and_redrives_the_callers_dead_letters(
     assert run("dead-callbacks", url=base_url).stdout.strip() == "no dead callbacks"
     # The other tenant's dead letter was not touched.
     assert len(other_tenant.get("/callbacks").body["callbacks"]) == 1
+
+
+def test_pending_callbacks_are_those_waiting_after_a_failure(
+    both: Runtime, api: Api, other_tenant: Api, clock: Clock
+) -> None:
+    crt = both
+    with receiver(503, 204) as hook:
+        untried = submit(api, hook.url, "untried")
+        failing = submit(api, hook.url, "failing")
+        callbacks.deliver(crt, IntentRef(failing, 1))
+        (view,) = api.get("/callbacks?state=pending").body["callbacks"]
+        assert (view["job_id"], view["state"], view["last_status"]) == (failing, "retrying", 503)
+        assert untried not in [
+            c["job_id"] for c in api.get("/callbacks?state=pending").body["callbacks"]
+        ]
+        assert other_tenant.get("/callbacks?state=pending").body["callbacks"] == []
+        page = api.get("/callbacks?state=pending&limit=1").body
+        validate(page, "CallbackPage")
+        # A cursor of one list is no cursor of the other.
+        if "next_cursor" in page:
+            assert api.get(f"/callbacks?state=dead&cursor={page['next_cursor']}").status == 400
+        clock.advance(crt.settings.callback_retry_max_ms)
+        callbacks.deliver(crt, IntentRef(failing, 1))
+    # Delivered: off the list.
+    assert api.get("/callbacks?state=pending").body["callbacks"] == []

@@ -56,7 +56,7 @@ EXPECTED_DEFS = frozenset(
         "FeedAck",
         "Delivery",
         "JobDeliveries",
-        "DeadCallbackPage",
+        "CallbackPage",
         "RedriveRequest",
         "RedriveResult",
         "Locator",
@@ -621,7 +621,7 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
     },
     ("/events", "get"): {"200": "FeedPage", "400": None},
     ("/jobs/{job_id}/callbacks", "get"): {"200": "JobDeliveries", "404": None},
-    ("/callbacks", "get"): {"200": "DeadCallbackPage", "400": None},
+    ("/callbacks", "get"): {"200": "CallbackPage", "400": None},
     ("/callbacks/redrive", "post"): {
         "200": "RedriveResult",
         "400": None,

@@ -1,5 +1,6 @@
 """What a consumer sees of its callbacks' delivery (an extension of v1:
-`GET /jobs/{job_id}/callbacks`, `GET /callbacks?state=dead`, `POST /callbacks/redrive`). Pure."""
+`GET /jobs/{job_id}/callbacks`, `GET /callbacks?state=dead|pending`, `POST /callbacks/redrive`).
+Pure."""
 
 from __future__ import annotations
 
@@ -61,16 +62,17 @@ def job_deliveries(
     return document
 
 
-DEFAULT_DEAD_LIMIT: Final = 100
-MAX_DEAD_LIMIT: Final = 500
+DEFAULT_CALLBACKS_LIMIT: Final = 100
+MAX_CALLBACKS_LIMIT: Final = 500
 _CHECK_BYTES: Final = 8
 
 
-def dead_page(
+def callback_page(
     callbacks: Sequence[CallbackRecord], *, next_cursor: str | None, now: int
 ) -> dict[str, Any]:
-    """The body of `GET /callbacks?state=dead`: the tenant's dead callbacks, oldest death
-    first, each with its job; `next_cursor` while more follow."""
+    """The body of `GET /callbacks`: the tenant's dead callbacks (oldest death first) or its
+    pending ones (a failed attempt behind them; oldest event first), each with its job;
+    `next_cursor` while more follow."""
     page: dict[str, Any] = {
         "callbacks": [{"job_id": callback.job_id, **delivery(callback)} for callback in callbacks]
     }
@@ -87,14 +89,14 @@ def redrive_result(revived: int, *, more: bool, now: int) -> dict[str, Any]:
     return {"revived": revived, "more": more, "server_time": now}
 
 
-def encode_dead_cursor(tenant: str, start: Mapping[str, Any]) -> str:
-    """An opaque cursor of the tenant's dead-callback listing, bound to the tenant."""
+def encode_callbacks_cursor(tenant: str, start: Mapping[str, Any]) -> str:
+    """An opaque cursor of one of the tenant's callback listings, bound to the tenant."""
     text = json.dumps(start, separators=(",", ":"), sort_keys=True)
     raw = f"{text}|{_check(tenant, text)}".encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_dead_cursor(tenant: str, cursor: str) -> dict[str, Any]:
+def decode_callbacks_cursor(tenant: str, cursor: str) -> dict[str, Any]:
     """What a cursor of this tenant's listing carries; 400 for anything else."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
@@ -114,21 +116,26 @@ def _check(tenant: str, text: str) -> str:
     return hashlib.sha256(f"{tenant}\n{text}".encode()).digest()[:_CHECK_BYTES].hex()
 
 
-def parse_dead_query(query: Query) -> tuple[int, str | None]:
-    """`state` (dead), `limit` and `cursor` of `GET /callbacks`."""
+LISTED_STATES: Final = ("dead", "pending")
+
+
+def parse_callbacks_query(query: Query) -> tuple[str, int, str | None]:
+    """`state` (dead, the default, or pending), `limit` and `cursor` of `GET /callbacks`."""
     state = single(query, "state")
-    if state is not None and state != "dead":
-        raise invalid_params("state must be dead", detail={"field": "state"})
+    if state is None:
+        state = "dead"
+    if state not in LISTED_STATES:
+        raise invalid_params("state must be dead or pending", detail={"field": "state"})
     limit_text = single(query, "limit")
-    limit = DEFAULT_DEAD_LIMIT
+    limit = DEFAULT_CALLBACKS_LIMIT
     if limit_text is not None:
-        limit = parse_bounded(limit_text, "limit", 1, MAX_DEAD_LIMIT)
+        limit = parse_bounded(limit_text, "limit", 1, MAX_CALLBACKS_LIMIT)
     cursor = single(query, "cursor")
     if cursor is not None and cursor == "":
         raise invalid_params(
             "cursor must be a cursor this API returned", detail={"field": "cursor"}
         )
-    return limit, cursor
+    return state, limit, cursor
 
 
 def parse_redrive_body(body: Any) -> tuple[str | None, int | None]:

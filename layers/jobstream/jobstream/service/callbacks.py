@@ -86,7 +86,10 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
         retry_after_ms=retry_after_ms,
     )
     rt.callbacks.mark_retry(
-        intent, AttemptAnswer(verdict.status, verdict.error), next_attempt_at=finished_at + delay
+        intent,
+        AttemptAnswer(verdict.status, verdict.error),
+        next_attempt_at=finished_at + delay,
+        tenant=job.tenant,
     )
     observability.count("callbacks_retried")
     return AttemptResult(Disposition.RETRY, delay_ms=delay, outcome="retry")

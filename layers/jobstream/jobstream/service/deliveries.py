@@ -8,11 +8,11 @@ from typing import Any, Final
 from jobstream import observability
 from jobstream.domain import CallbackRecord, CallbackState
 from jobstream.protocol.deliveries import (
-    dead_page,
-    decode_dead_cursor,
-    encode_dead_cursor,
+    callback_page,
+    decode_callbacks_cursor,
+    encode_callbacks_cursor,
     job_deliveries,
-    parse_dead_query,
+    parse_callbacks_query,
     parse_redrive_body,
     redrive_result,
 )
@@ -20,6 +20,7 @@ from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.queries import Query
 from jobstream.runtime import Runtime
 from jobstream.service.ownership import load_owned_job
+from jobstream.store.ports import TenantCallbacks
 
 
 def job_callbacks(rt: Runtime, tenant: str, job_id: str) -> dict[str, Any]:
@@ -34,20 +35,25 @@ REDRIVE_BATCH: Final = 1000
 _READ: Final = 100
 
 
-def dead_letters(rt: Runtime, tenant: str, query: Query) -> dict[str, Any]:
-    """The tenant's dead callbacks, oldest death first, a page at a time."""
-    limit, cursor = parse_dead_query(query)
+# Each listing's store list.
+_LISTS: Final = {"dead": TenantCallbacks.DEAD, "pending": TenantCallbacks.PENDING}
+
+
+def listed_callbacks(rt: Runtime, tenant: str, query: Query) -> dict[str, Any]:
+    """The tenant's dead (or pending) callbacks, a page at a time."""
+    state, limit, cursor = parse_callbacks_query(query)
+    listed = _LISTS[state]
     start = None
     if cursor is not None:
-        start = decode_dead_cursor(tenant, cursor)
-        if not rt.callbacks.is_dead_start_key(tenant, start):
+        start = decode_callbacks_cursor(tenant, cursor)
+        if not rt.callbacks.is_start_key(tenant, listed, start):
             raise invalid_params(
                 "cursor must be a cursor this API returned for this consumer",
                 detail={"field": "cursor"},
             )
-    records, after = rt.callbacks.dead_of_tenant(tenant, start=start, limit=limit)
-    next_cursor = encode_dead_cursor(tenant, after) if after is not None else None
-    return dead_page(records, next_cursor=next_cursor, now=rt.clock())
+    records, after = rt.callbacks.of_tenant(tenant, listed, start=start, limit=limit)
+    next_cursor = encode_callbacks_cursor(tenant, after) if after is not None else None
+    return callback_page(records, next_cursor=next_cursor, now=rt.clock())
 
 
 def redrive(rt: Runtime, tenant: str, body: Any) -> dict[str, Any]:
@@ -67,7 +73,9 @@ def redrive(rt: Runtime, tenant: str, body: Any) -> dict[str, Any]:
     revived = 0
     start = None
     while revived < REDRIVE_BATCH:
-        records, start = rt.callbacks.dead_of_tenant(tenant, start=start, limit=_READ)
+        records, start = rt.callbacks.of_tenant(
+            tenant, TenantCallbacks.DEAD, start=start, limit=_READ
+        )
         for callback in records:
             if since is None or (callback.dead_at or 0) >= since:
                 revived += _revive(rt, callback, now)

@@ -43,6 +43,14 @@ _OPTIONAL: Final = (
 )
 
 
+# What each of a tenant's lists holds (a callback that has moved on stays until the index
+# catches up, and is left out).
+_LISTED_STATES: Final = {
+    keys.TenantCallbacks.DEAD: frozenset({CallbackState.DEAD}),
+    keys.TenantCallbacks.PENDING: frozenset(
+        {CallbackState.PENDING, CallbackState.IN_FLIGHT, CallbackState.RETRY_WAIT}
+    ),
+}
 _JOB_ID: Final = r"(job_[A-Za-z0-9_-]{32})"
 _DEAD_JOB: Final = re.compile(rf"JOB#{_JOB_ID}")
 _DEAD_PLACE: Final = re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#{_JOB_ID}#[0-9]{{1,10}}")
@@ -181,24 +189,36 @@ class CallbackStore(TableStore):
         return self._close(
             intent,
             "#state = :delivered, delivered_at = :now, last_status = :status",
-            "lease_until, last_error, sweep_pk, sweep_sk",
+            # Off its tenant's list of retrying callbacks, if it was on it.
+            "lease_until, last_error, sweep_pk, sweep_sk, gsi2pk, gsi2sk",
             {":delivered": CallbackState.DELIVERED, ":now": now, ":status": status},
         )
 
     def mark_retry(
-        self, intent: CallbackRecord, answer: AttemptAnswer, *, next_attempt_at: int
+        self,
+        intent: CallbackRecord,
+        answer: AttemptAnswer,
+        *,
+        next_attempt_at: int,
+        tenant: str | None = None,
     ) -> CallbackRecord | None:
-        return self._finish(
-            intent,
+        """Waiting for its next attempt; on its tenant's list of retrying callbacks (`tenant`),
+        by its event's time: written once, at its first failure (the key stays)."""
+        update = (
             "SET #state = :retry_wait, next_attempt_at = :next, last_status = :status, "
-            "last_error = :error, sweep_sk = :due REMOVE lease_until",
-            {
-                ":retry_wait": CallbackState.RETRY_WAIT,
-                ":next": next_attempt_at,
-                ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, intent.ref.item_id),
-                **_answer(answer),
-            },
+            "last_error = :error, sweep_sk = :due"
         )
+        values: dict[str, Any] = {
+            ":retry_wait": CallbackState.RETRY_WAIT,
+            ":next": next_attempt_at,
+            ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, intent.ref.item_id),
+            **_answer(answer),
+        }
+        if tenant is not None:
+            update += ", gsi2pk = :listed, gsi2sk = :placed"
+            values[":listed"] = keys.tenant_callbacks_pk(tenant, keys.TenantCallbacks.PENDING)
+            values[":placed"] = keys.sweep_sk(intent.created_at, intent.ref.item_id)
+        return self._finish(intent, f"{update} REMOVE lease_until", values)
 
     def mark_dead(
         self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int, tenant: str | None
@@ -219,7 +239,7 @@ class CallbackStore(TableStore):
         }
         if tenant is not None:
             assignments += ", gsi2pk = :tenant_dead, gsi2sk = :dead_sk"
-            values[":tenant_dead"] = keys.tenant_dead_pk(tenant)
+            values[":tenant_dead"] = keys.tenant_callbacks_pk(tenant, keys.TenantCallbacks.DEAD)
         return self._close(intent, assignments, "lease_until", values)
 
     def mark_dead_lettered(self, ref: IntentRef, *, now: int) -> bool:
@@ -332,16 +352,22 @@ class CallbackStore(TableStore):
                 return records
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
-    def dead_of_tenant(
-        self, tenant: str, *, start: StartKey | None, limit: int
+    def of_tenant(
+        self,
+        tenant: str,
+        listed: keys.TenantCallbacks,
+        *,
+        start: StartKey | None,
+        limit: int,
     ) -> tuple[list[CallbackRecord], StartKey | None]:
-        """Up to `limit` of the tenant's dead callbacks, oldest death first, from `start`; and
-        where the next read starts (None: no more)."""
+        """Up to `limit` of the tenant's callbacks on one list (dead, oldest death first;
+        retrying, oldest event first) from `start`; and where the next read starts (None: no
+        more). An entry whose callback has moved on since (the index lags) is left out."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": keys.CORRELATION_INDEX,
             "KeyConditionExpression": "gsi2pk = :pk",
-            "ExpressionAttributeValues": to_item({":pk": keys.tenant_dead_pk(tenant)}),
+            "ExpressionAttributeValues": to_item({":pk": keys.tenant_callbacks_pk(tenant, listed)}),
             "Limit": limit,
             "ReturnConsumedCapacity": "TOTAL",
         }
@@ -350,10 +376,11 @@ class CallbackStore(TableStore):
         response = self.client.query(**request)
         wanted = [{keys.PK: item[keys.PK], keys.SK: item[keys.SK]} for item in response["Items"]]
         found = batch_get(self.client, self.table_name, wanted, consistent=True)
+        states = _LISTED_STATES[listed]
         records = {
             record.ref: record
             for record in map(_record, found)
-            if record is not None and record.state == CallbackState.DEAD
+            if record is not None and record.state in states
         }
         refs = [
             IntentRef(keys.job_id_of(key[keys.PK]["S"]), keys.sequence_of(key[keys.SK]["S"]))
@@ -361,8 +388,10 @@ class CallbackStore(TableStore):
         ]
         return [records[ref] for ref in refs if ref in records], response.get("LastEvaluatedKey")
 
-    def is_dead_start_key(self, tenant: str, start: Mapping[str, Any]) -> bool:
-        """Whether `start` is a place in the tenant's dead list that `dead_of_tenant` could have
+    def is_start_key(
+        self, tenant: str, listed: keys.TenantCallbacks, start: Mapping[str, Any]
+    ) -> bool:
+        """Whether `start` is a place in the tenant's list that `of_tenant` could have
         answered (a client's text: anything else must be a 400, never a request DynamoDB
         refuses or a read of another tenant's list)."""
         if set(start) != {"gsi2pk", "gsi2sk", keys.PK, keys.SK}:
@@ -373,7 +402,7 @@ class CallbackStore(TableStore):
         job = _DEAD_JOB.fullmatch(start[keys.PK]["S"])
         place = _DEAD_PLACE.fullmatch(start["gsi2sk"]["S"])
         return (
-            start["gsi2pk"]["S"] == keys.tenant_dead_pk(tenant)
+            start["gsi2pk"]["S"] == keys.tenant_callbacks_pk(tenant, listed)
             and job is not None
             and place is not None
             and place.group(1) == job.group(1)

@@ -11,10 +11,10 @@
 and its result together.
 
 GSIs: `by_tenant` (tenant's jobs, newest first), `by_correlation` (sparse: jobs with a
-correlation id, and each tenant's dead callbacks under `T#<tenant>#D`), both projecting `status`
-only (a listing reads the jobs from the table), `sweep` (sparse: work a sweep must find, oldest
-first), and `feed` (every protocol event of a tenant in the order it committed, over
-FEED_SHARDS partitions; service/feed.py).
+correlation id, and each tenant's dead and retrying callbacks under `T#<tenant>#D` and `#R`),
+both projecting `status` only (a listing reads the jobs from the table), `sweep` (sparse: work a
+sweep must find, oldest first), and `feed` (every protocol event of a tenant in the order it
+committed, over FEED_SHARDS partitions; service/feed.py).
 
 Write sharding (docs/capacity.md): a tenant's jobs are spread over TENANT_SHARDS partitions of
 `by_tenant`, and each kind of sweep backlog over SWEEP_SHARDS partitions of `sweep`, by a hash of
@@ -156,10 +156,16 @@ def intent_item_id(job_id: str, sequence: int) -> str:
     return IntentRef(job_id, sequence).item_id
 
 
-def tenant_dead_pk(tenant: str) -> str:
-    """The `by_correlation` partition of the tenant's dead callbacks (`#D`: never a
-    correlation id's `#C#`), oldest death first: GET /callbacks?state=dead."""
-    return f"T#{check_tenant_name(tenant)}#D"
+class TenantCallbacks(StrEnum):
+    """A tenant's own list of callbacks in one state, in the `by_correlation` index under
+    `T#<tenant>#<letter>` (never a correlation id's `#C#`): GET /callbacks?state=."""
+
+    DEAD = "D"  # their attempts spent, oldest death first
+    PENDING = "R"  # a failed attempt behind them, waiting for the next, oldest event first
+
+
+def tenant_callbacks_pk(tenant: str, listed: TenantCallbacks) -> str:
+    return f"T#{check_tenant_name(tenant)}#{listed.value}"
 
 
 def feed_pk(tenant: str, job_id: str) -> str:

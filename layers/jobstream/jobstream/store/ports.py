@@ -22,6 +22,7 @@ from jobstream.errors import JobstreamError
 from jobstream.store import budgets, keys
 from jobstream.store.client import error_code
 from jobstream.store.cursor import StartKey, decode_cursor, encode_cursor
+from jobstream.store.keys import TenantCallbacks
 from jobstream.store.shards import ReadBudget
 from jobstream.store.stream_images import NewItems, NewJob, new_items
 
@@ -52,6 +53,7 @@ __all__ = [
     "StaleJobError",
     "StartKey",
     "StateChange",
+    "TenantCallbacks",
     "budgets",
     "decode_cursor",
     "encode_cursor",
@@ -223,7 +225,12 @@ class CallbackStorePort(Protocol):
     ) -> CallbackRecord | None: ...
 
     def mark_retry(
-        self, intent: CallbackRecord, answer: AttemptAnswer, *, next_attempt_at: int
+        self,
+        intent: CallbackRecord,
+        answer: AttemptAnswer,
+        *,
+        next_attempt_at: int,
+        tenant: str | None = None,
     ) -> CallbackRecord | None: ...
 
     def mark_dead(
@@ -244,11 +251,13 @@ class CallbackStorePort(Protocol):
 
     def of_job(self, job_id: str, *, since: int) -> list[CallbackRecord]: ...
 
-    def dead_of_tenant(
-        self, tenant: str, *, start: StartKey | None, limit: int
+    def of_tenant(
+        self, tenant: str, listed: TenantCallbacks, *, start: StartKey | None, limit: int
     ) -> tuple[list[CallbackRecord], StartKey | None]: ...
 
-    def is_dead_start_key(self, tenant: str, start: Mapping[str, Any]) -> bool: ...
+    def is_start_key(
+        self, tenant: str, listed: TenantCallbacks, start: Mapping[str, Any]
+    ) -> bool: ...
 
 
 class JobStorePort(Protocol):
