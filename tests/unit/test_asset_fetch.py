@@ -17,6 +17,7 @@ import responses
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from jobstream.config.targets import Target
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes import registry
 from jobstream.jobtypes.asset_fetch import executor
 from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig, load_config
@@ -60,7 +61,7 @@ def refused(params: Any) -> ProtocolError:
         )
     error = caught.value
     assert error.code is ErrorCode.INVALID_PARAMS
-    assert error.status == 400
+    assert http_status(error) == 400
     validate_error(error.body())
     return error
 

@@ -28,6 +28,7 @@ from jobstream.jobtypes.sources.catalog import (
     catalog_path,
     load_catalog,
 )
+from jobstream.protocol.errors import Reason
 from tests.support.job_runs import RecordingContext
 from tests.support.validation import validate
 
@@ -47,7 +48,7 @@ class FakeSource:
         self.requests.append(request)
         for index, work in enumerate(self.works):
             if self.fail_after is not None and index >= self.fail_after:
-                raise SourceError("rate_limited", "slow down")
+                raise SourceError(Reason.RATE_LIMITED, "slow down")
             self.yielded += 1
             yield work
 
@@ -325,7 +326,7 @@ def test_matched_tags_sources() -> None:
 def test_no_candidate_when_nothing_matched() -> None:
     context = RecordingContext()
     outcome = run(make_plan(), FakeSource([]), context)
-    assert outcome == Outcome(reason="no_candidate", message=outcome.message)
+    assert outcome == Outcome(reason=Reason.NO_CANDIDATE, message=outcome.message)
     assert outcome.message
     assert ("ranking", None) not in context.progress_log
 
@@ -359,13 +360,13 @@ def test_source_error_maps_to_its_reason() -> None:
     outcome = run(
         make_plan(limit=5), FakeSource([work("1"), work("2")], fail_after=1), RecordingContext()
     )
-    assert outcome == Outcome(reason="rate_limited", message="slow down")
+    assert outcome == Outcome(reason=Reason.RATE_LIMITED, message="slow down")
 
 
 def test_source_error_raised_at_search_time() -> None:
     class Broken:
         def search(self, request: SearchRequest) -> Iterator[Work]:
-            raise SourceError("auth_failed", "bad token")
+            raise SourceError(Reason.AUTH_FAILED, "bad token")
 
     assert run(make_plan(), Broken(), RecordingContext()) == Outcome(
         reason="auth_failed", message="bad token"

@@ -10,6 +10,7 @@ import pytest
 
 from jobstream.config.targets import TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes import registry
 from jobstream.lifecycle.transitions import terminal_status_for
 from jobstream.protocol import documents
@@ -699,7 +700,13 @@ def caps(*targets: dict[str, Any], fallback: int = 1_800_000) -> dict[str, Any]:
 def test_capabilities_document() -> None:
     document = caps(target("bot1-illust", timeout_ms=1_200_000))
     validate(document, "Capabilities")
-    assert list(document) == ["protocol_versions", "job_types", "limits", "server_time"]
+    assert list(document) == [
+        "protocol_versions",
+        "job_types",
+        "limits",
+        "extensions",
+        "server_time",
+    ]
     assert document["protocol_versions"] == ["1"]
     assert document["server_time"] == NOW
     # One declaration per registered job type, in the registry's order.
@@ -816,7 +823,7 @@ def test_documents_do_not_alias_the_record() -> None:
 
 
 def assert_query_error(error: ProtocolError, message: str, detail: dict[str, Any] | None) -> None:
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.message == message
     assert error.detail == detail
@@ -959,7 +966,7 @@ def test_list_query_bad_limits(values: list[str]) -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_list_query({"limit": values})
     error = caught.value
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.detail == {"field": "limit"}
     assert "limit" in error.message
@@ -978,7 +985,7 @@ def test_list_query_bad_status(values: list[str]) -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_list_query({"status": values})
     error = caught.value
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.detail == {"field": "status"}
     validate_error(error.body())

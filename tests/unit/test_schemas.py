@@ -25,7 +25,7 @@ from jobstream.domain import JobRecord, StoredEvent
 from jobstream.http.caching import private_max_age, weak_etag
 from jobstream.jobtypes import registry
 from jobstream.protocol import documents
-from jobstream.protocol.errors import ErrorCode, ProtocolError, Reason, invalid_params
+from jobstream.protocol.errors import ErrorCode, ErrorKind, ProtocolError, Reason, invalid_params
 from jobstream.protocol.events import EventKind, EventType
 from jobstream.protocol.queries import JOB_STATUSES
 from jobstream_local.template import Template
@@ -52,6 +52,14 @@ EXPECTED_DEFS = frozenset(
         "EventPage",
         "AckRequest",
         "AckResult",
+        "FeedPage",
+        "FeedAckRequest",
+        "FeedAck",
+        "Delivery",
+        "JobDeliveries",
+        "CallbackPage",
+        "RedriveRequest",
+        "RedriveResult",
         "Locator",
         "Asset",
         "MatchedTag",
@@ -62,7 +70,8 @@ EXPECTED_DEFS = frozenset(
         "JobReceipt",
     }
 )
-CLOSED_DEFS = frozenset({"ErrorEnvelope", "JobReceipt"})
+# RedriveRequest too: an unknown (misspelt) field must not redrive every dead callback.
+CLOSED_DEFS = frozenset({"ErrorEnvelope", "JobReceipt", "RedriveRequest"})
 FIXTURE_DEFS = {
     "task": "Task",
     "job": "Job",
@@ -450,7 +459,8 @@ def test_produced_error_envelopes_validate(code: ErrorCode) -> None:
 
 def test_request_errors_validate() -> None:
     _assert_valid(
-        invalid_params("no", status=413, detail={"limit_bytes": 1}).body(), "ErrorEnvelope"
+        invalid_params("no", kind=ErrorKind.TOO_LARGE, detail={"limit_bytes": 1}).body(),
+        "ErrorEnvelope",
     )
 
 
@@ -601,6 +611,7 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
         "409": None,
         "413": None,
         "415": None,
+        "429": None,
     },
     ("/jobs", "get"): {"200": "JobPage", "400": None},
     ("/jobs/{job_id}", "get"): {"200": "Job", "404": None},
@@ -613,6 +624,17 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
         "413": None,
         "415": None,
     },
+    ("/events", "get"): {"200": "FeedPage", "400": None},
+    ("/jobs/{job_id}/callbacks", "get"): {"200": "JobDeliveries", "404": None},
+    ("/callbacks", "get"): {"200": "CallbackPage", "400": None},
+    ("/callbacks/redrive", "post"): {
+        "200": "RedriveResult",
+        "400": None,
+        "404": None,
+        "413": None,
+        "415": None,
+    },
+    ("/events/ack", "post"): {"200": "FeedAck", "400": None, "413": None, "415": None},
 }
 
 
@@ -778,6 +800,8 @@ def test_openapi_request_bodies() -> None:
     assert bodies == {
         ("/jobs", "post"): "Task",
         ("/jobs/{job_id}/events/ack", "post"): "AckRequest",
+        ("/events/ack", "post"): "FeedAckRequest",
+        ("/callbacks/redrive", "post"): "RedriveRequest",
     }
 
 

@@ -17,6 +17,7 @@ from jobstream.config.settings import (
     parse_api_tokens,
 )
 from jobstream.config.targets import TargetsFile
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes import registry
 from jobstream.jobtypes.candidate_search.params import CandidateSearchParams, parse_params
 from jobstream.jobtypes.candidate_search.settings import search_settings
@@ -125,7 +126,7 @@ def test_an_unavailable_account_is_refused(
 ) -> None:
     file = targets_file(target("a"), account=configured) if configured is not None else ONE
     error = refused(check_account, search(source={"account": requested}), file)
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.message == f"account '{wanted}' is not available in this deployment"
     assert error.detail == {
         "reason": "account_unavailable",
@@ -162,7 +163,7 @@ def test_a_selector_is_matched_after_trimming() -> None:
 @pytest.mark.parametrize("selector", ["nope", "BOT1-ILLUST", "bot1", "bot1-illust-x"])
 def test_an_unknown_selector_is_404(selector: str) -> None:
     error = refused(resolve_target, search(target_id=selector), FOUR.enabled)
-    assert error.status == 404
+    assert http_status(error) == 404
     assert error.message == "unknown target"
     assert error.detail == {"reason": "unknown_target", "target_id": selector}
 
@@ -170,14 +171,14 @@ def test_an_unknown_selector_is_404(selector: str) -> None:
 def test_a_selector_naming_a_disabled_target_is_unknown() -> None:
     file = targets_file(target("live"), target("retired", enabled=False))
     error = refused(resolve_target, search(target_id="retired"), file.enabled)
-    assert error.status == 404
+    assert http_status(error) == 404
     assert error.detail == {"reason": "unknown_target", "target_id": "retired"}
 
 
 def test_a_selector_matching_two_enabled_targets_is_ambiguous() -> None:
     file = targets_file(target("twin"), target("other"), target("twin", work_type="novel"))
     error = refused(resolve_target, search(target_id="twin"), file.enabled)
-    assert error.status == 409
+    assert http_status(error) == 409
     assert error.message == "ambiguous target"
     assert error.detail == {"reason": "ambiguous_target", "target_id": "twin"}
 
@@ -195,7 +196,7 @@ def test_several_enabled_targets_without_a_selector_are_ambiguous() -> None:
         target("m-middle"),
     )
     error = refused(resolve_target, search(), file.enabled)
-    assert error.status == 409
+    assert http_status(error) == 409
     assert error.message == "more than one candidate search target is configured"
     # config order, not sorted, and disabled targets are not listed
     assert error.detail == {
@@ -210,14 +211,14 @@ def test_several_enabled_targets_without_a_selector_are_ambiguous() -> None:
 )
 def test_no_enabled_target_is_400(file: TargetsFile) -> None:
     error = refused(resolve_target, search(), file.enabled)
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.message == "no candidate search target is configured"
     assert error.detail == {"reason": "no_eligible_target"}
 
 
 def test_a_selector_with_no_enabled_targets_is_unknown() -> None:
     error = refused(resolve_target, search(target_id="x"), targets_file().enabled)
-    assert error.status == 404
+    assert http_status(error) == 404
     assert error.detail == {"reason": "unknown_target", "target_id": "x"}
 
 
@@ -261,7 +262,7 @@ def test_work_types_excluding_the_target_type_are_refused(
     file = targets_file(target("t", work_type=target_type))
     request = search(constraints={"work_types": work_types})
     error = refused(check_work_type, request, resolve_target(request, file.enabled))
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.message == f"work_types {listed} does not include the configured target work type"
     assert error.detail == {"reason": "work_type_not_available", "target_type": target_type}
 
@@ -300,9 +301,9 @@ def test_the_account_is_checked_before_the_target() -> None:
 
 def test_the_target_is_checked_before_the_work_type() -> None:
     unknown = search(target_id="nope", constraints={"work_types": ["video"]})
-    assert refused(admit_target, unknown, FOUR, CANDIDATE_SEARCH).status == 404
+    assert http_status(refused(admit_target, unknown, FOUR, CANDIDATE_SEARCH)) == 404
     ambiguous = search(constraints={"work_types": ["video"]})
-    assert refused(admit_target, ambiguous, FOUR, CANDIDATE_SEARCH).status == 409
+    assert http_status(refused(admit_target, ambiguous, FOUR, CANDIDATE_SEARCH)) == 409
 
 
 def test_the_work_type_is_checked_against_the_selected_target() -> None:

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from jobstream.config.targets import Target, TargetsFile
 from jobstream.jobtypes.context import ExecutionContext
 from jobstream.jobtypes.targeting import resolve_target
+from jobstream.protocol.errors import Reason
 from jobstream.protocol.task import ParsedParams
 
 ResultFits = Callable[[dict[str, Any]], bool]
@@ -29,10 +30,10 @@ ResultFits = Callable[[dict[str, Any]], bool]
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """Exactly one of `result` (succeeded) or `reason` (an internal reason code) is set."""
+    """Exactly one of `result` (succeeded) or `reason` (the internal reason it failed) is set."""
 
     result: dict[str, Any] | None = None
-    reason: str | None = None
+    reason: Reason | None = None
     message: str | None = None
 
 
@@ -87,8 +88,9 @@ class JobType(ABC):
     - `parse_params` validates and normalizes `Task.params`; it raises `ProtocolError`
       (`invalid_params`, HTTP 400) in the job type's own order and words.
     - `select_target` applies the target rules and returns the configured target that serves
-      the job (ProtocolError 400/404/409 otherwise); by default the enabled target serving the
-      type that `target_id` names, else the only one; None for a type without targets.
+      the job (a ProtocolError of kind invalid, not_found or conflict otherwise); by default
+      the enabled target serving the type that `target_id` names, else the only one; None for a
+      type without targets.
     - `run` executes a job (see `JobRun`); JobInterruptedError from `checkpoint()` propagates.
       Heavy clients are imported inside it, so admission never pays for them.
     - `result_model()` returns the model every result is checked against before it is recorded

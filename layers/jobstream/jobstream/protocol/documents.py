@@ -14,6 +14,7 @@ from jobstream.protocol.errors import (
 )
 from jobstream.protocol.events import TERMINAL_KINDS, EventType, event_id, protocol_type
 from jobstream.protocol.pages import fill_page
+from jobstream.protocol.queries import MAX_FEED_LIMIT, MAX_FEED_WAIT_MS
 from jobstream.protocol.task import PROTOCOL_VERSION
 
 PAGE_SIZE: Final = 200
@@ -277,6 +278,23 @@ def capabilities(
     if limits:
         # Per job type, so a consumer can size a Task before it is refused (e.g. asset counts).
         document["limits"] = {"job_types": limits}
+    # What this producer serves beyond v1, by name (the closed `features` list cannot say it).
+    document["extensions"] = {
+        "event_feed": {
+            "version": 1,
+            "feed": "/events",
+            "ack": "/events/ack",
+            "max_limit": MAX_FEED_LIMIT,
+            "max_wait_ms": MAX_FEED_WAIT_MS,
+            "named_cursors": True,
+        },
+        "deliveries": {
+            "version": 1,
+            "job_callbacks": "/jobs/{job_id}/callbacks",
+            "dead_letters": "/callbacks",
+            "redrive": "/callbacks/redrive",
+        },
+    }
     document["server_time"] = now
     return document
 

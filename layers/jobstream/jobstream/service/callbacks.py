@@ -69,7 +69,8 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     body = callback_body(job, intent, now, words=registry) if job is not None else None
     if job is None or body is None:
         # Nothing left to send: the job is gone (past its retention).
-        return _dead(rt, intent, AttemptAnswer(None, "the job no longer exists"), now=now)
+        answer = AttemptAnswer(None, "the job no longer exists")
+        return _dead(rt, intent, answer, now=now, tenant=None)
     verdict, retry_after_ms = _attempt(rt, intent, job, body)
     finished_at = rt.clock()
     if verdict.outcome is Outcome.DELIVERED:
@@ -78,7 +79,7 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
         return AttemptResult(Disposition.DONE, outcome="delivered")
     if verdict.outcome is Outcome.DEAD or intent.attempts >= intent.max_attempts:
         answer = AttemptAnswer(verdict.status, verdict.error)
-        return _dead(rt, intent, answer, now=finished_at)
+        return _dead(rt, intent, answer, now=finished_at, tenant=job.tenant)
     delay = retry_delay_ms(
         intent.attempts,
         base_ms=settings.callback_retry_base_ms,
@@ -86,14 +87,20 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
         retry_after_ms=retry_after_ms,
     )
     rt.callbacks.mark_retry(
-        intent, AttemptAnswer(verdict.status, verdict.error), next_attempt_at=finished_at + delay
+        intent,
+        AttemptAnswer(verdict.status, verdict.error),
+        next_attempt_at=finished_at + delay,
+        tenant=job.tenant,
     )
     observability.count("callbacks_retried")
     return AttemptResult(Disposition.RETRY, delay_ms=delay, outcome="retry")
 
 
-def _dead(rt: Runtime, intent: CallbackRecord, answer: AttemptAnswer, *, now: int) -> AttemptResult:
-    rt.callbacks.mark_dead(intent, answer, now=now)
+def _dead(
+    rt: Runtime, intent: CallbackRecord, answer: AttemptAnswer, *, now: int, tenant: str | None
+) -> AttemptResult:
+    """Dead, listed for its tenant (`tenant`: its job's; None when the job is gone)."""
+    rt.callbacks.mark_dead(intent, answer, now=now, tenant=tenant)
     observability.count("callbacks_dead_lettered")
     return _send_dead_letter(rt, intent.ref, now=now)
 
@@ -143,7 +150,9 @@ def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
     if abandoned and current.attempts >= current.max_attempts:
         # The last attempt never recorded its outcome (its invocation died): no budget is left.
         answer = AttemptAnswer(None, "attempt_abandoned: the last attempt ended without an outcome")
-        return _dead(rt, current, answer, now=now)
+        job = rt.store.get_job_item(ref.job_id)
+        tenant = job.tenant if job is not None and job.created_at <= current.created_at else None
+        return _dead(rt, current, answer, now=now, tenant=tenant)
     # Another attempt holds it (or took it since); if that one dies, the sweep re-sends it
     # after its lease.
     return AttemptResult(Disposition.DONE, outcome="held")

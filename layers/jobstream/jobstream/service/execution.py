@@ -42,7 +42,7 @@ __all__ = [
     "handle_work_batch",
 ]
 
-logger = logging.getLogger("jobstream.execution")
+logger = logging.getLogger(__name__)
 
 PROGRESS_MIN_INTERVAL_MS: Final = 5_000
 MAX_PROGRESS_EVENTS: Final = 50
@@ -291,12 +291,12 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
             outcome = run_job(registry.checked_targets(rt.targets()), claimed, lease)
         except DeadlineReachedError:
             outcome = Outcome(
-                reason=Reason.EXECUTION_TIMEOUT.value, message="the job passed its deadline"
+                reason=Reason.EXECUTION_TIMEOUT, message="the job passed its deadline"
             )
         except JobInterruptedError:
             return "interrupted"
         except Exception:
             logger.exception("executor failed", extra={"job_id": job_id})
-            outcome = Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")
+            outcome = Outcome(reason=Reason.INTERNAL_ERROR, message="internal error")
         claimed = lease.record
     return complete(rt, claimed, owner, outcome)

@@ -65,7 +65,7 @@ class CatalogAssets:
     def assets_of(self, work_id: str) -> tuple[SourceAsset, ...]:
         work = self._catalog.work(work_id)
         if work is None:
-            raise SourceError(Reason.METADATA_FAILED.value, f"work {work_id} is not in the catalog")
+            raise SourceError(Reason.METADATA_FAILED, f"work {work_id} is not in the catalog")
         return work.assets
 
     def read(self, asset: SourceAsset, max_bytes: int, checkpoint: Callable[[], None]) -> Read:
@@ -83,9 +83,7 @@ class CatalogAssets:
         )
         if found is not None:
             return found
-        raise SourceError(
-            Reason.DOWNLOAD_FAILED.value, f"asset {asset.asset_id} is not in the catalog"
-        )
+        raise SourceError(Reason.DOWNLOAD_FAILED, f"asset {asset.asset_id} is not in the catalog")
 
 
 class PixivAssets:
