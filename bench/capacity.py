@@ -5,8 +5,8 @@ key_write_units). DynamoDB gives one partition key at most 1,000 write units per
 global secondary index's writes counting against the index's own partition; a key kind spread
 over n shards by a hash of the job id holds n times that. So a key kind holds
 `n * 1000 / (its write units per job)` jobs per second: per tenant for `by_tenant`, per
-correlation id for `by_correlation`, per job for the table's own `JOB#<job_id>`, in total for
-the sweep's backlogs.
+correlation id for `by_correlation`, per job for the table's own `JOB#<job_id>`, per tenant
+with quotas for its counter `QUOTA#<tenant>`, in total for the sweep's backlogs.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 PARTITION_WRITE_UNITS_PER_S: Final = 1_000
 GOAL_ADMISSIONS_PER_S: Final = 1_000
 TABLE: Final = "table"
+QUOTA_KIND: Final = "QUOTA#<tenant>"
 
 
 def partition_kind(where: str, value: str) -> str:
@@ -32,12 +33,16 @@ def partition_kind(where: str, value: str) -> str:
         return "T#<tenant>#C#<correlation_id>"
     if where == keys.SWEEP_INDEX:
         return keys.sweep_kind(value)
+    if value.startswith("QUOTA#"):
+        return QUOTA_KIND
     return "JOB#<job_id>"
 
 
 # Per kind: how many shards it has, and for whom its capacity counts.
 SHARDS: Final[dict[tuple[str, str], tuple[int, str]]] = {
     (TABLE, "JOB#<job_id>"): (1, "per job"),
+    # A tenant with quotas: its one counter item (store/quotas.py).
+    (TABLE, QUOTA_KIND): (1, "per tenant with quotas"),
     (keys.TENANT_INDEX, "T#<tenant>"): (keys.TENANT_SHARDS, "per tenant"),
     (keys.CORRELATION_INDEX, "T#<tenant>#C#<correlation_id>"): (1, "per correlation id"),
     **{
@@ -94,7 +99,7 @@ def report_lines(costs: list[JobCost], table_name: str) -> list[str]:
     ]
     for cost in costs:
         for row in capacities(cost, table_name):
-            if row.where == TABLE:
+            if row.where == TABLE and row.kind != QUOTA_KIND:
                 # One partition per job: its writes are spread over the job's life.
                 holds, at_goal = "one job per key", "-"
             else:

@@ -14,7 +14,7 @@ own, never billed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from bench.billing import Bill, BillingMeter, Table
@@ -32,6 +32,7 @@ PRICE_PER_MILLION: Final[dict[str, float]] = {
     "HTTP API request": 1.00,
 }
 TABLE_NAME: Final = "cost-jobs"
+QUOTAS_SCENARIO: Final = "1-candidate result, tenant with quotas"
 # Lambda compute, arm64, per GB-second.
 LAMBDA_GB_SECOND: Final = 0.0000133334
 
@@ -93,9 +94,15 @@ class Life:
 
 
 def job_lifetime_costs(life: Life) -> list[JobCost]:
-    """The 1-candidate and the 20-candidate job, each measured over its whole life."""
+    """The 1-candidate and the 20-candidate job, each measured over its whole life; the first
+    again for a tenant with quotas (its counter charged at admission, released at the end)."""
     return [
         _one_job(life, "1-candidate result", {"target_id": "demo-illustration"}),
+        _one_job(
+            replace(life, rt=_with_quotas(life.rt)),
+            QUOTAS_SCENARIO,
+            {"target_id": "demo-illustration"},
+        ),
         _one_job(
             life,
             "20-candidate result",
@@ -106,6 +113,20 @@ def job_lifetime_costs(life: Life) -> list[JobCost]:
             },
         ),
     ]
+
+
+def _with_quotas(rt: Any) -> Any:
+    """`rt` with its tenant under both quotas (well above one job: the charge is measured, not
+    a refusal)."""
+    from jobstream.config.tenants import TenantQuotas
+
+    registry = rt.tenants()
+    tenant = registry.get("bench").model_copy(
+        update={"quotas": TenantQuotas(max_open_jobs=1_000, admissions_per_minute=6_000)}
+    )
+    return replace(
+        rt, settings=rt.settings.model_copy(update={"tenants": registry.replace("bench", tenant)})
+    )
 
 
 def _one_job(life: Life, scenario: str, params: Mapping[str, Any]) -> JobCost:
@@ -289,6 +310,25 @@ def dispatcher(rt: Any, stream_arn: str, invocations: list[int]) -> Any:
     return poller.drain
 
 
+def _quota_lines(costs: list[JobCost]) -> list[str]:
+    """What a tenant's quotas add to its job, against the same job without them."""
+    by_scenario = {cost.scenario: cost for cost in costs}
+    charged, plain = by_scenario.get(QUOTAS_SCENARIO), by_scenario.get("1-candidate result")
+    if charged is None or plain is None:
+        return []
+    added = charged.bill.write_units - plain.bill.write_units
+    calls = charged.aws_calls - plain.aws_calls
+    return [
+        "",
+        f"Quotas (`{QUOTAS_SCENARIO}`): {added:+g} write units per job and {calls:+d} AWS calls:",
+        "the tenant's counter item (`QUOTA#<tenant>`, store/quotas.py) is one more conditional",
+        "update inside the admission's transaction (2 units) and one more update inside the",
+        "terminal event's transaction (2 units), no request of its own. A tenant without quotas",
+        "pays nothing (the first row). The first admission of a minute in a function instance",
+        "may try once more (a cancelled transaction) when another instance started the window.",
+    ]
+
+
 def report_lines(costs: list[JobCost]) -> list[str]:
     lines = [
         "## What one job costs",
@@ -334,6 +374,7 @@ def report_lines(costs: list[JobCost]) -> list[str]:
             + " | ".join(f"${value:,.2f}" for value in lines_by.values())
             + f" | ${sum(lines_by.values()):,.2f} |"
         )
+    lines += _quota_lines(costs)
     prices = ", ".join(f"{name} ${price}" for name, price in PRICE_PER_MILLION.items())
     lines += [
         "",

@@ -2,9 +2,12 @@
 
     jobstream [--local] [--url URL] [--token TOKEN] [--output auto|table|json] COMMAND …
 
-Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `submit`, `cancel`, `ack`, `smoke` (one
-job end to end through any deployment), `conformance` (the protocol conformance kit). Operator:
-`dlq list|redrive` (also `dead-letters`), `sweep`, `tenants …` (the consumer registry).
+Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `feed [--consumer NAME] [--follow]` (the
+tenant's event feed), `callbacks JOB_ID` (how its callbacks were delivered), `dead-callbacks`
+and `redrive [--job J | --since MS]` (one's own dead letters), `submit`, `cancel`, `ack`,
+`smoke` (one job end to end through any deployment), `conformance` (the protocol conformance
+kit). Operator: `dlq list|redrive` (also `dead-letters`), `sweep`, `tenants …` (the consumer
+registry).
 """
 
 from __future__ import annotations
@@ -13,7 +16,19 @@ from typing import Annotated
 
 import typer
 
-from jobstream_cli.commands import ack, cancel, events, jobs, operator, smoke, submit, tenants
+from jobstream_cli.commands import (
+    ack,
+    callbacks,
+    cancel,
+    events,
+    feed,
+    jobs,
+    operator,
+    redrive,
+    smoke,
+    submit,
+    tenants,
+)
 from jobstream_cli.commands.conformance import conformance
 from jobstream_cli.errors import GuardedGroup
 from jobstream_cli.state import Output, resolve
@@ -81,6 +96,10 @@ def root(
 
 app.add_typer(jobs.app, name="jobs")
 app.command("events")(events.events)
+app.command("feed")(feed.feed)
+app.command("callbacks")(callbacks.callbacks)
+app.command("dead-callbacks")(redrive.dead_callbacks)
+app.command("redrive")(redrive.redrive)
 app.command("submit")(submit.submit)
 app.command("cancel")(cancel.cancel)
 app.command("ack")(ack.ack)

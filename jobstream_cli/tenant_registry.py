@@ -383,6 +383,17 @@ def set_origins(registry: TenantRegistry, name: str, origins: list[str] | None) 
     return _changed(registry, name, callback_origins=origins)
 
 
+def set_quotas(
+    registry: TenantRegistry, name: str, changes: dict[str, int | None]
+) -> TenantRegistry:
+    """Change some of a tenant's quotas (None: that one unlimited); the others stay. A tenant
+    left with no quota has none (`quotas` dropped)."""
+    current = _tenant(registry, name).quotas
+    quotas = {**(current.model_dump() if current is not None else {}), **changes}
+    limited = {quota: value for quota, value in quotas.items() if value is not None}
+    return _changed(registry, name, quotas=limited or None)
+
+
 def remove_tenant(registry: TenantRegistry, name: str, *, now: datetime) -> TenantRegistry:
     """Tenant `name` out of force, its credentials dropped, its name kept by a tombstone."""
     _tenant(registry, name)
@@ -424,6 +435,7 @@ def _row(name: str, tenant: TenantConfig, now: datetime) -> dict[str, Any]:
         "callback_origins": (
             None if tenant.callback_origins is None else list(tenant.callback_origins)
         ),
+        "quotas": tenant.quotas.model_dump(exclude_none=True) if tenant.quotas else None,
         "removed_at": None,
     }
 

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
-from jobstream.http.api import error_response
+from jobstream.http.api import json_response
 from jobstream.http.request import MAX_BODY_BYTES
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.pages import MAX_RESPONSE_BYTES
@@ -206,11 +206,9 @@ MAX_REQUEST_BYTES = 10 * 1024 * 1024
 
 def _bad_request(message: str, reason: str, status: int = 400) -> dict[str, Any]:
     """A request the gateway refuses before any function sees it (API Gateway's own 4xx)."""
-    return error_response(
-        invalid_params(
-            message, status=status if 400 <= status < 500 else 400, detail={"reason": reason}
-        )
-    )
+    refusal = invalid_params(message, detail={"reason": reason})
+    # The status is the gateway's own (what the HTTP parser saw), not one of the layer's kinds.
+    return json_response(status if 400 <= status < 500 else 400, refusal.body())
 
 
 # How many connections may wait to be accepted. The standard library listens with a backlog of 5:

@@ -45,6 +45,10 @@ from jobstream_local.workers import QueuePoller, Schedule
 LOCAL_DEFAULTS = {
     # A registry secret chosen locally (JOBSTREAM_TENANTS_SECRET) is read again every second.
     "JOBSTREAM_TENANTS_MAX_AGE_S": "1",
+    # moto updates an index within the write: the feed needs no margin for a lagging index here,
+    # and its long-polls read again often (no read is billed).
+    "JOBSTREAM_FEED_SETTLE_MS": "50",
+    "JOBSTREAM_FEED_POLL_MS": "50",
 }
 # The stack talks to its own moto only, which accepts any credentials: these replace every AWS_*
 # variable of the developer's environment, so real credentials (and a profile, a region or an

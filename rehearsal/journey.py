@@ -178,6 +178,34 @@ class Journey:
         self.say(f"ok   paged {len(events)} events ({', '.join(types)}), acked them all; "
                  "the other tenant gets 404")  # fmt: skip
 
+    def feed(self, job_id: str) -> None:
+        """The tenant's feed (extension): the job's events once each, in order, under a named
+        cursor that resumes after its ack; the other tenant cannot use the cursor."""
+        step = "the tenant's feed"
+        stream = [event["event_id"] for event in self._events(step, job_id)]
+        time.sleep(1)  # the feed shows an event once it has settled (FeedSettleMs)
+        shown: list[str] = []
+        query = {"consumer": "rehearsal", "limit": "200"}
+        while True:
+            page = self._expect(step, self.api.call("GET", "/events", **query), 200)
+            shown += [e["event_id"] for e in page["events"] if e["job_id"] == job_id]
+            query = {"after": page["next_after"], "limit": "200"}
+            if not page["has_more"]:
+                break
+        if shown != stream:
+            raise self._fail(step, f"the feed shows {shown}, the job's stream {stream}")
+        body = {"consumer": "rehearsal", "through": page["next_after"]}
+        self._expect(step, self.api.call("POST", "/events/ack", body), 200)
+        resumed = self._expect(step, self.api.call("GET", "/events", consumer="rehearsal"), 200)
+        if any(e["job_id"] == job_id for e in resumed["events"]):
+            raise self._fail(step, "the named cursor did not resume after its ack")
+        other = self.api.with_token(self.credentials.token_b)
+        refused = other.call("GET", "/events", after=page["next_after"])
+        if refused.status != 400:
+            raise self._fail(step, f"the other tenant used the cursor: HTTP {refused.status}")
+        self.say(f"ok   the feed showed the job's {len(stream)} events once, in order; its named "
+                 "cursor resumed after the ack; the other tenant's use of it is a 400")  # fmt: skip
+
     def cancel(self) -> str:
         """Cancel a job while it is queued, then let the worker receive its message: the job
         must stay cancelled. The queue triggers are paused meanwhile, as an operator can pause
@@ -228,8 +256,17 @@ class Journey:
                 )
             except CallbackVerificationError as error:
                 raise self._fail(step, f"a callback does not verify: {error}") from None
+
+        def recorded() -> list[Any] | None:
+            # The producer records each delivery after the receiver's answer: a moment later.
+            view = self._expect(step, self.api.call("GET", f"/jobs/{job_id}/callbacks"), 200)
+            states = [callback["state"] for callback in view["callbacks"]]
+            return states if states and set(states) == {"delivered"} else None
+
+        states = self._wait(step, recorded, CALLBACK_TIMEOUT_S, "every delivery recorded")
         self.say(
-            f"ok   {len(deliveries)} callbacks reached the receiver, bearer and signature valid"
+            f"ok   {len(deliveries)} callbacks reached the receiver, bearer and signature valid; "
+            f"GET /jobs/{{id}}/callbacks shows {len(states)} delivered"
         )
 
     def sweep(self) -> None:
@@ -260,6 +297,7 @@ class Journey:
         self.console()
         job_id = self.submit_and_run()
         self.page_and_ack(job_id)
+        self.feed(job_id)
         self.cancel()
         self.callbacks(job_id)
         self.sweep()

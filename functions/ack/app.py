@@ -1,11 +1,13 @@
-"""POST /jobs/{job_id}/events/ack: move the consumer's ack cursor."""
+"""POST /jobs/{job_id}/events/ack: move the consumer's ack cursor; POST /events/ack: move a
+named cursor of the tenant's feed; POST /callbacks/redrive: send the tenant's dead callbacks
+again."""
 
 from __future__ import annotations
 
 from jobstream.http.api import RouteResult, http_handler
 from jobstream.http.request import Request
 from jobstream.runtime import Runtime
-from jobstream.service import events
+from jobstream.service import deliveries, events, feed
 
 
 def ack(rt: Runtime, tenant: str, request: Request) -> RouteResult:
@@ -13,4 +15,18 @@ def ack(rt: Runtime, tenant: str, request: Request) -> RouteResult:
     return 200, events.acknowledge(rt, tenant, job_id, request.json_body(), request.base_url)
 
 
-handler = http_handler({"POST /jobs/{job_id}/events/ack": ack})
+def feed_ack(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, feed.acknowledge(rt, tenant, request.json_body())
+
+
+def redrive(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, deliveries.redrive(rt, tenant, request.json_body())
+
+
+handler = http_handler(
+    {
+        "POST /jobs/{job_id}/events/ack": ack,
+        "POST /events/ack": feed_ack,
+        "POST /callbacks/redrive": redrive,
+    }
+)

@@ -1,5 +1,5 @@
-"""Job reads and cancel: capabilities, list, get, cancel; the OpenAPI document; the console's
-files; unknown routes."""
+"""Job reads and cancel: capabilities, list, get, cancel, a job's callbacks, the tenant's dead and
+pending callbacks; the OpenAPI document; the console's files; unknown routes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from jobstream.http.console import console_file
 from jobstream.http.openapi import openapi_document
 from jobstream.http.request import Request
 from jobstream.runtime import Runtime
-from jobstream.service import jobs
+from jobstream.service import deliveries, jobs
 
 # A consumer negotiates before each submit and read: it reuses the document this long, then
 # revalidates it (a 304 while unchanged); a configuration change shows within it.
@@ -36,11 +36,21 @@ def cancel(rt: Runtime, tenant: str, request: Request) -> RouteResult:
     return 200, jobs.cancel(rt, tenant, request.path_parameter("job_id"), request.base_url)
 
 
+def job_callbacks(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, deliveries.job_callbacks(rt, tenant, request.path_parameter("job_id"))
+
+
+def listed_callbacks(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, deliveries.listed_callbacks(rt, tenant, request.query)
+
+
 handler = http_handler(
     {
         "GET /jobs": list_jobs,
         "GET /jobs/{job_id}": get_job,
         "POST /jobs/{job_id}/cancel": cancel,
+        "GET /jobs/{job_id}/callbacks": job_callbacks,
+        "GET /callbacks": listed_callbacks,
     },
     public={"GET /openapi.json": openapi},
     files={"GET /console": console_file, "GET /console/{proxy+}": console_file},

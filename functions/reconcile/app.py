@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from jobstream import runtime as runtime_module
-from jobstream.observability import instrument
+from jobstream.runtime import Runtime
+from jobstream.schedule_handler import schedule_handler
 from jobstream.service.sweep import sweep
 
 
-@instrument
-def handler(event: dict[str, Any], context: Any) -> dict[str, int | bool]:
-    return sweep(runtime_module.runtime()).counts()
+def reconcile(rt: Runtime) -> dict[str, int | bool]:
+    return sweep(rt).counts()
+
+
+handler = schedule_handler(reconcile)

@@ -34,14 +34,16 @@ from jobstream_cli.tenant_registry import (
     rotate_token,
     set_callback_token,
     set_origins,
+    set_quotas,
     summary,
 )
 
 _STORE_KEY: Final = "jobstream.tenants.store"
+UNLIMITED: Final = "unlimited"
 
 Rotation = Callable[..., tuple[TenantRegistry, Issued]]
 
-app = typer.Typer(help="The consumer registry: tenants, their tokens, secrets and origins.")
+app = typer.Typer(help="The consumer registry: tenants, their tokens, secrets, origins and quotas.")
 
 NameArgument = Annotated[str, typer.Argument(help="tenant name (a-z, 0-9, '-', '_')")]
 OverlapOption = Annotated[
@@ -159,10 +161,12 @@ def list_tenants(ctx: typer.Context) -> None:
     if not rows:
         state.out.print(f"no tenants ({store.description})")
         return
-    table = Table("tenant", "API tokens", "callback token", "signing secrets", "callback origins")
+    table = Table(
+        "tenant", "API tokens", "callback token", "signing secrets", "callback origins", "quotas"
+    )
     for row in rows:
         if row["removed_at"] is not None:
-            table.add_row(row["tenant"], f"removed {row['removed_at']}", "", "", "")
+            table.add_row(row["tenant"], f"removed {row['removed_at']}", "", "", "", "")
             continue
         table.add_row(
             row["tenant"],
@@ -172,6 +176,7 @@ def list_tenants(ctx: typer.Context) -> None:
             "any public https"
             if row["callback_origins"] is None
             else "\n".join(row["callback_origins"]) or "none",
+            _quota_text(row["quotas"] or {}) or "unlimited",
         )
     state.out.print(table)
 
@@ -297,6 +302,57 @@ def set_origins_command(
     with operator_errors():
         store.edit(lambda registry: (set_origins(registry, name, allowed), None))
     _done(state, store, name, "origins: any public https" if any_public else "origins set")
+
+
+def _quota(text: str | None, option: str) -> int | None:
+    """A quota option's value: a positive whole number, or `unlimited`."""
+    if text is None or text == UNLIMITED:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise typer.BadParameter(f"a whole number from 1, or {UNLIMITED}", param_hint=option)
+    return int(text)
+
+
+@app.command("set-quotas")
+def set_quotas_command(
+    ctx: typer.Context,
+    name: NameArgument,
+    max_open_jobs: Annotated[
+        str | None,
+        typer.Option(help=f"jobs open at once (not finished), or {UNLIMITED}"),
+    ] = None,
+    admissions_per_minute: Annotated[
+        str | None,
+        typer.Option(help=f"new jobs admitted per minute, or {UNLIMITED}"),
+    ] = None,
+) -> None:
+    """Set a tenant's quotas; one not given stays as it is. Over a quota, POST /jobs answers
+    429 quota_exceeded (a replay never)."""
+    state = current(ctx)
+    changes = {
+        option: _quota(value, f"'--{option.replace('_', '-')}'")
+        for option, value in (
+            ("max_open_jobs", max_open_jobs),
+            ("admissions_per_minute", admissions_per_minute),
+        )
+        if value is not None
+    }
+    if not changes:
+        raise typer.BadParameter("give --max-open-jobs, --admissions-per-minute or both")
+    store = _store(ctx)
+
+    def change(registry: TenantRegistry) -> tuple[TenantRegistry, TenantRegistry]:
+        updated = set_quotas(registry, name, changes)
+        return updated, updated
+
+    with operator_errors():
+        quotas = store.edit(change).tenants[name].quotas
+    shown = quotas.model_dump(exclude_none=True) if quotas is not None else {}
+    _done(state, store, name, "quotas: " + (_quota_text(shown) or "none (unlimited)"))
+
+
+def _quota_text(quotas: dict[str, int]) -> str:
+    return ", ".join(f"{quota} {value}" for quota, value in quotas.items())
 
 
 @app.command("remove")

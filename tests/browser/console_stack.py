@@ -87,8 +87,10 @@ class ConsoleStack:
 
 
 def _tenant(registry: Path, name: str) -> str:
+    # acme may call back to this machine: its undeliverable callbacks are the deliveries views'.
+    origins = ["--origin", "http://127.0.0.1:*"] if name == "acme" else []
     result = CliRunner().invoke(
-        app, ["--output", "json", "tenants", "--file", str(registry), "add", name]
+        app, ["--output", "json", "tenants", "--file", str(registry), "add", name, *origins]
     )
     assert result.exit_code == 0, result.output
     token: str = json.loads(result.stdout)["api_token"]

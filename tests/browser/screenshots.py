@@ -13,6 +13,7 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from tests.browser.console_stack import ConsoleStack, chromium, console_stack
+from tests.browser.test_console import dead_callbacks
 
 WIDE = {"width": 1280, "height": 860}
 NARROW = {"width": 360, "height": 780}
@@ -51,6 +52,18 @@ def take(stack: ConsoleStack, page: Page, folder: Path) -> list[Path]:
     expect(progress.nth(1)).to_be_visible(timeout=30_000)
     shot("job-running")
     stack.call("acme", "POST", f"/jobs/{running}/cancel")
+    # A job whose callbacks the stack itself refuses (401): each dead at its first attempt.
+    undeliverable = stack.submit(
+        "acme", "screenshot-undeliverable", callback_url=f"{stack.url}/nobody-listens"
+    )
+    dead_callbacks(stack, undeliverable)
+    _show(page, stack, f"#/jobs/{undeliverable}")
+    deliveries = page.get_by_role("region", name="Deliveries")
+    expect(deliveries.locator(".delivery-dead").first).to_be_visible()
+    deliveries.scroll_into_view_if_needed()
+    shot("job-deliveries")
+    _show(page, stack, "#/dead-letters")
+    shot("dead-letters")
     page.set_viewport_size(NARROW)
     _show(page, stack, "#/jobs")
     shot("jobs-360")

@@ -6,6 +6,7 @@ per test."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -478,3 +479,65 @@ def test_capabilities_show_each_job_type(page: Page, stack: ConsoleStack) -> Non
     # An unknown page of the console says so.
     visit(page, stack, "#/nowhere")
     expect(page.get_by_role("heading", level=1)).to_have_text("No such page")
+
+
+def dead_callbacks(stack: ConsoleStack, job_id: str) -> list[dict[str, str]]:
+    """The job's callbacks once every one of them is dead (the stack answers them 401)."""
+    deadline = time.monotonic() + 60
+    while True:
+        status, view = stack.call("acme", "GET", f"/jobs/{job_id}/callbacks")
+        assert status == 200, view
+        callbacks: list[dict[str, str]] = view["callbacks"]
+        done = len(callbacks) >= 3 and all(c["state"] == "dead" for c in callbacks)
+        if done or time.monotonic() > deadline:
+            assert done, callbacks
+            return callbacks
+        time.sleep(0.2)
+
+
+def test_deliveries_dead_letters_and_their_redrive_after_a_confirmation(
+    page: Page, stack: ConsoleStack
+) -> None:
+    # Its callbacks go to the stack itself, which answers 401: each is dead at its first attempt.
+    job_id = stack.submit(
+        "acme", f"console-undeliverable-{id(page)}", callback_url=f"{stack.url}/nobody-listens"
+    )
+    dead = dead_callbacks(stack, job_id)
+    sign_in(page, stack)
+    visit(page, stack, f"#/jobs/{job_id}")
+    deliveries = page.get_by_role("region", name="Deliveries")
+    expect(deliveries).to_contain_text(f"{stack.url}/nobody-listens")
+    expect(deliveries.locator(".delivery-dead")).to_have_count(len(dead))
+    expect(deliveries).to_contain_text("HTTP 401")
+    expect(deliveries).to_contain_text("dead since")
+    expect(deliveries).to_contain_text("1 of 8")
+    # A job without a callback URL says so.
+    visit(page, stack, f"#/jobs/{stack.jobs['succeeded']}")
+    expect(page.get_by_role("region", name="Deliveries")).to_contain_text("No callback URL")
+    click(page, page.get_by_role("link", name="Dead letters"))
+    expect(page.get_by_role("link", name="Dead letters")).to_have_attribute("aria-current", "page")
+    expect(page.get_by_role("table")).to_contain_text(job_id)
+    send = page.get_by_role("button", name="Send all again")
+    dialog = page.get_by_role("dialog", name="Send every dead callback again?")
+    # Left: nothing is sent.
+    send.click()
+    dialog.get_by_role("button", name="Leave them").click()
+    expect(dialog).to_have_count(0)
+    expect(send).to_be_focused()
+    assert all(
+        c["state"] == "dead"
+        for c in stack.call("acme", "GET", f"/jobs/{job_id}/callbacks")[1]["callbacks"]
+    )
+    # Confirmed: the API's redrive route; each callback is tried again (and dies again: 401).
+    send.click()
+    dialog.get_by_role("button", name="Send them all again").click()
+    expect(page.get_by_role("status").filter(has_text="sent again")).to_contain_text(
+        f"{len(dead)} callback(s) sent again"
+    )
+    again = dead_callbacks(stack, job_id)
+    assert all(int(c["attempts"]) == 1 for c in again)
+    # Another tenant sees none of them.
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, stack, "globex")
+    visit(page, stack, "#/dead-letters")
+    expect(page.get_by_text("No dead callbacks.")).to_be_visible()

@@ -172,7 +172,7 @@ def test_a_consumer_outage_is_no_invocation_error(
     flush = observability.flush
     monkeypatch.setattr(observability, "flush", lambda: flushed.extend(flush()) or flushed)
     monkeypatch.setattr(runtime_module, "runtime", lambda: replace(crt, poster=down))
-    with caplog.at_level(logging.WARNING, logger="jobstream.callbacks"):
+    with caplog.at_level(logging.WARNING, logger="jobstream"):
         # Through the function's handler: a batch of nothing but failed deliveries.
         response = invoke(messages, remaining_ms=30_000)
     assert failures(response) == {message.message_id for message in messages}

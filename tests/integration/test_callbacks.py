@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 
 from jobstream import runtime as runtime_module
 from jobstream.domain import IntentRef
+from jobstream.http.statuses import http_status
 from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks, endpoints, jobs
 from jobstream.service import events as stream
@@ -377,7 +378,7 @@ def test_refused_callback_url_is_400_and_writes_nothing(rt: Runtime) -> None:
     ):
         with pytest.raises(ProtocolError) as raised:
             admission.submit(offline, "acme", canonical_task(callback_url=url), None)
-        assert raised.value.status == 400
+        assert http_status(raised.value) == 400
         assert raised.value.body()["error"]["detail"]["field"] == "callback_url"
     assert list(rt.store.iter_jobs(JobQuery(tenant="acme"))) == []
 

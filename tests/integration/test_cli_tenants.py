@@ -154,6 +154,37 @@ def test_secret_rotation_callback_token_origins_and_removal(registry_file: Path)
     assert (registry.tenants, list(registry.removed_tenants)) == ({}, ["acme"])
 
 
+def test_quotas_are_set_one_at_a_time_and_refuse_at_once(served: Path) -> None:
+    token = ok("--file", str(served), "add", "acme")["api_token"]
+    done = ok("--file", str(served), "set-quotas", "acme", "--max-open-jobs", "1")
+    assert done["action"] == "quotas: max_open_jobs 1"
+    ok("--file", str(served), "set-quotas", "acme", "--admissions-per-minute", "100")
+    assert ok("--file", str(served), "list")[0]["quotas"] == {
+        "max_open_jobs": 1,
+        "admissions_per_minute": 100,
+    }
+    # In force at the next request: no deploy, no restart.
+    assert Api(token=token).post("/jobs", canonical_task()).status == 202
+    refused = Api(token=token).post("/jobs", canonical_task(idempotency_key="another"))
+    assert refused.status == 429
+    # A quota raise (the runbook's step) admits it at once.
+    ok("--file", str(served), "set-quotas", "acme", "--max-open-jobs", "2")
+    assert Api(token=token).post("/jobs", canonical_task(idempotency_key="another")).status == 202
+    cleared = ok(
+        "--file",
+        str(served),
+        "set-quotas",
+        "acme",
+        "--max-open-jobs",
+        "unlimited",
+        "--admissions-per-minute",
+        "unlimited",
+    )
+    assert cleared["action"] == "quotas: none (unlimited)"
+    assert ok("--file", str(served), "list")[0]["quotas"] is None
+    assert "quotas" not in json.loads(served.read_text())["tenants"]["acme"]
+
+
 def test_a_removed_name_is_not_added_again_by_accident(served: Path) -> None:
     """Job ids and listing keys derive from the tenant's name: a consumer added under a removed
     one's name would see, cancel and ack the old consumer's jobs. The name stays taken."""
@@ -195,6 +226,10 @@ def test_a_removed_name_is_not_added_again_by_accident(served: Path) -> None:
         (("add", "ghost", "--restore"), "tenant 'ghost' was never removed: nothing to restore"),
         (("rotate-token", "gone"), "tenant 'gone' was removed on 2026-12-03T00:00:00Z"),
         (("remove", "gone", "--yes"), "`jobstream tenants add gone --restore` brings it back"),
+        (("set-quotas", "acme"), "give --max-open-jobs, --admissions-per-minute or both"),
+        (("set-quotas", "acme", "--max-open-jobs", "0"), "a whole number from 1, or unlimited"),
+        (("set-quotas", "acme", "--admissions-per-minute", "ten"), "a whole number from 1"),
+        (("set-quotas", "gone", "--max-open-jobs", "5"), "tenant 'gone' was removed"),
     ],
 )
 def test_bad_requests_are_one_line_and_change_nothing(

@@ -326,7 +326,6 @@ def test_22_23_selector_only_task(api: Api, rt: Runtime, four_targets: None) -> 
     record = rt.store.get_job(response.body["job"]["job_id"])
     assert record is not None
     assert record.target_id == "bot2-novel-marunomi"
-    assert record.work_type == "novel"
     assert "target_id" not in record.params
     assert record.params == {}
 

@@ -347,7 +347,7 @@ def test_a_lapsed_lease_is_taken_over_and_the_job_runs(rt: Runtime, clock: Clock
     assert job.attempt == 1
     assert types(rt, job_id)[:2] == ["job.accepted", "job.started"]
     assert types(rt, job_id).count("job.started") == 1
-    late = Outcome(reason="no_candidate", message="late")
+    late = Outcome(reason=Reason.NO_CANDIDATE, message="late")
     assert execution.complete(rt, record, "worker-a", late) == "lost"
 
 

@@ -91,7 +91,10 @@ def test_a_registered_type_runs_end_to_end(api: Api, rt: Runtime) -> None:
     assert kinds[-1] == "job.succeeded"
     assert set(kinds[2:-1]) <= {"job.progress"}
     assert events[-1]["payload"]["result"] == {"words": 3}
-    assert rt.store.get_job(job_id) is not None
+    stored = rt.store.get_job(job_id)
+    assert stored is not None
+    # A type without targets: its job names none, whatever the targets file holds.
+    assert stored.target_id == ""
 
 
 @pytest.mark.usefixtures("word_count")

@@ -14,8 +14,9 @@ import pytest
 
 from jobstream.domain import IntentRef
 from jobstream.http.request import MAX_BODY_BYTES
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes.runner import Outcome
-from jobstream.protocol.errors import ProtocolError
+from jobstream.protocol.errors import ProtocolError, Reason
 from jobstream.protocol.events import callback_event_id
 from jobstream.protocol.pages import MAX_RESPONSE_BYTES
 from jobstream.runtime import Runtime
@@ -138,7 +139,7 @@ def test_a_task_whose_job_is_over_its_budget_is_400_and_writes_nothing(rt: Runti
     before = whole_table(rt)
     with pytest.raises(ProtocolError) as refused:
         admission.submit(rt, "acme", over, None)
-    assert refused.value.status == 400
+    assert http_status(refused.value) == 400
     assert refused.value.body()["error"]["code"] == "invalid_params"
     assert refused.value.body()["error"]["detail"] == {
         "reason": "task_too_large",
@@ -328,7 +329,7 @@ def test_messages_are_clipped_to_what_the_job_keeps(rt: Runtime, clock: Clock) -
     lease.progress("s" * 500, "p" * 300_000)
     assert lease.record.progress_events == 1
     assert len((lease.record.progress_message or "").encode()) == MAX_PROGRESS_MESSAGE_BYTES
-    failure = Outcome(reason="network_error", message="m" * 300_000)
+    failure = Outcome(reason=Reason.NETWORK_ERROR, message="m" * 300_000)
     assert execution.complete(rt, lease.record, "worker-1", failure) == "failed"
     job = jobs.get_job(rt, "acme", job_id, None)
     assert job["error"]["code"] == "source_error"

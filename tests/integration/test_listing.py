@@ -241,7 +241,6 @@ def _record(tenant: str, key: str, created_at: int, status: str, correlation: st
         params={},
         params_canonical="{}",
         target_id="t",
-        work_type="illustration",
         status=status,
         created_at=START_MS + created_at,
         updated_at=START_MS + created_at,

@@ -259,7 +259,7 @@ def test_a_kept_failure_is_landed_by_the_sweep(
     sweep ends the job with them."""
     job_id, event = _work_event(wrt)
     monkeypatch.setattr(
-        execution, "run_job", lambda *_: runner.Outcome(reason="no_candidate", message="none")
+        execution, "run_job", lambda *_: runner.Outcome(reason=Reason.NO_CANDIDATE, message="none")
     )
     faults = Faults(kinds=("conflict",), at=1, times=FOREVER, matching="job.outcome_failed")
     with injected(faults):

@@ -32,7 +32,7 @@ def test_a_message_naming_nothing_is_dropped_not_redelivered(
     crt: Runtime, queue: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Nothing could ever process it: no batch item failure (SQS deletes it), an error logged."""
-    with caplog.at_level(logging.ERROR, logger="jobstream.messages"):
+    with caplog.at_level(logging.ERROR, logger="jobstream.service.messages"):
         assert queue_handler(queue)(records(*NAMING_NOTHING), lambda_context()) == {
             "batchItemFailures": []
         }

@@ -31,11 +31,12 @@ from hypothesis.stateful import (
 
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import CallbackState, IntentRef, JobRecord, StoredEvent
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes.runner import Outcome
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.lifecycle.retention import callback_span_ms, item_expiry, job_expiry
 from jobstream.lifecycle.transitions import TERMINAL_KIND_BY_STATUS
-from jobstream.protocol.errors import ErrorCode, ProtocolError
+from jobstream.protocol.errors import ErrorCode, ProtocolError, Reason
 from jobstream.protocol.events import (
     KIND_TO_TYPE,
     ONCE_PER_JOB_KINDS,
@@ -346,9 +347,9 @@ class World:
         with pytest.raises(ProtocolError) as raised:
             call()
         error = raised.value
-        assert 400 <= error.status < 500, error.status
+        assert 400 <= http_status(error) < 500, http_status(error)
         if status is not None:
-            assert error.status == status, (error.status, error.message)
+            assert http_status(error) == status, (http_status(error), error.message)
         if code is not None:
             assert error.code == code, error.code
         assert self.snapshot() == before, "a refused request wrote to the table"
@@ -564,7 +565,7 @@ class ServiceMachine(RuleBasedStateMachine):
     @precondition(has_jobs)
     @rule(pick=picks, who=whos)
     def fail(self, pick: int, who: str) -> None:
-        outcome = Outcome(reason="internal_error", message="the executor crashed")
+        outcome = Outcome(reason=Reason.INTERNAL_ERROR, message="the executor crashed")
         self._finish(*self.worker_for(pick, who), outcome, "failed")
 
     def _finish(self, job_id: str, worker: str, outcome: Outcome, status: str) -> None:

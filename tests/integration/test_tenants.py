@@ -12,6 +12,7 @@ import pytest
 
 from jobstream import runtime as runtime_module
 from jobstream.domain import IntentRef
+from jobstream.http.statuses import http_status
 from jobstream.protocol.errors import ProtocolError
 from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks
@@ -184,7 +185,7 @@ def test_a_private_origin_allowed_for_one_tenant_is_refused_for_another(
         with pytest.raises(ProtocolError) as raised:
             admission.submit(crt, "globex", canonical_task(callback_url=hook.url), None)
         drain(crt, queues)
-    assert raised.value.status == 400
+    assert http_status(raised.value) == 400
     assert raised.value.body()["error"]["detail"] == {
         "field": "callback_url",
         "reason": "callback_url_refused",
@@ -266,7 +267,7 @@ def test_a_tenant_removed_after_authentication_is_refused_as_unauthenticated(rt:
         admission.submit(
             gone, "acme", canonical_task(callback_url="https://consumer.example.test/h"), None
         )
-    assert raised.value.status == 401
+    assert http_status(raised.value) == 401
     assert list(rt.store.iter_jobs(JobQuery(tenant="acme"))) == []
 
 

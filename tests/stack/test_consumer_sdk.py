@@ -3,6 +3,7 @@ stack, with two tenants and signed callbacks."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -29,6 +30,7 @@ TOKEN_A, TOKEN_B = "token-a", "token-b"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 CALLBACK_TOKEN = "callback-token"
 DEMO, SLOW = {"target_id": "demo-illustration"}, {"target_id": "slow-illustration"}
+FEED_EXAMPLE = REPOSITORY / "clients" / "python" / "examples" / "feed_consumer.py"
 
 
 def digest(token: str) -> str:
@@ -209,3 +211,70 @@ def test_capabilities_are_revalidated_with_a_304(client: Client) -> None:
     # A 304 kept the very document stored before, fresh for another max-age.
     assert again.document is stored.document
     assert again.fresh_until_s == 121.0
+
+
+def test_the_feed_long_polls_and_a_named_cursor_survives_a_restart(url: str) -> None:
+    client = Client(url, TOKEN_B)
+    assert client.capabilities().extension("event_feed") is not None
+    # Catch up with whatever earlier tests left in b's feed.
+    start = client.feed_page()
+    while start.has_more:
+        start = client.feed_page(after=start.next_after)
+    assert client.feed_ack("sdk-feed", start.next_after).through == start.next_after
+    answers: list[Any] = []
+
+    def long_poll() -> None:
+        page = client.feed_page(after=start.next_after, wait_ms=15_000)
+        answers.append((page, time.monotonic()))
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    time.sleep(0.5)
+    job_id = client.submit(new_task("candidate_search", DEMO)).job.job_id
+    submitted = time.monotonic()
+    poller.join(timeout=20)
+    ((page, answered),) = answers
+    assert [(event.job_id, event.type) for event in page.events][:1] == [(job_id, "job.accepted")]
+    # Issued before the submission, answered within a second of it.
+    assert answered - submitted < 1.0
+
+    handled: list[str] = []
+
+    def consumer_that_crashes_on_its_second_event() -> None:
+        for event in client.feed("sdk-feed", wait_ms=1_000, idle_timeout_s=30):
+            if event.job_id != job_id:
+                continue
+            if len(handled) == 1:
+                raise RuntimeError("crashed while handling")
+            handled.append(event.event_id)
+
+    with pytest.raises(RuntimeError):
+        consumer_that_crashes_on_its_second_event()
+    # A fresh client with nothing but the name: on from the last page acked, at least once.
+    resumed: list[str] = []
+    for event in Client(url, TOKEN_B).feed("sdk-feed", wait_ms=1_000, idle_timeout_s=30):
+        if event.job_id == job_id:
+            resumed.append(event.event_id)
+            if event.terminal:
+                break
+    everything = [event.event_id for event in client.events(job_id)]
+    assert set(handled + resumed) == set(everything)
+    assert resumed[-1] == everything[-1]
+    assert resumed == everything[len(everything) - len(resumed) :]
+
+
+def test_the_feed_consumer_example_settles_its_jobs_on_the_feed_alone(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = importlib.util.spec_from_file_location("feed_consumer_example", FEED_EXAMPLE)
+    assert spec is not None
+    assert spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    monkeypatch.setenv("JOBSTREAM_URL", url)
+    monkeypatch.setenv("JOBSTREAM_TOKEN", TOKEN_B)
+    arguments = ["--name", "example", "--target-id", "demo-illustration", "--jobs", "3"]
+    assert example.main([*arguments, "--idle-timeout", "30"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3
+    assert all(line.split()[1] == "succeeded" for line in lines)

@@ -47,7 +47,6 @@ def admitted(labels: dict[str, str] | None = None, **overrides: Any) -> JobRecor
         "params": {"query": {"tags": ["西瓜肚"]}},
         "params_canonical": '{"query":{"tags":["西瓜肚"]}}',
         "target_id": "bot1-illust-botefuku",
-        "work_type": "illustration",
         "status": "queued",
         "created_at": AT,
         "updated_at": AT,

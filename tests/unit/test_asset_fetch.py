@@ -17,6 +17,7 @@ import responses
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from jobstream.config.targets import Target
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes import registry
 from jobstream.jobtypes.asset_fetch import executor
 from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig, load_config
@@ -27,8 +28,10 @@ from jobstream.jobtypes.base import JobRun
 from jobstream.jobtypes.context import JobInterruptedError
 from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.jobtypes.sources.catalog import CatalogSource
+from jobstream.jobtypes.sources.settings import SourceSettings
 from jobstream.outbound.origins import parse_origins
 from jobstream.protocol.errors import ErrorCode, ProtocolError
+from tests.support.job_runs import RecordingContext, job_run
 from tests.support.recorded_http import Canned, recorded_server
 from tests.support.slow_peer import SlowPeer, slow_peer
 from tests.support.validation import validate_error
@@ -39,6 +42,7 @@ PIXIV_URL = "https://i.pximg.net/c/600x1200_90/img-master/img/2024/06/01/21/30/0
 TARGET = Target.model_validate(
     {"id": "t", "work_type": "illustration", "source": "pixiv", "query": {"tags": ["a"]}}
 )
+SETTINGS = SourceSettings.model_validate(TARGET.settings)
 
 
 def asset(asset_id: str = "a1", url: str = PIXIV_URL, **extra: Any) -> dict[str, Any]:
@@ -57,7 +61,7 @@ def refused(params: Any) -> ProtocolError:
         )
     error = caught.value
     assert error.code is ErrorCode.INVALID_PARAMS
-    assert error.status == 400
+    assert http_status(error) == 400
     validate_error(error.body())
     return error
 
@@ -282,7 +286,7 @@ def test_pixiv_reads_a_work_and_downloads_with_referer(monkeypatch: pytest.Monke
             "https://app-api.pixiv.net/v1/illust/detail",
             json=json.loads((FIXTURES / "illust_detail.json").read_text(encoding="utf-8")),
         )
-        assets = PixivAssets(TARGET, config()).assets_of("120000005")
+        assets = PixivAssets(SETTINGS, config()).assets_of("120000005")
     assert [(a.asset_id, a.role) for a in assets] == [
         ("120000005-primary", "primary"),
         ("120000005-preview", "preview"),
@@ -292,7 +296,7 @@ def test_pixiv_reads_a_work_and_downloads_with_referer(monkeypatch: pytest.Monke
         {"/p0.jpg": Canned(body=IMAGE, headers={"Content-Type": "image/jpeg"})}
     ) as server:
         local = SourceAsset(asset_id="p0", type="image", role="primary", url=server.url("/p0.jpg"))
-        read = PixivAssets(TARGET, config((server.base_url,))).read(local, 10_000, never_stop)
+        read = PixivAssets(SETTINGS, config((server.base_url,))).read(local, 10_000, never_stop)
     assert read == Read(IMAGE, "image/jpeg", source_url=local.url)
     assert server.requests[0][1]["Referer"] == "https://app-api.pixiv.net/"
     assert server.requests[0][1]["User-Agent"].startswith("PixivIOSApp/")
@@ -377,21 +381,6 @@ def test_configuration_is_checked() -> None:
 
 
 @dataclass
-class Context:
-    stages: list[tuple[str, str | None]] = field(default_factory=list)
-    stop_after: int | None = None
-    checks: int = 0
-
-    def progress(self, stage: str, message: str | None = None) -> None:
-        self.stages.append((stage, message))
-
-    def checkpoint(self) -> None:
-        self.checks += 1
-        if self.stop_after is not None and self.checks > self.stop_after:
-            raise JobInterruptedError("cancelled")
-
-
-@dataclass
 class Source:
     bodies: dict[str, bytes]
     platform: str = "pixiv"
@@ -423,12 +412,18 @@ class Store:
         return f"https://bucket.example.test/{key}?X-Amz-Expires={ttl_s}"
 
 
-def job(params: dict[str, Any], context: Context) -> JobRun:
-    return JobRun(job_id="job-1", tenant="acme", params=params, target=TARGET, context=context)
+def cancelled_at(checkpoint: int) -> RecordingContext:
+    context = RecordingContext()
+    context.cancel(at_checkpoint=checkpoint)
+    return context
+
+
+def job(params: dict[str, Any], context: RecordingContext) -> JobRun:
+    return job_run(params, target=TARGET, context=context)
 
 
 def test_each_asset_is_stored_and_described_with_progress() -> None:
-    context, store = Context(), Store()
+    context, store = RecordingContext(), Store()
     bodies = {"p0": IMAGE, "p1": b"second"}
     outcome = executor.run(job({"work_id": "5"}, context), Source(bodies), store, config(), 1_000)
     assert outcome.result is not None, outcome
@@ -443,14 +438,14 @@ def test_each_asset_is_stored_and_described_with_progress() -> None:
     assert outcome.result["expires_at"] == 601_000
     assert outcome.result["work_id"] == "5"
     assert store.objects == {"jobs/job-1/00-p0": IMAGE, "jobs/job-1/01-p1": b"second"}
-    assert [stage for stage, _ in context.stages] == ["fetching", "fetching", "stored"]
-    assert context.stages[1][1] == "asset 2 of 2: p1"
+    assert context.stages == ["fetching", "fetching", "stored"]
+    assert context.progress_log[1][1] == "asset 2 of 2: p1"
     registry.get("asset_fetch").result_model().model_validate(outcome.result)  # type: ignore[union-attr]
 
 
 def test_a_too_large_asset_fails_the_job_clearly() -> None:
     outcome = executor.run(
-        job({"work_id": "5"}, Context()),
+        job({"work_id": "5"}, RecordingContext()),
         Source({"p0": b"x" * 11}),
         Store(),
         config(max_bytes=10),
@@ -463,14 +458,16 @@ def test_a_too_large_asset_fails_the_job_clearly() -> None:
 def test_a_work_with_too_many_assets_fails_and_none_is_fetched() -> None:
     store = Store()
     bodies = {f"p{index}": b"x" for index in range(MAX_ASSETS + 1)}
-    outcome = executor.run(job({"work_id": "5"}, Context()), Source(bodies), store, config(), 0)
+    outcome = executor.run(
+        job({"work_id": "5"}, RecordingContext()), Source(bodies), store, config(), 0
+    )
     assert outcome.reason == "download_failed"
     assert "21 assets, more than the 20" in (outcome.message or "")
     assert store.objects == {}
 
 
 def test_a_cancel_between_assets_stops_the_job() -> None:
-    context, store = Context(stop_after=1), Store()
+    context, store = cancelled_at(2), Store()
     with pytest.raises(JobInterruptedError):
         executor.run(
             job({"work_id": "5"}, context), Source({"p0": b"a", "p1": b"b"}), store, config(), 0
@@ -499,7 +496,11 @@ def test_a_transient_storage_failure_that_outlasts_the_retries_is_retryable(
     failure: Exception,
 ) -> None:
     outcome = executor.run(
-        job({"work_id": "5"}, Context()), Source({"p0": b"a"}), Store(failure=failure), config(), 0
+        job({"work_id": "5"}, RecordingContext()),
+        Source({"p0": b"a"}),
+        Store(failure=failure),
+        config(),
+        0,
     )
     assert outcome.reason == "network_error"  # source_error, retryable
     assert outcome.message == "asset p0 could not be stored; S3 may accept it on a retry"
@@ -512,7 +513,7 @@ def test_a_transient_storage_failure_that_outlasts_the_retries_is_retryable(
 def test_a_storage_refusal_no_retry_cures_is_a_configuration_error(code: str, status: int) -> None:
     store = Store(failure=s3_error(code, status))
     outcome = executor.run(
-        job({"work_id": "5"}, Context()), Source({"p0": b"a"}), store, config(), 0
+        job({"work_id": "5"}, RecordingContext()), Source({"p0": b"a"}), store, config(), 0
     )
     assert outcome.reason == "configuration_error"  # internal_error, not retryable
     assert outcome.message == f"asset p0 could not be stored: S3 refused it ({code})"
@@ -523,7 +524,9 @@ def test_a_catalog_asset_named_by_id_reports_the_catalog_url_it_read(tmp_path: P
     # so the catalog's URL for it is where the bytes came from.
     source = CatalogAssets(write_catalog(tmp_path, "img.png"))
     named = {"asset_id": "7_p0", "url": "https://i.pximg.net/somewhere-else.png"}
-    outcome = executor.run(job({"assets": [named]}, Context()), source, Store(), config(), 0)
+    outcome = executor.run(
+        job({"assets": [named]}, RecordingContext()), source, Store(), config(), 0
+    )
     assert outcome.result is not None, outcome
     (document,) = outcome.result["assets"]
     assert document["hash"] == "sha256:" + hashlib.sha256(IMAGE).hexdigest()

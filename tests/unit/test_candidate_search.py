@@ -14,6 +14,7 @@ from jobstream.config.targets import Target
 from jobstream.jobtypes.candidate_search import executor
 from jobstream.jobtypes.candidate_search.executor import Outcome, run
 from jobstream.jobtypes.candidate_search.plan import SearchPlan, build_plan
+from jobstream.jobtypes.candidate_search.settings import CandidateSearchSettings, search_settings
 from jobstream.jobtypes.context import JobInterruptedError
 from jobstream.jobtypes.sources.base import (
     SearchRequest,
@@ -27,26 +28,11 @@ from jobstream.jobtypes.sources.catalog import (
     catalog_path,
     load_catalog,
 )
+from jobstream.protocol.errors import Reason
+from tests.support.job_runs import RecordingContext
 from tests.support.validation import validate
 
 # --- fakes ---------------------------------------------------------------------------------------
-
-
-class FakeContext:
-    """Records calls; raises JobInterruptedError at the `interrupt_at`-th checkpoint."""
-
-    def __init__(self, interrupt_at: int | None = None) -> None:
-        self.progress_calls: list[tuple[str, str | None]] = []
-        self.checkpoints = 0
-        self.interrupt_at = interrupt_at
-
-    def progress(self, stage: str, message: str | None = None) -> None:
-        self.progress_calls.append((stage, message))
-
-    def checkpoint(self) -> None:
-        self.checkpoints += 1
-        if self.interrupt_at is not None and self.checkpoints >= self.interrupt_at:
-            raise JobInterruptedError("cancelled")
 
 
 class FakeSource:
@@ -62,7 +48,7 @@ class FakeSource:
         self.requests.append(request)
         for index, work in enumerate(self.works):
             if self.fail_after is not None and index >= self.fail_after:
-                raise SourceError("rate_limited", "slow down")
+                raise SourceError(Reason.RATE_LIMITED, "slow down")
             self.yielded += 1
             yield work
 
@@ -87,7 +73,8 @@ def work(
     )
 
 
-def make_target(**overrides: Any) -> Target:
+def make_target(**overrides: Any) -> CandidateSearchSettings:
+    """A target's candidate_search settings, read from its entry as the targets file has it."""
     entry: dict[str, Any] = {
         "id": "demo-illustration",
         "work_type": "illustration",
@@ -97,7 +84,7 @@ def make_target(**overrides: Any) -> Target:
         "scan_limit": 30,
     }
     entry.update(overrides)
-    return Target.model_validate(entry)
+    return search_settings(Target.model_validate(entry))
 
 
 def make_plan(**overrides: Any) -> SearchPlan:
@@ -221,7 +208,7 @@ def test_candidate_document_shape_and_request() -> None:
     )
     source = FakeSource([work("10", ("Landscape", "landscape_painting", "cat"), assets=assets)])
     plan = make_plan(tags=("landscape", "night"), expand=True, scan_limit=20)
-    result = succeed(run(plan, source, FakeContext()))
+    result = succeed(run(plan, source, RecordingContext()))
     assert source.requests == [
         SearchRequest(
             tags=("landscape", "night"), match_any=True, work_type="illustration", scan_limit=20
@@ -272,7 +259,7 @@ def test_candidate_document_shape_and_request() -> None:
 
 def test_limit_stops_the_scan_in_source_order() -> None:
     source = FakeSource([work(str(n)) for n in range(9, 0, -1)])
-    result = succeed(run(make_plan(limit=3), source, FakeContext()))
+    result = succeed(run(make_plan(limit=3), source, RecordingContext()))
     assert [c["work_id"] for c in result["candidates"]] == ["9", "8", "7"]
     assert result["scanned"] == 3
     assert source.yielded == 3
@@ -280,7 +267,7 @@ def test_limit_stops_the_scan_in_source_order() -> None:
 
 def test_scan_limit_is_honoured_even_if_the_source_yields_more() -> None:
     source = FakeSource([work(str(n), work_type="novel") for n in range(40)])
-    outcome = run(make_plan(limit=2, scan_limit=12), source, FakeContext())
+    outcome = run(make_plan(limit=2, scan_limit=12), source, RecordingContext())
     assert outcome.reason == "filter_exhausted"
     assert source.yielded == 12
 
@@ -302,7 +289,7 @@ def test_every_filter_reason() -> None:
         exclude_candidate_ids=frozenset({"pixiv:5"}),
         exclude_tags=frozenset({"cat"}),
     )
-    result = succeed(run(plan, FakeSource(works), FakeContext()))
+    result = succeed(run(plan, FakeSource(works), RecordingContext()))
     assert [c["work_id"] for c in result["candidates"]] == ["1", "7"]
     assert result["scanned"] == 8
     assert result["filtered"] == [
@@ -318,10 +305,10 @@ def test_every_filter_reason() -> None:
 def test_work_types_filter_other_types() -> None:
     # The plan's work_types (from the Task) must also allow the type the run searches.
     plan = make_plan(work_type="novel", work_types=("illustration",), limit=3)
-    outcome = run(plan, FakeSource([work("1", work_type="novel")]), FakeContext())
+    outcome = run(plan, FakeSource([work("1", work_type="novel")]), RecordingContext())
     assert outcome.reason == "filter_exhausted"
     plan = make_plan(work_type="novel", work_types=("novel", "illustration"), limit=3)
-    result = succeed(run(plan, FakeSource([work("1", work_type="novel")]), FakeContext()))
+    result = succeed(run(plan, FakeSource([work("1", work_type="novel")]), RecordingContext()))
     assert result["candidates"][0]["work_type"] == "novel"
 
 
@@ -337,16 +324,18 @@ def test_matched_tags_sources() -> None:
 
 
 def test_no_candidate_when_nothing_matched() -> None:
-    context = FakeContext()
+    context = RecordingContext()
     outcome = run(make_plan(), FakeSource([]), context)
-    assert outcome == Outcome(reason="no_candidate", message=outcome.message)
+    assert outcome == Outcome(reason=Reason.NO_CANDIDATE, message=outcome.message)
     assert outcome.message
-    assert ("ranking", None) not in context.progress_calls
+    assert ("ranking", None) not in context.progress_log
 
 
 def test_filter_exhausted_when_everything_was_excluded_or_invalid() -> None:
     works = [work("1"), work("2", work_type="novel"), work("1")]
-    outcome = run(make_plan(exclude_work_ids=frozenset({"1"})), FakeSource(works), FakeContext())
+    outcome = run(
+        make_plan(exclude_work_ids=frozenset({"1"})), FakeSource(works), RecordingContext()
+    )
     assert outcome.result is None
     assert outcome.reason == "filter_exhausted"
     assert outcome.message
@@ -358,7 +347,7 @@ def test_duplicate_exhausted_when_only_duplicates_remain() -> None:
     outcome = run(
         make_plan(exclude_work_ids=frozenset({"1"})),
         FakeSource([work("1"), work("1")]),
-        FakeContext(),
+        RecordingContext(),
     )
     assert outcome.reason == "filter_exhausted"
     # ...and duplicate_exhausted is reserved for a scan whose every dropped work was a duplicate.
@@ -369,33 +358,36 @@ def test_duplicate_exhausted_when_only_duplicates_remain() -> None:
 
 def test_source_error_maps_to_its_reason() -> None:
     outcome = run(
-        make_plan(limit=5), FakeSource([work("1"), work("2")], fail_after=1), FakeContext()
+        make_plan(limit=5), FakeSource([work("1"), work("2")], fail_after=1), RecordingContext()
     )
-    assert outcome == Outcome(reason="rate_limited", message="slow down")
+    assert outcome == Outcome(reason=Reason.RATE_LIMITED, message="slow down")
 
 
 def test_source_error_raised_at_search_time() -> None:
     class Broken:
         def search(self, request: SearchRequest) -> Iterator[Work]:
-            raise SourceError("auth_failed", "bad token")
+            raise SourceError(Reason.AUTH_FAILED, "bad token")
 
-    assert run(make_plan(), Broken(), FakeContext()) == Outcome(
+    assert run(make_plan(), Broken(), RecordingContext()) == Outcome(
         reason="auth_failed", message="bad token"
     )
 
 
 def test_checkpoint_before_every_work() -> None:
-    context = FakeContext()
+    context = RecordingContext()
     result = succeed(
         run(make_plan(limit=100), FakeSource([work(str(n)) for n in range(7)]), context)
     )
     assert context.checkpoints == result["scanned"] == 7
 
 
-def test_job_interrupted_propagates_and_stops_the_scan() -> None:
+@pytest.mark.parametrize("stop", ["cancel", "lose_lease", "pass_deadline"])
+def test_job_interrupted_propagates_and_stops_the_scan(stop: str) -> None:
     source = FakeSource([work(str(n)) for n in range(20)])
+    context = RecordingContext()
+    getattr(context, stop)(at_checkpoint=3)
     with pytest.raises(JobInterruptedError):
-        run(make_plan(limit=100), source, FakeContext(interrupt_at=3))
+        run(make_plan(limit=100), source, context)
     assert source.yielded == 3
 
 
@@ -405,15 +397,15 @@ def test_job_interrupted_is_not_swallowed_by_source_error_handling() -> None:
             raise JobInterruptedError("lease lost")
 
     with pytest.raises(JobInterruptedError):
-        run(make_plan(), Interrupting(), FakeContext())
+        run(make_plan(), Interrupting(), RecordingContext())
 
 
 def test_progress_calls() -> None:
-    context = FakeContext()
+    context = RecordingContext()
     works = [work(str(n)) for n in range(25)]
     plan = make_plan(tags=("landscape", "cat"), expand=True, limit=100, scan_limit=100)
     succeed(run(plan, FakeSource(works), context))
-    assert context.progress_calls == [
+    assert context.progress_log == [
         ("searching", "searching 2 tag(s)"),
         ("searching", "scanned 10 works, 10 candidates"),
         ("searching", "scanned 20 works, 20 candidates"),
@@ -580,7 +572,7 @@ def test_catalog_rejects_bad_files(tmp_path: Path, content: str, fragment: str) 
 
 
 def test_catalog_missing_file_is_a_configuration_error(tmp_path: Path) -> None:
-    outcome = run(make_plan(), CatalogSource(tmp_path / "nope.json"), FakeContext())
+    outcome = run(make_plan(), CatalogSource(tmp_path / "nope.json"), RecordingContext())
     assert outcome.reason == "configuration_error"
     assert outcome.message is not None
     assert "nope.json" in outcome.message
@@ -616,7 +608,7 @@ def test_sample_catalog_content() -> None:
 
 def test_default_target_end_to_end_on_the_sample_catalog() -> None:
     plan = build_plan({"constraints": {"limit": 5}}, make_target())
-    context = FakeContext()
+    context = RecordingContext()
     result = succeed(run(plan, CatalogSource(DEFAULT_CATALOG), context))
     assert len(result["candidates"]) == 5
     work_ids = [int(c["work_id"]) for c in result["candidates"]]
@@ -636,8 +628,8 @@ def test_sample_catalog_expand_and_excludes() -> None:
     both = build_plan(
         {"query": {"tags": ["ocean", "forest"]}, "constraints": {"limit": 100}}, make_target()
     )
-    any_result = succeed(run(either, source, FakeContext()))
-    all_outcome = run(both, source, FakeContext())
+    any_result = succeed(run(either, source, RecordingContext()))
+    all_outcome = run(both, source, RecordingContext())
     all_count = len(all_outcome.result["candidates"]) if all_outcome.result else 0
     assert len(any_result["candidates"]) > all_count
     first = any_result["candidates"][0]
@@ -651,7 +643,7 @@ def test_sample_catalog_expand_and_excludes() -> None:
         },
         make_target(),
     )
-    again = succeed(run(excluded, source, FakeContext()))
+    again = succeed(run(excluded, source, RecordingContext()))
     assert again["filtered"] == [{"work_id": first["work_id"], "reason": "excluded"}]
     assert again["candidates"][0]["work_id"] != first["work_id"]
 

@@ -10,22 +10,15 @@ import pytest
 
 from jobstream.config.targets import TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes import registry
 from jobstream.lifecycle.transitions import terminal_status_for
 from jobstream.protocol import documents
-from jobstream.protocol.documents import (
-    ack_result,
-    capabilities,
-    event_document,
-    event_page,
-    job_document,
-    job_error,
-    job_page,
-    submission,
-)
+from jobstream.protocol.documents import ack_result, capabilities, job_error
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from jobstream.protocol.events import event_id
 from jobstream.protocol.queries import parse_ack_body, parse_events_query, parse_list_query
+from tests.support.shown import event_document, event_page, job_document, job_page, submission
 from tests.support.validation import validate, validate_error
 
 CREATED = 1_790_481_174_000
@@ -112,7 +105,6 @@ def record(**overrides: Any) -> JobRecord:
         "params": {"query": {"tags": ["西瓜肚"]}},
         "params_canonical": '{"query":{"tags":["西瓜肚"]}}',
         "target_id": "demo-illustration",
-        "work_type": "illustration",
         "status": "queued",
         "created_at": CREATED,
         "updated_at": CREATED,
@@ -708,7 +700,13 @@ def caps(*targets: dict[str, Any], fallback: int = 1_800_000) -> dict[str, Any]:
 def test_capabilities_document() -> None:
     document = caps(target("bot1-illust", timeout_ms=1_200_000))
     validate(document, "Capabilities")
-    assert list(document) == ["protocol_versions", "job_types", "limits", "server_time"]
+    assert list(document) == [
+        "protocol_versions",
+        "job_types",
+        "limits",
+        "extensions",
+        "server_time",
+    ]
     assert document["protocol_versions"] == ["1"]
     assert document["server_time"] == NOW
     # One declaration per registered job type, in the registry's order.
@@ -825,7 +823,7 @@ def test_documents_do_not_alias_the_record() -> None:
 
 
 def assert_query_error(error: ProtocolError, message: str, detail: dict[str, Any] | None) -> None:
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.message == message
     assert error.detail == detail
@@ -968,7 +966,7 @@ def test_list_query_bad_limits(values: list[str]) -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_list_query({"limit": values})
     error = caught.value
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.detail == {"field": "limit"}
     assert "limit" in error.message
@@ -987,7 +985,7 @@ def test_list_query_bad_status(values: list[str]) -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_list_query({"status": values})
     error = caught.value
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.detail == {"field": "status"}
     validate_error(error.body())

@@ -15,11 +15,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobstream.http.statuses import HTTP_STATUS, http_status
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.protocol.errors import (
     REASON_TO_CODE,
     RETRYABLE,
     ErrorCode,
+    ErrorKind,
     ProtocolError,
     Reason,
     code_for_reason,
@@ -207,13 +209,13 @@ def test_codes_never_produced_by_a_reason() -> None:
 
 
 def test_error_body_without_detail() -> None:
-    error = ProtocolError(ErrorCode.INVALID_PARAMS, "unknown job", status=404)
+    error = ProtocolError(ErrorCode.INVALID_PARAMS, "unknown job", kind=ErrorKind.NOT_FOUND)
     body = error.body()
     assert body == {
         "error": {"code": "invalid_params", "message": "unknown job", "retryable": False}
     }
     assert list(body["error"]) == ["code", "message", "retryable"]
-    assert error.status == 404
+    assert http_status(error) == 404
     assert error.code is ErrorCode.INVALID_PARAMS
     assert error.message == "unknown job"
     assert error.detail is None
@@ -223,7 +225,9 @@ def test_error_body_without_detail() -> None:
 
 def test_error_body_with_detail() -> None:
     detail = {"reason": "unknown_job", "job_id": "j-1"}
-    error = ProtocolError(ErrorCode.INVALID_PARAMS, "unknown job", status=404, detail=detail)
+    error = ProtocolError(
+        ErrorCode.INVALID_PARAMS, "unknown job", kind=ErrorKind.NOT_FOUND, detail=detail
+    )
     assert error.body() == {
         "error": {
             "code": "invalid_params",
@@ -253,31 +257,63 @@ def test_every_code_sends_its_retryable_default(code: ErrorCode) -> None:
         (ErrorCode.INVALID_PARAMS, 400),
         (ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, 400),
         (ErrorCode.IDEMPOTENCY_CONFLICT, 409),
+        (ErrorCode.AUTH_ERROR, 401),
+        (ErrorCode.QUOTA_EXCEEDED, 429),
+        (ErrorCode.RESOURCE_BUSY, 503),
         (ErrorCode.INTERNAL_ERROR, 500),
+        (ErrorCode.NO_CANDIDATE, 400),
     ],
 )
 def test_request_error_default_statuses(code: ErrorCode, status: int) -> None:
     # §3 table: HTTP uses of the request-error codes.
-    assert ProtocolError(code, "m").status == status
+    assert http_status(ProtocolError(code, "m")) == status
 
 
-def test_an_explicit_status_wins() -> None:
-    assert ProtocolError(ErrorCode.INTERNAL_ERROR, "m", status=503).status == 503
-    assert ProtocolError(ErrorCode.INVALID_PARAMS, "m", status=409).status == 409
+def test_an_explicit_kind_wins() -> None:
+    unavailable = ProtocolError(ErrorCode.INTERNAL_ERROR, "m", kind=ErrorKind.UNAVAILABLE)
+    assert http_status(unavailable) == 503
+    conflict = ProtocolError(ErrorCode.INVALID_PARAMS, "m", kind=ErrorKind.CONFLICT)
+    assert http_status(conflict) == 409
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [
+        (ErrorKind.INVALID, 400),
+        (ErrorKind.UNAUTHENTICATED, 401),
+        (ErrorKind.NOT_FOUND, 404),
+        (ErrorKind.CONFLICT, 409),
+        (ErrorKind.TOO_LARGE, 413),
+        (ErrorKind.UNSUPPORTED_MEDIA_TYPE, 415),
+        (ErrorKind.TOO_MANY_REQUESTS, 429),
+        (ErrorKind.INTERNAL, 500),
+        (ErrorKind.UNAVAILABLE, 503),
+    ],
+)
+def test_the_status_table_answers_each_kind(kind: ErrorKind, status: int) -> None:
+    assert HTTP_STATUS[kind] == status
+    assert http_status(invalid_params("m", kind=kind)) == status
+
+
+def test_the_status_table_names_every_kind_once() -> None:
+    assert set(HTTP_STATUS) == set(ErrorKind)
+    assert len(set(HTTP_STATUS.values())) == len(ErrorKind)
 
 
 def test_invalid_params_helper() -> None:
-    error = invalid_params("ambiguous target", status=409, detail={"reason": "ambiguous_target"})
+    error = invalid_params(
+        "ambiguous target", kind=ErrorKind.CONFLICT, detail={"reason": "ambiguous_target"}
+    )
     assert isinstance(error, ProtocolError)
     assert error.code is ErrorCode.INVALID_PARAMS
-    assert error.status == 409
+    assert http_status(error) == 409
     assert error.body()["error"] == {
         "code": "invalid_params",
         "message": "ambiguous target",
         "retryable": False,
         "detail": {"reason": "ambiguous_target"},
     }
-    assert invalid_params("x").status == 400
+    assert http_status(invalid_params("x")) == 400
     assert str(invalid_params("visible message")) == "visible message"
 
 

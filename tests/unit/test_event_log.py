@@ -46,7 +46,6 @@ def job(status: JobStatus = JobStatus.RUNNING, **fields: Any) -> JobRecord:
         params={},
         params_canonical="{}",
         target_id="t",
-        work_type="w",
         status=status,
         created_at=1_000,
         updated_at=1_000,

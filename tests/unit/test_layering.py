@@ -16,14 +16,29 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 PACKAGE = REPOSITORY / "layers" / "jobstream" / "jobstream"
 FUNCTIONS = REPOSITORY / "functions"
 
-# Plain data and pure helpers, importing nothing of the layer.
-BASE = frozenset({"clock", "deadline", "domain", "tenant_names", "backoff", "observability"})
+# Plain data and pure helpers, importing nothing of the layer (observability: its variables).
+BASE = frozenset(
+    {
+        "clock",
+        "deadline",
+        "domain",
+        "tenant_names",
+        "backoff",
+        "observability",
+        "errors",
+        "config.environment",
+    }
+)
+# The one reader of the process environment besides the settings (config/environment.py): the
+# standard library only, so it sits with the base units whatever unit reads it.
+ENVIRONMENT_READER = "jobstream.config.environment"
 # Each unit (a package of the layer, or a module at its top) and the units directly below it. A
 # unit may import every unit below it, directly or through others, and nothing else. Units that
 # are not below one another are independent: the store knows no protocol words and no queue,
 # the queue no store, the protocol facade no configuration.
 DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     **{unit: frozenset() for unit in BASE},
+    "observability": frozenset({"config.environment"}),  # Powertools' variables
     "protocol": BASE,  # the pure facade: documents, validation, errors, event kinds
     "retries": BASE,  # which AWS failures are transient, and retrying them
     "aws": frozenset({"retries"}),  # the boto3 clients
@@ -41,9 +56,22 @@ DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     "service": frozenset({"lifecycle", "jobtypes"}),  # one function per operation
     "http": frozenset({"service"}),  # the HTTP API's handler shell
     "sqs_handler": frozenset({"service"}),  # the SQS triggers' handler shell
+    # The DynamoDB Streams trigger's shell: the same partial batch response as SQS.
+    "stream_handler": frozenset({"sqs_handler"}),
+    "schedule_handler": frozenset({"service"}),  # the scheduled function's shell
 }
 # What functions/*/app.py may import of the layer: handlers are thin.
-FUNCTION_IMPORTS = frozenset({"http", "sqs_handler", "service", "runtime", "observability"})
+FUNCTION_IMPORTS = frozenset(
+    {
+        "http",
+        "sqs_handler",
+        "stream_handler",
+        "schedule_handler",
+        "service",
+        "runtime",
+        "observability",
+    }
+)
 # The units that see the store only through its contract (store/ports.py), never its adapters.
 THROUGH_PORTS = frozenset({"lifecycle", "service"})
 STORE_PORTS = "jobstream.store.ports"
@@ -59,6 +87,8 @@ def below(unit: str) -> frozenset[str]:
 
 def unit_of(module: str) -> str | None:
     """`jobstream.store.jobs` -> `store`; None for a module outside the layer."""
+    if module == ENVIRONMENT_READER or module.startswith(f"{ENVIRONMENT_READER}."):
+        return "config.environment"
     parts = module.split(".")
     if parts[0] != "jobstream":
         return None
@@ -215,6 +245,30 @@ def test_functions_import_only_handler_shells_and_services(path: Path) -> None:
         if unit_of(target) is None and target.split(".")[0] not in {"__future__", "typing"}
     }
     assert third_party == set(), "functions reach AWS and libraries only through the layer"
+
+
+# The shells a function's `handler` is made by: logging, metrics, deadline and error handling.
+SHELLS = frozenset({"http_handler", "sqs_handler", "stream_handler", "schedule_handler"})
+
+
+def handler_shell(path: Path) -> str | None:
+    """The name of the call that makes `path`'s module-level `handler`, if a call makes it."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(target, "id", None) for target in node.targets] == ["handler"]
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+        ):
+            return node.value.func.id
+    return None
+
+
+@pytest.mark.parametrize(
+    "path", sorted(FUNCTIONS.glob("*/app.py")), ids=lambda path: path.parent.name
+)
+def test_every_function_goes_through_a_handler_shell(path: Path) -> None:
+    assert handler_shell(path) in SHELLS
 
 
 # --- the check itself -------------------------------------------------------------------------

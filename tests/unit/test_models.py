@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from jobstream.domain import JobRecord, StoredEvent
 from jobstream.protocol import documents
+from tests.support import shown
 from tests.support.protocol_models import MODELS_BY_DEF, ErrorEnvelope, Job, JobReceipt
 from tests.support.validation import FIXTURES, PUBLISHED_SCHEMA
 
@@ -90,7 +91,6 @@ def _record(status: str, **values: Any) -> JobRecord:
         params={},
         params_canonical="{}",
         target_id="t1",
-        work_type="illustration",
         status=status,
         created_at=1_000,
         updated_at=2_000,
@@ -106,9 +106,9 @@ def _record(status: str, **values: Any) -> JobRecord:
 def test_produced_documents_parse_with_our_models(status: str) -> None:
     reason = {"failed": "no_candidate", "cancelled": "cancelled_by_consumer"}.get(status)
     record = _record(status, reason=reason, labels={"a": "b"}, correlation_id="c")
-    job = documents.job_document(record, 3_000, "https://host")
+    job = shown.job_document(record, 3_000, "https://host")
     assert Job.model_validate(job).document() == job
-    assert JobReceipt.model_validate(documents.submission(record, 3_000)).job.status == status
+    assert JobReceipt.model_validate(shown.submission(record, 3_000)).job.status == status
     events = [StoredEvent("job_x", 1, "job.requested", 1_000)]
     if record.is_terminal:
         kind = {
@@ -118,7 +118,7 @@ def test_produced_documents_parse_with_our_models(status: str) -> None:
             "expired": "job.outcome_expired",
         }[status]
         events.append(StoredEvent("job_x", 2, kind, 2_000))
-    page = documents.event_page(record, events, has_more=False, now=3_000)
+    page = shown.event_page(record, events, has_more=False, now=3_000)
     assert MODELS_BY_DEF["EventPage"].model_validate(page).document() == page
     ack = documents.ack_result(record, 3_000)
     assert MODELS_BY_DEF["AckResult"].model_validate(ack).document() == ack

@@ -303,7 +303,7 @@ def test_exceptions_are_logged_as_json_and_metrics_still_flushed(
         try:
             raise ValueError("boom")
         except ValueError:
-            logging.getLogger("jobstream.execution").exception("executor failed")
+            logging.getLogger("jobstream.service.execution").exception("executor failed")
         raise RuntimeError("escaped")
 
     with pytest.raises(RuntimeError):

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from jobstream.domain import StoredEvent
 from jobstream.http.api import json_response
-from jobstream.protocol import documents
 from jobstream.protocol.events import EventKind
 from jobstream.protocol.pages import MAX_PAGE_BYTES, MAX_RESPONSE_BYTES, fill_page, response_bytes
+from tests.support import shown
 from tests.support.fat import AT, admitted_at_budget, fattest, result_of
 from tests.support.validation import validate
 
@@ -103,14 +103,14 @@ def test_the_largest_job_and_event_fit_in_one_response(
         admitted_at_budget(label_filler),
         result=result_of(filler=result_filler),
     )
-    job_document = documents.job_document(job, AT)
+    job_document = shown.job_document(job, AT)
     validate(job_document, "Job")
     terminal = StoredEvent(job.job_id, 4, EventKind.OUTCOME_SUCCEEDED.value, AT)
-    event_document = documents.event_document(job, terminal, AT)
+    event_document = shown.event_document(job, terminal, AT)
     assert event_document is not None
     for document in (job_document, event_document, {"job": job_document}):
         assert len(runtime_payload(document)) < MAX_PAGE_BYTES < MAX_RESPONSE_BYTES
-    page = documents.event_page(job, [terminal], has_more=False, now=AT)
+    page = shown.event_page(job, [terminal], has_more=False, now=AT)
     assert len(runtime_payload(page)) < MAX_RESPONSE_BYTES
 
 
@@ -120,9 +120,9 @@ def test_an_event_page_is_cut_by_bytes_and_says_where_to_go_on() -> None:
         StoredEvent(job.job_id, sequence, EventKind.PROGRESSED.value, AT + sequence)
         for sequence in range(1, 30)
     ]
-    page = documents.event_page(job, events, has_more=False, now=AT)
-    shown = page["events"]
-    assert 1 <= len(shown) < len(events)
-    assert page["next_after"] == shown[-1]["event_id"]
+    page = shown.event_page(job, events, has_more=False, now=AT)
+    listed = page["events"]
+    assert 1 <= len(listed) < len(events)
+    assert page["next_after"] == listed[-1]["event_id"]
     assert len(runtime_payload(page)) <= MAX_RESPONSE_BYTES
     validate(page, "EventPage")

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobstream.http.request import parse_event
+from jobstream.http.statuses import http_status
 from jobstream.protocol.errors import ProtocolError
 from jobstream.protocol.js import JS_WHITESPACE, is_blank
 from jobstream.protocol.queries import (
@@ -57,7 +58,7 @@ def _query(raw: str) -> Any:
 
 
 def _is_protocol_4xx(error: ProtocolError) -> None:
-    assert 400 <= error.status < 500
+    assert 400 <= http_status(error) < 500
     validate_error(error.body())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobstream.http.request import Request
+from jobstream.http.statuses import http_status
 from jobstream.protocol.errors import ProtocolError
 
 
@@ -28,7 +29,7 @@ def test_any_nesting_depth_is_a_document_or_a_400() -> None:
             _request(b"[" * depth + b"]" * depth).json_body()
             outcomes.add("document")
         except ProtocolError as error:
-            outcomes.add((error.status, error.body()["error"]["message"]))
+            outcomes.add((http_status(error), error.body()["error"]["message"]))
     assert outcomes == {"document", (400, "request body must be valid JSON")}
 
 

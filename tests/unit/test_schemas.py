@@ -20,15 +20,16 @@ import yaml
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from jobstream.config.targets import Target, TargetQuery, TargetsFile
+from jobstream.config.targets import Target, TargetsFile
 from jobstream.domain import JobRecord, StoredEvent
 from jobstream.http.caching import private_max_age, weak_etag
 from jobstream.jobtypes import registry
 from jobstream.protocol import documents
-from jobstream.protocol.errors import ErrorCode, ProtocolError, Reason, invalid_params
+from jobstream.protocol.errors import ErrorCode, ErrorKind, ProtocolError, Reason, invalid_params
 from jobstream.protocol.events import EventKind, EventType
 from jobstream.protocol.queries import JOB_STATUSES
 from jobstream_local.template import Template
+from tests.support import shown
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 JSON_SCHEMA = SCHEMAS / "jobstream.schema.json"
@@ -51,6 +52,14 @@ EXPECTED_DEFS = frozenset(
         "EventPage",
         "AckRequest",
         "AckResult",
+        "FeedPage",
+        "FeedAckRequest",
+        "FeedAck",
+        "Delivery",
+        "JobDeliveries",
+        "CallbackPage",
+        "RedriveRequest",
+        "RedriveResult",
         "Locator",
         "Asset",
         "MatchedTag",
@@ -61,7 +70,8 @@ EXPECTED_DEFS = frozenset(
         "JobReceipt",
     }
 )
-CLOSED_DEFS = frozenset({"ErrorEnvelope", "JobReceipt"})
+# RedriveRequest too: an unknown (misspelt) field must not redrive every dead callback.
+CLOSED_DEFS = frozenset({"ErrorEnvelope", "JobReceipt", "RedriveRequest"})
 FIXTURE_DEFS = {
     "task": "Task",
     "job": "Job",
@@ -190,7 +200,6 @@ def _record(**changes: Any) -> JobRecord:
         params={},
         params_canonical="{}",
         target_id="bot1-illust-botefuku",
-        work_type="illustration",
         status="queued",
         created_at=1_790_481_174_000,
         updated_at=1_790_481_174_000,
@@ -271,11 +280,16 @@ def _stream(record: JobRecord) -> list[StoredEvent]:
 
 
 def _targets() -> TargetsFile:
-    query = TargetQuery(tags=["botefuku"])
+    query = {"tags": ["botefuku"]}
     return TargetsFile(
         targets=[
-            Target(id="a", work_type="illustration", source="catalog", query=query),
-            Target(id="b", work_type="novel", source="pixiv", query=query, timeout_ms=1_200_000),
+            Target.model_validate(
+                {"id": "a", "work_type": "illustration", "source": "catalog", "query": query}
+            ),
+            Target.model_validate(
+                {"id": "b", "work_type": "novel", "source": "pixiv", "query": query}
+                | {"timeout_ms": 1_200_000}
+            ),
         ]
     )
 
@@ -388,10 +402,10 @@ def test_job_fixture_with_unknown_fields_still_validates(shared_protocol: Path) 
 @pytest.mark.parametrize("state", sorted(RECORDS))
 def test_produced_jobs_validate(state: str, base_url: str | None) -> None:
     record = RECORDS[state]
-    _assert_valid(documents.job_document(record, NOW, base_url), "Job")
-    _assert_valid(documents.submission(record, NOW, base_url), "JobReceipt")
+    _assert_valid(shown.job_document(record, NOW, base_url), "Job")
+    _assert_valid(shown.submission(record, NOW, base_url), "JobReceipt")
     if record.status == "succeeded":
-        _assert_valid(documents.job_document(record, NOW)["result"], "Result_CandidateSearch")
+        _assert_valid(shown.job_document(record, NOW)["result"], "Result_CandidateSearch")
     if record.is_terminal and record.status != "succeeded":
         _assert_valid({"error": documents.job_error(record)}, "ErrorEnvelope")
 
@@ -400,24 +414,24 @@ def test_produced_jobs_validate(state: str, base_url: str | None) -> None:
 def test_produced_events_and_pages_validate(state: str) -> None:
     record = RECORDS[state]
     stream = _stream(record)
-    produced = [documents.event_document(record, event, NOW, BASE_URL) for event in stream]
+    produced = [shown.event_document(record, event, NOW, BASE_URL) for event in stream]
     events = [event for event in produced if event is not None]
     assert len(events) >= 3
     for event in events:
         _assert_valid(event, "Event")
         _assert_valid(event["payload"], "EventPayload")
     for has_more in (False, True):
-        page = documents.event_page(record, stream, has_more=has_more, now=NOW, base_url=BASE_URL)
+        page = shown.event_page(record, stream, has_more=has_more, now=NOW, base_url=BASE_URL)
         _assert_valid(page, "EventPage")
-    _assert_valid(documents.event_page(record, [], has_more=False, now=NOW), "EventPage")
+    _assert_valid(shown.event_page(record, [], has_more=False, now=NOW), "EventPage")
     for acked in (0, 1, record.event_count):
         _assert_valid(documents.ack_result(replace(record, ack_sequence=acked), NOW), "AckResult")
 
 
 def test_produced_job_pages_validate() -> None:
     records = list(RECORDS.values())
-    _assert_valid(documents.job_page(records, next_cursor="opaque", now=NOW), "JobPage")
-    _assert_valid(documents.job_page([], next_cursor=None, now=NOW, base_url=BASE_URL), "JobPage")
+    _assert_valid(shown.job_page(records, next_cursor="opaque", now=NOW), "JobPage")
+    _assert_valid(shown.job_page([], next_cursor=None, now=NOW, base_url=BASE_URL), "JobPage")
 
 
 def test_produced_capabilities_validate() -> None:
@@ -445,7 +459,8 @@ def test_produced_error_envelopes_validate(code: ErrorCode) -> None:
 
 def test_request_errors_validate() -> None:
     _assert_valid(
-        invalid_params("no", status=413, detail={"limit_bytes": 1}).body(), "ErrorEnvelope"
+        invalid_params("no", kind=ErrorKind.TOO_LARGE, detail={"limit_bytes": 1}).body(),
+        "ErrorEnvelope",
     )
 
 
@@ -453,7 +468,7 @@ def test_request_errors_validate() -> None:
 
 
 def _job() -> dict[str, Any]:
-    return documents.job_document(RECORDS["running_message"], NOW, BASE_URL)
+    return shown.job_document(RECORDS["running_message"], NOW, BASE_URL)
 
 
 def test_error_with_unknown_code_is_rejected() -> None:
@@ -502,8 +517,8 @@ def test_broken_jobs_are_rejected(change: dict[str, Any]) -> None:
 
 
 def test_outcome_fields_follow_the_status() -> None:
-    succeeded = documents.job_document(RECORDS["succeeded"], NOW)
-    failed = documents.job_document(RECORDS["failed"], NOW)
+    succeeded = shown.job_document(RECORDS["succeeded"], NOW)
+    failed = shown.job_document(RECORDS["failed"], NOW)
     _assert_invalid({**succeeded, "error": failed["error"]}, "Job")
     _assert_invalid({**failed, "result": succeeded["result"]}, "Job")
     _assert_invalid({**succeeded, "result": {"candidates": [{"platform": "pixiv"}]}}, "Job")
@@ -513,7 +528,7 @@ def test_outcome_fields_follow_the_status() -> None:
 
 def test_broken_events_are_rejected() -> None:
     record = RECORDS["succeeded"]
-    events = [documents.event_document(record, event, NOW) for event in _stream(record)]
+    events = [shown.event_document(record, event, NOW) for event in _stream(record)]
     terminal = next(event for event in events if event and event["type"] == "job.succeeded")
     accepted = next(event for event in events if event and event["type"] == "job.accepted")
     _assert_valid(terminal, "Event")
@@ -596,6 +611,7 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
         "409": None,
         "413": None,
         "415": None,
+        "429": None,
     },
     ("/jobs", "get"): {"200": "JobPage", "400": None},
     ("/jobs/{job_id}", "get"): {"200": "Job", "404": None},
@@ -608,6 +624,17 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
         "413": None,
         "415": None,
     },
+    ("/events", "get"): {"200": "FeedPage", "400": None},
+    ("/jobs/{job_id}/callbacks", "get"): {"200": "JobDeliveries", "404": None},
+    ("/callbacks", "get"): {"200": "CallbackPage", "400": None},
+    ("/callbacks/redrive", "post"): {
+        "200": "RedriveResult",
+        "400": None,
+        "404": None,
+        "413": None,
+        "415": None,
+    },
+    ("/events/ack", "post"): {"200": "FeedAck", "400": None, "413": None, "415": None},
 }
 
 
@@ -773,6 +800,8 @@ def test_openapi_request_bodies() -> None:
     assert bodies == {
         ("/jobs", "post"): "Task",
         ("/jobs/{job_id}/events/ack", "post"): "AckRequest",
+        ("/events/ack", "post"): "FeedAckRequest",
+        ("/callbacks/redrive", "post"): "RedriveRequest",
     }
 
 

@@ -13,10 +13,14 @@ from jobstream.config.settings import (
     Settings,
     Tenant,
     load_settings,
+    load_targets,
     parse_api_tokens,
 )
 from jobstream.config.targets import TargetsFile
+from jobstream.http.statuses import http_status
+from jobstream.jobtypes import registry
 from jobstream.jobtypes.candidate_search.params import CandidateSearchParams, parse_params
+from jobstream.jobtypes.candidate_search.settings import search_settings
 from jobstream.jobtypes.candidate_search.targets import (
     admit_target,
     check_account,
@@ -25,6 +29,8 @@ from jobstream.jobtypes.candidate_search.targets import (
 from jobstream.jobtypes.targeting import resolve_target
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from tests.support.validation import validate_error
+
+CANDIDATE_SEARCH = "candidate_search"
 
 
 def target(
@@ -120,7 +126,7 @@ def test_an_unavailable_account_is_refused(
 ) -> None:
     file = targets_file(target("a"), account=configured) if configured is not None else ONE
     error = refused(check_account, search(source={"account": requested}), file)
-    assert error.status == 400
+    assert http_status(error) == 400
     assert error.message == f"account '{wanted}' is not available in this deployment"
     assert error.detail == {
         "reason": "account_unavailable",
@@ -134,52 +140,52 @@ def test_an_unavailable_account_is_refused(
 
 
 def test_the_only_enabled_target_is_chosen_without_a_selector() -> None:
-    assert resolve_target(search(), ONE).id == "bot1-illust"
+    assert resolve_target(search(), ONE.enabled).id == "bot1-illust"
 
 
 def test_disabled_targets_are_ignored_without_a_selector() -> None:
     file = targets_file(
         target("off-1", enabled=False), target("on"), target("off-2", enabled=False)
     )
-    assert resolve_target(search(), file).id == "on"
+    assert resolve_target(search(), file.enabled).id == "on"
 
 
 def test_a_selector_chooses_among_several_targets() -> None:
-    resolved = resolve_target(search(target_id="bot2-novel-marunomi"), FOUR)
+    resolved = resolve_target(search(target_id="bot2-novel-marunomi"), FOUR.enabled)
     assert resolved.id == "bot2-novel-marunomi"
-    assert resolved.work_type == "novel"
+    assert resolved.settings["work_type"] == "novel"
 
 
 def test_a_selector_is_matched_after_trimming() -> None:
-    assert resolve_target(search(target_id="  bot1-novel\u00a0"), FOUR).id == "bot1-novel"
+    assert resolve_target(search(target_id="  bot1-novel\u00a0"), FOUR.enabled).id == "bot1-novel"
 
 
 @pytest.mark.parametrize("selector", ["nope", "BOT1-ILLUST", "bot1", "bot1-illust-x"])
 def test_an_unknown_selector_is_404(selector: str) -> None:
-    error = refused(resolve_target, search(target_id=selector), FOUR)
-    assert error.status == 404
+    error = refused(resolve_target, search(target_id=selector), FOUR.enabled)
+    assert http_status(error) == 404
     assert error.message == "unknown target"
     assert error.detail == {"reason": "unknown_target", "target_id": selector}
 
 
 def test_a_selector_naming_a_disabled_target_is_unknown() -> None:
     file = targets_file(target("live"), target("retired", enabled=False))
-    error = refused(resolve_target, search(target_id="retired"), file)
-    assert error.status == 404
+    error = refused(resolve_target, search(target_id="retired"), file.enabled)
+    assert http_status(error) == 404
     assert error.detail == {"reason": "unknown_target", "target_id": "retired"}
 
 
 def test_a_selector_matching_two_enabled_targets_is_ambiguous() -> None:
     file = targets_file(target("twin"), target("other"), target("twin", work_type="novel"))
-    error = refused(resolve_target, search(target_id="twin"), file)
-    assert error.status == 409
+    error = refused(resolve_target, search(target_id="twin"), file.enabled)
+    assert http_status(error) == 409
     assert error.message == "ambiguous target"
     assert error.detail == {"reason": "ambiguous_target", "target_id": "twin"}
 
 
 def test_a_duplicate_id_is_not_ambiguous_when_one_copy_is_disabled() -> None:
     file = targets_file(target("twin", enabled=False), target("twin", work_type="novel"))
-    assert resolve_target(search(target_id="twin"), file).work_type == "novel"
+    assert resolve_target(search(target_id="twin"), file.enabled).settings["work_type"] == "novel"
 
 
 def test_several_enabled_targets_without_a_selector_are_ambiguous() -> None:
@@ -189,8 +195,8 @@ def test_several_enabled_targets_without_a_selector_are_ambiguous() -> None:
         target("a-first", work_type="novel"),
         target("m-middle"),
     )
-    error = refused(resolve_target, search(), file)
-    assert error.status == 409
+    error = refused(resolve_target, search(), file.enabled)
+    assert http_status(error) == 409
     assert error.message == "more than one candidate search target is configured"
     # config order, not sorted, and disabled targets are not listed
     assert error.detail == {
@@ -204,15 +210,15 @@ def test_several_enabled_targets_without_a_selector_are_ambiguous() -> None:
     [targets_file(), targets_file(target("off", enabled=False), target("off2", enabled=False))],
 )
 def test_no_enabled_target_is_400(file: TargetsFile) -> None:
-    error = refused(resolve_target, search(), file)
-    assert error.status == 400
+    error = refused(resolve_target, search(), file.enabled)
+    assert http_status(error) == 400
     assert error.message == "no candidate search target is configured"
     assert error.detail == {"reason": "no_eligible_target"}
 
 
 def test_a_selector_with_no_enabled_targets_is_unknown() -> None:
-    error = refused(resolve_target, search(target_id="x"), targets_file())
-    assert error.status == 404
+    error = refused(resolve_target, search(target_id="x"), targets_file().enabled)
+    assert http_status(error) == 404
     assert error.detail == {"reason": "unknown_target", "target_id": "x"}
 
 
@@ -236,8 +242,8 @@ def test_work_types_including_the_target_type_are_accepted(
 ) -> None:
     file = targets_file(target("t", work_type=target_type))
     request = search(constraints={"work_types": work_types})
-    check_work_type(request, resolve_target(request, file))
-    assert admit_target(request, file).id == "t"
+    check_work_type(request, resolve_target(request, file.enabled))
+    assert admit_target(request, file, CANDIDATE_SEARCH).id == "t"
 
 
 @pytest.mark.parametrize(
@@ -255,15 +261,17 @@ def test_work_types_excluding_the_target_type_are_refused(
 ) -> None:
     file = targets_file(target("t", work_type=target_type))
     request = search(constraints={"work_types": work_types})
-    error = refused(check_work_type, request, resolve_target(request, file))
-    assert error.status == 400
+    error = refused(check_work_type, request, resolve_target(request, file.enabled))
+    assert http_status(error) == 400
     assert error.message == f"work_types {listed} does not include the configured target work type"
     assert error.detail == {"reason": "work_type_not_available", "target_type": target_type}
 
 
 def test_the_work_type_message_for_the_conformance_case() -> None:
     file = targets_file(target("bot1-novel", work_type="novel"))
-    error = refused(admit_target, search(constraints={"work_types": ["illustration"]}), file)
+    error = refused(
+        admit_target, search(constraints={"work_types": ["illustration"]}), file, CANDIDATE_SEARCH
+    )
     assert error.message == (
         "work_types [illustration] does not include the configured target work type"
     )
@@ -279,28 +287,28 @@ def test_admit_target_returns_the_resolved_target() -> None:
         source={"platform": "pixiv", "account": "default"},
         constraints={"work_types": ["novel"]},
     )
-    resolved = admit_target(request, FOUR)
+    resolved = admit_target(request, FOUR, CANDIDATE_SEARCH)
     assert resolved.id == "bot1-novel"
-    assert resolved.work_type == "novel"
+    assert resolved.settings["work_type"] == "novel"
 
 
 def test_the_account_is_checked_before_the_target() -> None:
     request = search(source={"account": "other"}, target_id="nope")
-    error = refused(admit_target, request, FOUR)
+    error = refused(admit_target, request, FOUR, CANDIDATE_SEARCH)
     assert error.detail is not None
     assert error.detail["reason"] == "account_unavailable"
 
 
 def test_the_target_is_checked_before_the_work_type() -> None:
     unknown = search(target_id="nope", constraints={"work_types": ["video"]})
-    assert refused(admit_target, unknown, FOUR).status == 404
+    assert http_status(refused(admit_target, unknown, FOUR, CANDIDATE_SEARCH)) == 404
     ambiguous = search(constraints={"work_types": ["video"]})
-    assert refused(admit_target, ambiguous, FOUR).status == 409
+    assert http_status(refused(admit_target, ambiguous, FOUR, CANDIDATE_SEARCH)) == 409
 
 
 def test_the_work_type_is_checked_against_the_selected_target() -> None:
     request = search(target_id="bot2-illust", constraints={"work_types": ["novel"]})
-    error = refused(admit_target, request, FOUR)
+    error = refused(admit_target, request, FOUR, CANDIDATE_SEARCH)
     assert error.detail == {"reason": "work_type_not_available", "target_type": "illustration"}
 
 
@@ -547,10 +555,7 @@ def test_a_missing_targets_file_stops(tmp_path: Path) -> None:
         "",
         "[]",
         json.dumps({"targets": "none"}),
-        json.dumps({"targets": [{"id": "t"}]}),
-        json.dumps({"targets": [target("t", work_type="video")]}),
-        json.dumps({"targets": [{**target("t"), "source": "twitter"}]}),
-        json.dumps({"targets": [{**target("t"), "unknown_key": 1}]}),
+        json.dumps({"targets": [{"work_type": "novel"}]}),
         json.dumps({"targets": [target(" padded ")]}),
         json.dumps({"targets": [target("t", timeout_ms=999)]}),
         json.dumps({"account": "", "targets": [target("t")]}),
@@ -561,6 +566,43 @@ def test_an_invalid_targets_file_stops(tmp_path: Path, content: str) -> None:
     path.write_text(content, encoding="utf-8")
     message = settings_error(env(JOBSTREAM_TARGETS=str(path)))
     assert "JOBSTREAM_TARGETS" in message
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"id": "t"},
+        target("t", work_type="video"),
+        {**target("t"), "source": "twitter"},
+        {**target("t"), "unknown_key": 1},
+        {**target("t"), "query": {"tags": []}},
+        {**target("t"), "job_types": ["no_such_type"]},
+    ],
+)
+def test_job_types_refuse_targets_their_settings_do_not_fit(tmp_path: Path, entry: Any) -> None:
+    path = tmp_path / "targets.json"
+    path.write_text(json.dumps({"targets": [entry]}), encoding="utf-8")
+    targets = load_targets(path)  # the shared part is fine: each job type checks its own
+    with pytest.raises(ConfigurationError) as caught:
+        registry.checked_targets(targets)
+    assert str(caught.value).startswith("JOBSTREAM_TARGETS: target 't'")
+
+
+def test_a_target_serving_other_types_only_is_not_checked_by_candidate_search() -> None:
+    entry = {"id": "t", "job_types": ["asset_fetch"], "work_type": "novel", "source": "pixiv"}
+    targets = TargetsFile.model_validate({"targets": [entry]})
+    assert registry.checked_targets(targets) is targets
+    assert targets.enabled_for("asset_fetch") == targets.targets
+    assert targets.enabled_for("candidate_search") == []
+
+
+def test_the_file_keeps_its_flat_form_and_each_type_reads_its_settings() -> None:
+    entry = {**target("t", timeout_ms=5_000), "limit": 4}
+    parsed = TargetsFile.model_validate({"targets": [entry]}).targets[0]
+    assert (parsed.id, parsed.timeout_ms, parsed.job_types) == ("t", 5_000, None)
+    assert search_settings(parsed).limit == 4
+    assert search_settings(parsed).query.tags == ["landscape"]
+    assert set(parsed.settings) == {"work_type", "source", "query", "limit"}
 
 
 def test_a_valid_targets_file_is_loaded(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobstream.http.statuses import http_status
 from jobstream.jobtypes import registry
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from jobstream.protocol.task import AdmissionRequest
@@ -65,7 +66,7 @@ def rejected(body: Any) -> ProtocolError:
     with pytest.raises(ProtocolError) as caught:
         parse_task(body)
     error = caught.value
-    assert error.status == 400
+    assert http_status(error) == 400
     document = error.body()
     validate_error(document)
     assert document["error"]["retryable"] is False
@@ -1176,7 +1177,7 @@ def _outcome(body: Any) -> AdmissionRequest | ProtocolError:
 def _check_outcome(body: Any) -> None:
     request = _outcome(body)
     if isinstance(request, ProtocolError):
-        assert request.status == 400
+        assert http_status(request) == 400
         assert isinstance(request.code, ErrorCode)
         assert request.code in ALLOWED_CODES
         document = request.body()

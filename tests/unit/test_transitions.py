@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from jobstream.domain import ACTIVE_STATUSES, JobRecord, JobStatus
+from jobstream.jobtypes import registry
 from jobstream.lifecycle import transitions
 from jobstream.lifecycle.transitions import TERMINAL_KIND_BY_STATUS, terminal_status_for
 from jobstream.protocol.errors import EXPIRY_REASONS, REASON_MESSAGES, Reason
@@ -24,7 +25,6 @@ def job(status: JobStatus = JobStatus.QUEUED, **fields: object) -> JobRecord:
         params={},
         params_canonical="{}",
         target_id="t",
-        work_type="w",
         status=status,
         created_at=1_000,
         updated_at=1_000,
@@ -41,7 +41,9 @@ def test_accept_makes_a_queued_job_with_its_requested_event() -> None:
 
 
 def test_claim_takes_a_queued_job_under_a_fresh_lease_at_the_first_stage() -> None:
-    move = transitions.claim(job(attempt=2), "w1", clock=7_000, lease_ms=LEASE_MS)
+    move = transitions.claim(
+        job(attempt=2), "w1", clock=7_000, lease_ms=LEASE_MS, first_stage="searching"
+    )
     assert move.kind is EventKind.EXECUTION_STARTED
     assert move.change.update.fields == {
         "status": JobStatus.RUNNING,
@@ -54,15 +56,25 @@ def test_claim_takes_a_queued_job_under_a_fresh_lease_at_the_first_stage() -> No
         "updated_at": 7_000,
     }
     assert move.change.require_status == frozenset({JobStatus.QUEUED})
-    assert transitions.first_stage("asset_fetch") == transitions.FIRST_STAGE == "searching"
+
+
+def test_each_job_type_names_its_first_stage() -> None:
+    # What a claimed job showed before types named their stages, for both built-in types.
+    assert registry.first_stage("candidate_search") == "searching"
+    assert registry.first_stage("asset_fetch") == "searching"
+    assert registry.first_stage("no_such_type") == "running"
 
 
 def test_a_move_never_dates_the_job_before_its_last_change() -> None:
     behind = 500  # a clock behind the job's last change (another host's)
-    assert transitions.claim(job(), "w", clock=behind, lease_ms=LEASE_MS).at == 1_000
+    assert (
+        transitions.claim(job(), "w", clock=behind, lease_ms=LEASE_MS, first_stage="s").at == 1_000
+    )
     assert transitions.cancel(job(), clock=behind).at == 1_000
     assert transitions.expire(job(), Reason.QUEUED_TOO_LONG, now=behind).at == 1_000
-    started = transitions.claim(job(started_at=900), "w", clock=behind, lease_ms=LEASE_MS)
+    started = transitions.claim(
+        job(started_at=900), "w", clock=behind, lease_ms=LEASE_MS, first_stage="s"
+    )
     assert started.change.update.fields["started_at"] == 900  # a second claim keeps the first
 
 

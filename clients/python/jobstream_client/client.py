@@ -14,8 +14,11 @@ from jobstream_client.errors import ApiError, ResponseError, TransportError, api
 from jobstream_client.models import (
     AckResult,
     Capabilities,
+    Delivery,
     Event,
     EventPage,
+    FeedAck,
+    FeedPage,
     Job,
     JobPage,
     Submission,
@@ -28,6 +31,8 @@ OK: Final = frozenset({200})
 REVALIDATED: Final = frozenset({200, 304})
 SUBMITTED: Final = frozenset({200, 202})  # 202: this request created the job; 200: replay
 DEFAULT_POLL_INTERVAL_S: Final = 1.0
+# The longest a feed read may wait for an event (the producer's `max_wait_ms`).
+DEFAULT_FEED_WAIT_MS: Final = 20_000
 
 
 class FollowTimeoutError(TimeoutError):
@@ -238,6 +243,117 @@ class Client:
             if ack:
                 self.ack(job_id, page.events[-1].event_id)
 
+    def callbacks(self, job_id: str) -> tuple[Delivery, ...]:
+        """`GET /jobs/{job_id}/callbacks` (the deliveries extension): each callback of the job,
+        in event order, with where its delivery stands and how its attempts went."""
+        document = self._call("GET", f"/jobs/{segment(job_id)}/callbacks")[0]
+        callbacks = document.get("callbacks") if isinstance(document, dict) else None
+        if not isinstance(callbacks, list):
+            raise ResponseError("GET /jobs/{job_id}/callbacks answered no callbacks list")
+        return tuple(self._decode(Delivery.from_dict, item) for item in callbacks)
+
+    def dead_letters(self) -> Iterator[tuple[str, Delivery]]:
+        """`GET /callbacks?state=dead` (the deliveries extension), every page: each dead
+        callback of the tenant with its job id, oldest death first."""
+        cursor: str | None = None
+        while True:
+            query: Query = {"state": "dead", "cursor": cursor}
+            document = self._call("GET", "/callbacks", query=query)[0]
+            items = document.get("callbacks") if isinstance(document, dict) else None
+            if not isinstance(items, list):
+                raise ResponseError("GET /callbacks answered no callbacks list")
+            for item in items:
+                delivery = self._decode(Delivery.from_dict, item)
+                yield str(delivery.raw.get("job_id", "")), delivery
+            cursor = document.get("next_cursor") or None
+            if cursor is None:
+                return
+
+    def redrive(self, *, job_id: str | None = None, since: int | None = None) -> int:
+        """`POST /callbacks/redrive`: give the tenant's dead callbacks (all, one job's, or those
+        dead since `since`, epoch ms) a fresh budget; how many were revived (every one: the
+        call is repeated while the producer says there are more)."""
+        body: dict[str, Any] = {}
+        if job_id is not None:
+            body["job_id"] = job_id
+        if since is not None:
+            body["since"] = since
+        revived = 0
+        while True:
+            document = self._call("POST", "/callbacks/redrive", body=body)[0]
+            if not isinstance(document, dict) or not isinstance(document.get("revived"), int):
+                raise ResponseError("POST /callbacks/redrive answered no revived count")
+            revived += int(document["revived"])
+            if not document.get("more"):
+                return revived
+
+    def feed_page(
+        self,
+        *,
+        after: str | None = None,
+        consumer: str | None = None,
+        limit: int | None = None,
+        wait_ms: int = 0,
+    ) -> FeedPage:
+        """One page of `GET /events` (the `event_feed` extension): the tenant's events after
+        `after`, or after the named cursor `consumer`, or from the start; with `wait_ms`, an
+        empty page waits up to that long for an event."""
+        query: Query = {
+            "after": after,
+            "consumer": consumer,
+            "limit": limit,
+            "wait_ms": wait_ms or None,
+        }
+        # The request may wait `wait_ms` at the producer before it answers.
+        timeout_s = self.transport.timeout_s + wait_ms / 1000
+        document = self._call("GET", "/events", query=query, timeout_s=timeout_s)[0]
+        return self._decode(FeedPage.from_dict, document)
+
+    def feed_ack(self, consumer: str, through: str) -> FeedAck:
+        """`POST /events/ack`: move the named cursor `consumer` forward to `through` (a
+        `next_after`); it never moves back."""
+        document = self._call(
+            "POST", "/events/ack", body={"consumer": consumer, "through": through}
+        )
+        return self._decode(FeedAck.from_dict, document[0])
+
+    def feed(
+        self,
+        consumer: str | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        wait_ms: int = DEFAULT_FEED_WAIT_MS,
+        idle_timeout_s: float | None = None,
+    ) -> Iterator[Event]:
+        """Every event of the tenant's feed as it comes, long-polling while there is none.
+
+        With `consumer`, it resumes after that named cursor and acks each page once the caller
+        asks for the event after it: a consumer restarted with only the name carries on after
+        what it had finished (a page it had not finished comes again: at least once). Without,
+        it reads from `after` (None: the start). It stops after `idle_timeout_s` without an
+        event (None: never).
+        """
+        cursor = after
+        idle_since = time.monotonic()
+        first = True
+        while True:
+            page = self.feed_page(
+                after=cursor,
+                consumer=consumer if first and cursor is None else None,
+                limit=limit,
+                wait_ms=0 if first else wait_ms,
+            )
+            first = False
+            yield from page.events
+            if consumer is not None and page.events:
+                self.feed_ack(consumer, page.next_after)
+            cursor = page.next_after
+            if page.events:
+                idle_since = time.monotonic()
+            elif idle_timeout_s is not None and time.monotonic() - idle_since >= idle_timeout_s:
+                return
+
     def _event_pages(self, job_id: str, *, after: str | None, unacked: bool) -> Iterator[EventPage]:
         """Page after page (`next_after`) from the cursor to the end of the stream."""
         page = self.events_page(job_id, after=after, unacked=unacked)
@@ -307,9 +423,12 @@ class Client:
         query: Query | None = None,
         body: Any = None,
         expect: Collection[int] = OK,
+        timeout_s: float | None = None,
     ) -> tuple[Any, int, int]:
         """Send with retries; the decoded JSON, the status and how many attempts it took."""
-        response, attempts = self._exchange(method, path, query=query, body=body, expect=expect)
+        response, attempts = self._exchange(
+            method, path, query=query, body=body, expect=expect, timeout_s=timeout_s
+        )
         return self._success(method, path, response, expect), response.status, attempts
 
     def _exchange(
@@ -321,6 +440,7 @@ class Client:
         body: Any = None,
         headers: Mapping[str, str] | None = None,
         expect: Collection[int] = OK,
+        timeout_s: float | None = None,
     ) -> tuple[Response, int]:
         """Send with retries; the answer (a 2xx, or a status `expect` names) and how many
         attempts it took. Errors are raised as typed protocol errors."""
@@ -333,11 +453,13 @@ class Client:
         if body is not None:
             data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
             headers["Content-Type"] = "application/json"
+        # Only a request that waits at the producer names its own timeout.
+        timeout: dict[str, float] = {} if timeout_s is None else {"timeout_s": timeout_s}
         failures = 0
         while True:
             try:
                 response = self.transport.send(
-                    method, path, query=query, body=data, headers=headers
+                    method, path, query=query, body=data, headers=headers, **timeout
                 )
             except TransportError:
                 failures += 1

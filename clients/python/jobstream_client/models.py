@@ -333,6 +333,90 @@ class AckResult:
 
 
 @dataclass(frozen=True)
+class FeedPage:
+    """One page of the tenant's feed (the `event_feed` extension): events of every job, in the
+    order they committed; `next_after` is where to read on (always set), `has_more` says the
+    next page has events already."""
+
+    events: tuple[Event, ...]
+    next_after: str
+    has_more: bool
+    consumer: str | None = None
+    server_time: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, document: Any) -> FeedPage:
+        data = _object(document, where="FeedPage")
+        events = _field(data, "events", list, where="FeedPage")
+        return cls(
+            events=tuple(
+                Event.from_dict(item, where=f"FeedPage.events[{n}]")
+                for n, item in enumerate(events)
+            ),
+            next_after=_field(data, "next_after", str, where="FeedPage"),
+            has_more=_field(data, "has_more", bool, where="FeedPage"),
+            consumer=_optional(data, "consumer", str, where="FeedPage"),
+            server_time=_optional(data, "server_time", int, where="FeedPage"),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class FeedAck:
+    """Where a named cursor of the feed stands after an ack (never behind where it was)."""
+
+    consumer: str
+    through: str
+    server_time: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, document: Any) -> FeedAck:
+        data = _object(document, where="FeedAck")
+        return cls(
+            consumer=_field(data, "consumer", str, where="FeedAck"),
+            through=_field(data, "through", str, where="FeedAck"),
+            server_time=_optional(data, "server_time", int, where="FeedAck"),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One callback of a job, as the producer delivered it (the deliveries extension)."""
+
+    event_id: str
+    type: str
+    state: str  # pending, sending, retrying, delivered, dead (others may be added)
+    attempts: int
+    max_attempts: int
+    last_status: int | None = None
+    last_error: str | None = None
+    next_attempt_at: int | None = None
+    delivered_at: int | None = None
+    dead_at: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, document: Any, *, where: str = "Delivery") -> Delivery:
+        data = _object(document, where=where)
+        return cls(
+            event_id=_field(data, "event_id", str, where=where),
+            type=_field(data, "type", str, where=where),
+            state=_field(data, "state", str, where=where),
+            attempts=_field(data, "attempts", int, where=where),
+            max_attempts=_field(data, "max_attempts", int, where=where),
+            last_status=_optional(data, "last_status", int, where=where),
+            last_error=_optional(data, "last_error", str, where=where),
+            next_attempt_at=_optional(data, "next_attempt_at", int, where=where),
+            delivered_at=_optional(data, "delivered_at", int, where=where),
+            dead_at=_optional(data, "dead_at", int, where=where),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
 class JobType:
     """One `JobTypeDeclaration` of the capabilities (budgets in milliseconds)."""
 
@@ -375,6 +459,13 @@ class Capabilities:
 
     def job_type(self, name: str) -> JobType | None:
         return next((declared for declared in self.job_types if declared.name == name), None)
+
+    def extension(self, name: str) -> dict[str, Any] | None:
+        """What the producer declares of an extension it serves beyond v1 (`event_feed`), or
+        None when it does not serve it."""
+        extensions = self.raw.get("extensions")
+        declared = extensions.get(name) if isinstance(extensions, dict) else None
+        return dict(declared) if isinstance(declared, dict) else None
 
     @classmethod
     def from_dict(cls, document: Any) -> Capabilities:

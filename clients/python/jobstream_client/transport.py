@@ -99,8 +99,10 @@ class Transport:
         query: Query | None = None,
         body: bytes | None = None,
         headers: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
     ) -> Response:
-        """One request; `path` starts with `/` and is already encoded."""
+        """One request; `path` starts with `/` and is already encoded. `timeout_s` replaces
+        the transport's own for this request (a long-poll waits at the producer)."""
         request = Request(  # noqa: S310 - the scheme was checked to be http(s) above
             self.base_url + path + query_string(query), data=body, method=method
         )
@@ -108,7 +110,8 @@ class Transport:
         for name, value in (headers or {}).items():
             request.add_header(name, value)
         try:
-            with self._opener.open(request, timeout=self.timeout_s) as answer:
+            timeout = self.timeout_s if timeout_s is None else timeout_s
+            with self._opener.open(request, timeout=timeout) as answer:
                 return Response(answer.status, _headers(answer.headers), answer.read())
         except HTTPError as error:
             return Response(error.code, _headers(error.headers), _read(error))

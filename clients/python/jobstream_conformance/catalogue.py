@@ -3,7 +3,8 @@
 Sources: the reference producer's conformance checklist (`R<n>`: the protocol reference §8,
 numbered as there), the real consumer's requirements (`C<n>`: TelePost's producer checklist,
 numbered as there), error envelopes (`E`), tenancy (`T`), listing (`P`), schema validation of
-every answered document (`S1`) and the kit's own protocol copy (`K1`). An item that needs the
+every answered document (`S1`), the kit's own protocol copy (`K1`) and the extensions a
+producer advertises (`X`: skipped, saying so, when it advertises none). An item that needs the
 producer's source tree, storage or configuration carries the reason it is not applicable.
 """
 
@@ -167,6 +168,12 @@ ITEMS: tuple[Item, ...] = (
     Item("T5", "another tenant's key: GET /jobs?idempotency_key → []"),
     Item("T6", "another tenant's key: submitting it makes a job of one's own"),
     Item("P1", "GET /jobs pages with limit and next_cursor, each job once"),
+    # --- extensions, when the producer advertises them (capabilities.extensions) -----------
+    Item("X1", "event_feed: GET /events shows every event of the run's jobs once, in job order"),
+    Item("X2", "event_feed: a long-poll issued before a submission answers its job.accepted"),
+    Item("X3", "event_feed: a named cursor moves forward only and ?consumer= resumes after it"),
+    Item("X4", "event_feed: an edited or another consumer's cursor → 400 invalid_params"),
+    Item("X5", "deliveries: a job's callbacks, the dead list and redrive answer, never another's"),
 )
 
 BY_ID = {item.id: item for item in ITEMS}

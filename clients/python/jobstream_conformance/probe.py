@@ -123,9 +123,11 @@ class Probe:
         raw_body: bytes | None = None,
         content_type: str = "application/json",
         authorization: str | Omitted | None = None,
+        timeout_s: float | None = None,
     ) -> Exchange:
         """One request. `route` names the protocol route (for validation); `authorization`
-        replaces the bearer header (NO_TOKEN: none at all)."""
+        replaces the bearer header (NO_TOKEN: none at all); `timeout_s` replaces the
+        transport's for a request that waits at the producer (a long-poll)."""
         headers: dict[str, str] = {}
         if authorization is None:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -136,7 +138,9 @@ class Probe:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         if data is not None:
             headers["Content-Type"] = content_type
-        response = self.transport.send(method, path, query=query, body=data, headers=headers)
+        response = self.transport.send(
+            method, path, query=query, body=data, headers=headers, timeout_s=timeout_s
+        )
         definition = definition_for(method, route or path, response.status)
         exchange = Exchange(
             method=method,

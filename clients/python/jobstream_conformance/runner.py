@@ -6,7 +6,9 @@ from jobstream_client.errors import TransportError
 from jobstream_conformance import (
     admission,
     callbacks,
+    deliveries,
     discovery,
+    feed,
     lifecycle,
     stream,
     summary,
@@ -32,6 +34,9 @@ def run(config: Config) -> list[Verdict]:
         discovery.self_check(session)
         discovery.capabilities(session)
         discovery.authentication(session)
+        feed_start = feed.start(session)
+        if feed_start is not None:
+            feed.long_poll(session, feed_start)
         main = admission.admission(session)
         admission.validation(session)
         admission.odd_key(session)
@@ -50,6 +55,9 @@ def run(config: Config) -> list[Verdict]:
         tenancy.tenancy(session)
         callbacks.callbacks(session)
         tenancy.listing(session)
+        if feed_start is not None:
+            feed.follow(session, feed_start)
+        deliveries.deliveries(session, main)
         summary.summary(session)
     finally:
         session.tidy()

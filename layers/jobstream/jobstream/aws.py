@@ -6,16 +6,16 @@ template declares, so JOBSTREAM_AWS_ENDPOINT_URL (empty on AWS) points functions
 
 from __future__ import annotations
 
-import os
 from typing import Any, Final
 
+from jobstream.config.environment import variable
 from jobstream.retries import RetryingClient, client_config
 
 ENDPOINT_VARIABLE: Final = "JOBSTREAM_AWS_ENDPOINT_URL"
 
 
 def endpoint_url() -> str | None:
-    return os.environ.get(ENDPOINT_VARIABLE) or None
+    return variable(ENDPOINT_VARIABLE) or None
 
 
 def retrying_client(service: str) -> Any:

@@ -6,8 +6,9 @@ outbound HTTP aborts its connection there (`outbound/http.py`) and AWS calls sta
 that could end after the invocation's (`retries.py`).
 
 The invocation's deadline is Lambda's remaining time less `ANSWER_MARGIN_MS` (the time to answer
-once the work is done), set by the handler shells (`http/api.py`, `sqs_handler.py`) for the code
-they run, in a context variable: threads doing the invocation's work take it with their context
+once the work is done), set by the handler shells (`http/api.py`, `sqs_handler.py`,
+`stream_handler.py`, `schedule_handler.py`) for the code they run, in a context variable:
+threads doing the invocation's work take it with their context
 (`contextvars.copy_context`); outside an invocation (the CLI, tests) there is none.
 """
 

@@ -33,8 +33,8 @@ class JobRecord:
     idempotency_key: str
     params: dict[str, Any]
     params_canonical: str
+    # The configured target the job runs on ("" for a job type without targets).
     target_id: str
-    work_type: str
     status: JobStatus
     created_at: int
     updated_at: int
@@ -70,6 +70,9 @@ class JobRecord:
     ack_sequence: int = 0
     # Epoch SECONDS (DynamoDB TTL): set with the terminal event; absent while the job is open.
     expires_at: int | None = None
+    # Admitted under its tenant's quotas: counted as open on the tenant's quota item until its
+    # terminal event (store/quotas.py); absent (False) on every other job.
+    quota_counted: bool = False
 
     def __post_init__(self) -> None:
         # A status read as text (an item, a test's literal) becomes the enum it names, or fails.

@@ -1,11 +1,12 @@
 """Structured logs, EMF metrics and opt-in tracing for every function.
 
-- Logs: one Powertools Logger named "jobstream", so every `logging.getLogger("jobstream.x")`
-  record comes out through it as one JSON line (on stderr; stdout is kept for EMF and for the
-  CLI's own output). `bind()` adds keys (tenant, job_id, ...) to every later line of the
-  invocation; `instrument()` clears them and adds the function name and request id. The keys
-  belong to the thread (Powertools' thread-safe keys): where several invocations share a process,
-  as in the local stack, each line carries its own invocation's keys.
+- Logs: one Powertools Logger named "jobstream", so every record of a module's logger
+  (`logging.getLogger(__name__)`: `jobstream.…`) comes out through it as one JSON line (on
+  stderr; stdout is kept for EMF and for the CLI's own output). `bind()` adds keys (tenant,
+  job_id, ...) to every later line of the invocation; `instrument()` clears them and adds the
+  function name and request id. The keys belong to the thread (Powertools' thread-safe keys):
+  where several invocations share a process, as in the local stack, each line carries its own
+  invocation's keys.
 - Metrics: counted in memory, written by `flush()` at the end of each invocation as CloudWatch
   Embedded Metric Format documents on stdout, one per dimension set. Hand-written rather than
   Powertools Metrics because several metrics carry a second dimension (code, type, reason) and
@@ -23,17 +24,18 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
+from jobstream.config.environment import variable
+
 if TYPE_CHECKING:
     from aws_lambda_powertools.logging import Logger
 
-# Read here (not in settings): they are Powertools' own variables, shared with its Logger.
+# Powertools' own variables, shared with its Logger (so not in the settings model).
 SERVICE_VARIABLE: Final = "POWERTOOLS_SERVICE_NAME"
 NAMESPACE_VARIABLE: Final = "POWERTOOLS_METRICS_NAMESPACE"
 TRACE_DISABLED_VARIABLE: Final = "POWERTOOLS_TRACE_DISABLED"
@@ -47,23 +49,23 @@ Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
 def service_name() -> str:
-    return os.environ.get(SERVICE_VARIABLE) or LOGGER_NAME
+    return variable(SERVICE_VARIABLE) or LOGGER_NAME
 
 
 def namespace() -> str:
-    return os.environ.get(NAMESPACE_VARIABLE) or DEFAULT_NAMESPACE
+    return variable(NAMESPACE_VARIABLE) or DEFAULT_NAMESPACE
 
 
 def metrics_enabled() -> bool:
-    setting = os.environ.get(METRICS_DISABLED_VARIABLE, "").strip().lower()
+    setting = variable(METRICS_DISABLED_VARIABLE).strip().lower()
     if setting:
         return setting not in {"true", "1"}
-    return bool(os.environ.get(LAMBDA_FUNCTION_VARIABLE))
+    return bool(variable(LAMBDA_FUNCTION_VARIABLE))
 
 
 def tracing_enabled() -> bool:
     # Opt-in: unset means off, unlike Powertools' own default.
-    return os.environ.get(TRACE_DISABLED_VARIABLE, "true").strip().lower() in {"false", "0"}
+    return variable(TRACE_DISABLED_VARIABLE).strip().lower() in {"false", "0"}
 
 
 # ------------------------------------------------------------------------------------ logs
@@ -99,7 +101,7 @@ def logger() -> Logger:
             from aws_lambda_powertools.logging import Logger  # noqa: PLC0415
 
             # Named "jobstream" whatever the service is called: the modules' loggers
-            # ("jobstream.http", ...) are its children and so come out through it.
+            # ("jobstream.http.api", ...) are its children and so come out through it.
             _logger = Logger(service=LOGGER_NAME, logger_handler=_CurrentStderr())
         return _logger
 
@@ -140,6 +142,10 @@ METRICS: Final[dict[str, Metric]] = {
     # The event stream: lifecycle/log.py, and admission for the first event of a job.
     "events_recorded": Metric(dimension="type"),
     "events_repaired": Metric(),
+    # The tenant's feed: service/feed.py (a long-poll that found nothing at first and waited).
+    "feed_waits": Metric(),
+    # A tenant's own redrive of its dead callbacks: service/deliveries.py.
+    "callbacks_redriven": Metric(),
     # The hand-off from the table's stream to the queues: service/dispatcher.py.
     "handed_off": Metric(),
     "handoffs_failed": Metric(),
@@ -272,7 +278,7 @@ def instrument(handler: Handler) -> Handler:
     def wrapper(event: Any, context: Any) -> Any:
         global _cold_start  # noqa: PLW0603 - per process, like Lambda's own cold start
         logger().thread_safe_clear_keys()
-        function_name = getattr(context, "function_name", None) or os.environ.get(
+        function_name = getattr(context, "function_name", None) or variable(
             LAMBDA_FUNCTION_VARIABLE
         )
         request_id = getattr(context, "aws_request_id", None)

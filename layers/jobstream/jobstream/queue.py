@@ -21,7 +21,7 @@ from jobstream.domain import IntentRef
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
 
-logger = logging.getLogger("jobstream.queue")
+logger = logging.getLogger(__name__)
 SQS_BATCH: Final = 10
 MAX_VISIBILITY_S: Final = 43_200  # SQS's ceiling (12 h); longer waits go through the sweep.
 

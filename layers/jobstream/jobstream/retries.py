@@ -36,11 +36,12 @@ from botocore.exceptions import ConnectionError as BotocoreConnectionError
 from jobstream import observability
 from jobstream.backoff import retry_delay_ms
 from jobstream.deadline import invocation_deadline
+from jobstream.errors import JobstreamError
 
 if TYPE_CHECKING:
     from botocore.config import Config
 
-logger = logging.getLogger("jobstream.aws")
+logger = logging.getLogger(__name__)
 
 # Error codes after which the same request may succeed. DynamoDB: throttling (table, index or
 # account), a write refused during another transaction, a transaction still in progress, a
@@ -96,7 +97,7 @@ READ_TIMEOUT_S: Final = 2
 OUT_OF_TIME: Final = "InvocationDeadline"
 
 
-class OutOfTimeError(Exception):
+class OutOfTimeError(JobstreamError):
     """No attempt was made: the invocation had less time left than one attempt may take."""
 
 

@@ -31,8 +31,14 @@ def sqs_handler(service: BatchService) -> Callable[[Mapping[str, Any], Any], Par
         ]
         remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
         kept = service(runtime_module.runtime(), messages, remaining_ms)
-        return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in kept]}
+        return partial_batch_response(kept)
 
     # Log keys reset and metrics flushed per invocation, as for the HTTP functions; the batch's
     # AWS calls start only with the time to end before the function's timeout (retries.py).
     return observability.instrument(deadline.within_invocation(handler))
+
+
+def partial_batch_response(kept: Sequence[str]) -> PartialBatchResponse:
+    """What Lambda reads with ReportBatchItemFailures (SQS and DynamoDB Streams alike): the
+    message ids, or stream sequence numbers, of the records it must deliver again."""
+    return {"batchItemFailures": [{"itemIdentifier": item} for item in kept]}

@@ -1,15 +1,17 @@
-"""word_count: counts the words of `params.text`, one checkpoint and progress report per word."""
+"""word_count: counts the words of `params.text`, one checkpoint and progress report per word.
+
+A type written against the job-type authors' face (`jobstream.jobtypes`) only, and one that runs
+without targets: it declares no settings model, so its jobs have none."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel
 
-from jobstream.jobtypes.base import JobRun, JobType, Outcome
-from jobstream.protocol.errors import invalid_params
+from jobstream.jobtypes import JobRun, JobType, Outcome, ParsedParams, invalid_params
 from jobstream.protocol.models import NonNegativeInt, ProtocolModel
-from jobstream.protocol.task import ParsedParams, parse_target_id
 
 MAX_TEXT = 1000
 
@@ -18,6 +20,8 @@ class WordCount(JobType):
     """Count the words of `params.text`."""
 
     name = "word_count"
+    stages = ("counting",)
+    empty_result = MappingProxyType({"words": 0})
     features = ("events", "progress", "cancel", "idempotency")
 
     def parse_params(self, params: Any) -> ParsedParams:
@@ -28,9 +32,7 @@ class WordCount(JobType):
             raise invalid_params(
                 f"params.text must be a non-empty string of at most {MAX_TEXT} chars"
             )
-        return ParsedParams(
-            params={"text": text}, target_id=parse_target_id(params.get("target_id"))
-        )
+        return ParsedParams(params={"text": text})
 
     def run(self, job: JobRun) -> Outcome:
         words = job.params["text"].split()

@@ -27,7 +27,7 @@ from jobstream.clock import now_ms as wall_clock_ms
 from jobstream.config.settings import ConfigurationError, Settings
 from jobstream.config.tenants import RegistryError, TenantRegistry, parse_registry
 
-logger = logging.getLogger("jobstream.config")
+logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 # Parsed documents by source, with the text (or file stamp) they came from.

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from jobstream.config.signing_secrets import decode_secret
 from jobstream.config.targets import TargetsFile
 from jobstream.config.tenants import TenantRegistry, shorthand_registry
+from jobstream.errors import JobstreamError
 from jobstream.outbound.origins import parse_origins
 from jobstream.tenant_names import check_tenant_name
 
@@ -29,7 +30,7 @@ PositiveMs = Annotated[int, Field(ge=1)]
 BudgetMs = Annotated[int, Field(ge=MIN_BUDGET_MS)]
 
 
-class ConfigurationError(Exception):
+class ConfigurationError(JobstreamError):
     """Configuration that must stop start-up; the message says what to fix."""
 
 
@@ -86,6 +87,11 @@ class Settings(BaseModel):
     # How long a finished job and all its items are kept (DynamoDB TTL), and so how long its
     # idempotency key keeps naming it.
     retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
+    # The tenant's feed (GET /events) shows an event only this long after it committed: a
+    # write still in flight, or an index entry still on its way, is never passed by a cursor.
+    feed_settle_ms: Annotated[int, Field(ge=0, le=10_000)] = 250
+    # How often a long-poll of the feed reads again while it waits.
+    feed_poll_ms: Annotated[int, Field(ge=20, le=5_000)] = 250
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
@@ -164,6 +170,8 @@ ENVIRONMENT: Final[dict[str, str]] = {
     "tenants_max_age_s": "JOBSTREAM_TENANTS_MAX_AGE_S",
     "tenants_max_stale_s": "JOBSTREAM_TENANTS_MAX_STALE_S",
     "queued_timeout_ms": "JOBSTREAM_QUEUED_TIMEOUT_MS",
+    "feed_settle_ms": "JOBSTREAM_FEED_SETTLE_MS",
+    "feed_poll_ms": "JOBSTREAM_FEED_POLL_MS",
     "stall_timeout_ms": "JOBSTREAM_STALL_TIMEOUT_MS",
     "heartbeat_interval_ms": "JOBSTREAM_HEARTBEAT_INTERVAL_MS",
     "lease_ms": "JOBSTREAM_LEASE_MS",

@@ -7,7 +7,8 @@ One JSON document, the same shape in Secrets Manager (AWS) and in a local file:
         "callback_token": "<bearer token the consumer issued>",
         "signing_secrets": [{"secret": "whsec_…", "expires_at": null}],
         "callback_origins": ["http://telepost:8080"],
-        "alert_url": "http://telepost:8080/jobstream-alerts"}},
+        "alert_url": "http://telepost:8080/jobstream-alerts",
+        "quotas": {"max_open_jobs": 1000, "admissions_per_minute": 600}}},
      "removed_tenants": {"beta": {"removed_at": "2030-01-01T00:00:00Z"}}}
 
 API tokens are stored as SHA-256 digests (tokens are high-entropy random strings, so a plain
@@ -20,6 +21,9 @@ the table after it is removed. So a removal leaves a tombstone (`removed_tenants
 never in force again by accident (a consumer added under it would inherit the old one's jobs),
 only by a deliberate restore, which brings back the same consumer. A tombstone holds no
 credentials, and a name is never in force and removed at once.
+
+A tenant's `quotas` (both optional, absent: unlimited) bound how many of its jobs may be open at
+once and how many it may admit per minute (store/quotas.py counts them).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
     StrictStr,
     ValidationError,
     field_validator,
@@ -43,6 +48,7 @@ from pydantic import (
 )
 
 from jobstream.config.signing_secrets import decode_secret
+from jobstream.errors import JobstreamError
 from jobstream.outbound.origins import OriginPattern, parse_origins
 from jobstream.outbound.url import OutboundRefused, parse_url
 from jobstream.tenant_names import TENANT_NAME_PATTERN, check_tenant_name
@@ -92,6 +98,17 @@ class SigningSecret(_Strict):
         return expires is None or now_ms < expires
 
 
+class TenantQuotas(_Strict):
+    """How much one tenant may admit (None: unlimited). A refusal is a 429 `quota_exceeded`."""
+
+    max_open_jobs: Annotated[StrictInt, Field(ge=1)] | None = None
+    admissions_per_minute: Annotated[StrictInt, Field(ge=1)] | None = None
+
+    @property
+    def limited(self) -> bool:
+        return self.max_open_jobs is not None or self.admissions_per_minute is not None
+
+
 class TenantConfig(_Strict):
     api_tokens: tuple[ApiToken, ...] = ()
     # Issued by the consumer, set by the operator; sent as `Authorization: Bearer …`.
@@ -112,6 +129,8 @@ class TenantConfig(_Strict):
             except OutboundRefused as error:
                 raise ValueError(error.message) from None
         return value
+
+    quotas: TenantQuotas | None = None
 
     @field_validator("callback_origins")
     @classmethod
@@ -213,7 +232,7 @@ class TenantRegistry(_Strict):
         return json.dumps(document, indent=2) + "\n"
 
 
-class RegistryError(ValueError):
+class RegistryError(JobstreamError, ValueError):
     """A registry document that is not valid; the message never quotes a secret."""
 
 

@@ -15,12 +15,19 @@ from jobstream.config.settings import ConfigurationError
 from jobstream.http import caching
 from jobstream.http.auth import authenticate
 from jobstream.http.request import Request, parse_event
+from jobstream.http.statuses import http_status
 from jobstream.protocol.documents import without_clock
-from jobstream.protocol.errors import ErrorCode, ProtocolError, invalid_params, resource_busy
+from jobstream.protocol.errors import (
+    ErrorCode,
+    ErrorKind,
+    ProtocolError,
+    invalid_params,
+    resource_busy,
+)
 from jobstream.retries import transient
 from jobstream.runtime import Runtime
 
-logger = logging.getLogger("jobstream.http")
+logger = logging.getLogger(__name__)
 
 Response = dict[str, Any]
 RouteResult = tuple[int, Any]
@@ -75,7 +82,7 @@ def _json_text(body: Any) -> str:
 
 
 def error_response(error: ProtocolError) -> Response:
-    response = json_response(error.status, error.body())
+    response = json_response(http_status(error), error.body())
     if error.retry_after_s is not None:
         response["headers"]["retry-after"] = str(error.retry_after_s)
     return response
@@ -115,7 +122,7 @@ def http_handler(
                 return _rejected(resource_busy())
             # Never leak internals: log them, answer the catalogue's internal error.
             logger.exception("unhandled error", extra={"route": event.get("routeKey")})
-            return _rejected(ProtocolError(ErrorCode.INTERNAL_ERROR, "internal error", status=500))
+            return _rejected(ProtocolError(ErrorCode.INTERNAL_ERROR, "internal error"))
 
     # Log keys reset and metrics flushed per invocation; every HTTP function goes through here.
     # Each AWS call of a request starts only with the time to end before the function's timeout
@@ -175,12 +182,14 @@ def _api_disabled() -> ProtocolError:
     return ProtocolError(
         ErrorCode.INTERNAL_ERROR,
         "job API is unavailable",
-        status=503,
+        kind=ErrorKind.UNAVAILABLE,
         detail={"reason": "job_api_disabled"},
     )
 
 
 def unknown_route(request: Request) -> ProtocolError:
     return invalid_params(
-        "no such route", status=404, detail={"reason": "unknown_route", "method": request.method}
+        "no such route",
+        kind=ErrorKind.NOT_FOUND,
+        detail={"reason": "unknown_route", "method": request.method},
     )

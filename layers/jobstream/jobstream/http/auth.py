@@ -19,5 +19,5 @@ def authenticate(headers: Mapping[str, str], registry: TenantRegistry, now_ms: i
     # not valid text is a wrong token, never an error.
     matched = registry.authenticate(presented, now_ms)
     if matched is None:
-        raise ProtocolError(ErrorCode.AUTH_ERROR, "missing or invalid bearer token", status=401)
+        raise ProtocolError(ErrorCode.AUTH_ERROR, "missing or invalid bearer token")
     return matched

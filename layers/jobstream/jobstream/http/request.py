@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qs, unquote
 
-from jobstream.protocol.errors import invalid_params
+from jobstream.protocol.errors import ErrorKind, invalid_params
 from jobstream.store.budgets import TASK_BODY_BYTES
 
 # Every body within it can be stored: the job item's budget is sized from it (store/budgets.py).
@@ -39,7 +39,7 @@ class Request:
         if len(self.raw_body) > MAX_BODY_BYTES:
             raise invalid_params(
                 f"request body must be at most {MAX_BODY_BYTES} bytes",
-                status=413,
+                kind=ErrorKind.TOO_LARGE,
                 detail={"limit_bytes": MAX_BODY_BYTES},
             )
         content_type = self.headers.get("content-type", "")
@@ -49,7 +49,7 @@ class Request:
         if media_type and media_type != "application/json" and not media_type.endswith("+json"):
             raise invalid_params(
                 "request body must be application/json",
-                status=415,
+                kind=ErrorKind.UNSUPPORTED_MEDIA_TYPE,
                 detail={"content_type": content_type},
             )
         try:

@@ -1,4 +1,5 @@
-"""What a job type is: its params parser, target rules, executor, result rule and declaration.
+"""What a job type is: its params parser, target settings and rules, stages, executor, result
+rule and declaration.
 
 A job type is one package whose `JobType` subclass is registered once (`registry.py`). Nothing
 outside a job type's package names it: admission, the worker, capabilities, the OpenAPI document
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 from jobstream.config.targets import Target, TargetsFile
 from jobstream.jobtypes.context import ExecutionContext
 from jobstream.jobtypes.targeting import resolve_target
+from jobstream.protocol.errors import Reason
 from jobstream.protocol.task import ParsedParams
 
 ResultFits = Callable[[dict[str, Any]], bool]
@@ -28,23 +30,23 @@ ResultFits = Callable[[dict[str, Any]], bool]
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """Exactly one of `result` (succeeded) or `reason` (an internal reason code) is set."""
+    """Exactly one of `result` (succeeded) or `reason` (the internal reason it failed) is set."""
 
     result: dict[str, Any] | None = None
-    reason: str | None = None
+    reason: Reason | None = None
     message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class JobRun:
-    """Everything an executor is given: the stored job's identity and params, its target, and
-    the execution context (progress, and `checkpoint()` for cancel, lease loss and deadline;
-    heartbeats run in the background)."""
+    """Everything an executor is given: the stored job's identity and params, its target (None
+    for a type that runs without targets), and the execution context (progress, and
+    `checkpoint()` for cancel, lease loss and deadline; heartbeats run in the background)."""
 
     job_id: str
     tenant: str
     params: dict[str, Any]
-    target: Target
+    target: Target | None
     context: ExecutionContext
 
 
@@ -77,11 +79,18 @@ class JobType(ABC):
     """One kind of work: a subclass per type, registered as one instance (`JOB_TYPE`).
 
     - `name` is the Task's `job_type`; `features` and `limits` are its capabilities entry.
+    - `stages` names the stages its runs report, the first being the one a claimed job shows
+      until the executor reports its own; `empty_result` is what a succeeded job shows when
+      its result is not at hand.
+    - `settings_model` validates the type-specific part of each target that serves the type
+      (`Target.settings`) when the targets file is read; None (the default): the type runs
+      without targets, and its jobs have none.
     - `parse_params` validates and normalizes `Task.params`; it raises `ProtocolError`
       (`invalid_params`, HTTP 400) in the job type's own order and words.
     - `select_target` applies the target rules and returns the configured target that serves
-      the job (ProtocolError 400/404/409 otherwise); by default the target `target_id` names,
-      else the only enabled one.
+      the job (a ProtocolError of kind invalid, not_found or conflict otherwise); by default
+      the enabled target serving the type that `target_id` names, else the only one; None for a
+      type without targets.
     - `run` executes a job (see `JobRun`); JobInterruptedError from `checkpoint()` propagates.
       Heavy clients are imported inside it, so admission never pays for them.
     - `result_model()` returns the model every result is checked against before it is recorded
@@ -98,19 +107,45 @@ class JobType(ABC):
     """
 
     name: ClassVar[str]
+    stages: ClassVar[tuple[str, ...]]
+    empty_result: ClassVar[Mapping[str, Any]]
     features: ClassVar[tuple[str, ...]] = ()
     limits: ClassVar[Mapping[str, int]] = MappingProxyType({})
+    settings_model: ClassVar[type[BaseModel] | None] = None
 
     def __init__(self) -> None:
-        # The abstract methods are checked by ABC; a class attribute is not.
-        if not getattr(type(self), "name", ""):
-            raise TypeError(f"{type(self).__name__} must set `name` (the Task's job_type)")
+        # The abstract methods are checked by ABC; class attributes are not.
+        cls = type(self)
+        if not getattr(cls, "name", ""):
+            raise TypeError(f"{cls.__name__} must set `name` (the Task's job_type)")
+        if not getattr(cls, "stages", ()):
+            raise TypeError(f"{cls.__name__} must name its `stages` (the first one at least)")
+        if not isinstance(getattr(cls, "empty_result", None), Mapping):
+            raise TypeError(f"{cls.__name__} must set `empty_result` (a result object)")
+
+    @property
+    def first_stage(self) -> str:
+        """The stage a job of this type shows once claimed."""
+        return self.stages[0]
+
+    @property
+    def uses_targets(self) -> bool:
+        return self.settings_model is not None
+
+    def check_target(self, target: Target) -> BaseModel | None:
+        """The target's settings validated by this type's model (ValidationError names what
+        is wrong); None for a type without targets."""
+        if self.settings_model is None:
+            return None
+        return self.settings_model.model_validate(target.settings)
 
     @abstractmethod
     def parse_params(self, params: Any) -> ParsedParams: ...
 
-    def select_target(self, params: ParsedParams, targets: TargetsFile) -> Target:
-        return resolve_target(params, targets)
+    def select_target(self, params: ParsedParams, targets: TargetsFile) -> Target | None:
+        if not self.uses_targets:
+            return None
+        return resolve_target(params, targets.enabled_for(self.name))
 
     @abstractmethod
     def run(self, job: JobRun) -> Outcome: ...

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from jobstream.errors import JobstreamError
 
-class JobInterruptedError(Exception):
+
+class JobInterruptedError(JobstreamError):
     """Raised by `checkpoint()` when the job was cancelled or its lease was lost: stop now."""
 
 

@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
+from pydantic import ValidationError
+
+from jobstream.config.settings import ConfigurationError
+from jobstream.config.targets import TargetsFile
 from jobstream.jobtypes.base import JobType
 from jobstream.protocol.documents import FEATURES
 from jobstream.protocol.task import AdmissionRequest, ParsedParams
@@ -74,6 +80,60 @@ def names() -> tuple[str, ...]:
     return tuple(job_type.name for job_type in job_types())
 
 
+def first_stage(name: str) -> str:
+    """The stage a claimed job of type `name` shows; a type this deployment no longer serves
+    shows the protocol's plain word for running."""
+    job_type = get(name)
+    return job_type.first_stage if job_type is not None else "running"
+
+
+def empty_result(name: str) -> Mapping[str, Any]:
+    """What a succeeded job of type `name` shows when its result is not at hand."""
+    job_type = get(name)
+    return job_type.empty_result if job_type is not None else MappingProxyType({})
+
+
+_checked: list[TargetsFile] = []
+
+
+def checked_targets(targets: TargetsFile) -> TargetsFile:
+    """The targets file as read (`Runtime.targets()`), once the job types have validated it
+    (`check_targets`): on its first use and after each re-read, a file read once being checked
+    once; ConfigurationError otherwise, like any invalid targets file."""
+    with _lock:
+        if _checked and _checked[0] is targets:
+            return targets
+    try:
+        check_targets(targets)
+    except ValueError as error:
+        raise ConfigurationError(f"JOBSTREAM_TARGETS: {error}") from None
+    with _lock:
+        _checked[:] = [targets]
+    return targets
+
+
+def check_targets(targets: TargetsFile) -> TargetsFile:
+    """The targets file, once every job type has validated the settings of the targets that
+    serve it, and every job type a target names is one this deployment runs (ValueError naming
+    the target otherwise)."""
+    served = names()
+    for target in targets.targets:
+        unknown = sorted(set(target.job_types or ()) - set(served))
+        if unknown:
+            raise ValueError(f"target {target.id!r} names job types not served here: {unknown}")
+    for job_type in job_types():
+        for target in targets.targets:
+            if not job_type.uses_targets or not target.serves(job_type.name):
+                continue
+            try:
+                job_type.check_target(target)
+            except ValidationError as error:
+                raise ValueError(
+                    f"target {target.id!r} is invalid for {job_type.name}: {error}"
+                ) from None
+    return targets
+
+
 def parse_task(body: Any) -> tuple[AdmissionRequest, JobType]:
     """A Task validated in the reference order: the envelope, then its job type's params."""
     registered = {job_type.name: job_type for job_type in job_types()}
@@ -84,6 +144,10 @@ def parse_task(body: Any) -> tuple[AdmissionRequest, JobType]:
 __all__ = [
     "JobType",
     "ParsedParams",
+    "check_targets",
+    "checked_targets",
+    "empty_result",
+    "first_stage",
     "get",
     "job_types",
     "names",

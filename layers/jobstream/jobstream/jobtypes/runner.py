@@ -16,29 +16,32 @@ from jobstream.protocol.errors import Reason
 
 __all__ = ["Outcome", "fit_job_result", "run_job"]
 
-logger = logging.getLogger("jobstream.execution")
+logger = logging.getLogger(__name__)
 
 
 def run_job(targets_file: TargetsFile, record: JobRecord, context: ExecutionContext) -> Outcome:
     """Run a job of any registered type; an unknown type or a target missing from configuration
-    fails it, and so does a result its type's model refuses."""
+    (for a type that runs on targets) fails it, and so does a result its type's model refuses."""
     job_type = registry.get(record.job_type)
     if job_type is None:
         return Outcome(
-            reason=Reason.CONFIGURATION_ERROR.value,
+            reason=Reason.CONFIGURATION_ERROR,
             message=f"job type {record.job_type!r} is not served by this deployment",
         )
-    targets = [target for target in targets_file.targets if target.id == record.target_id]
-    if not targets:
-        return Outcome(
-            reason=Reason.CONFIGURATION_ERROR.value,
-            message=f"target {record.target_id!r} is no longer configured",
-        )
+    target = None
+    if job_type.uses_targets:
+        targets = [target for target in targets_file.targets if target.id == record.target_id]
+        if not targets:
+            return Outcome(
+                reason=Reason.CONFIGURATION_ERROR,
+                message=f"target {record.target_id!r} is no longer configured",
+            )
+        target = targets[0]
     job = JobRun(
         job_id=record.job_id,
         tenant=record.tenant,
         params=record.params,
-        target=targets[0],
+        target=target,
         context=context,
     )
     outcome = job_type.run(job)
@@ -47,7 +50,7 @@ def run_job(targets_file: TargetsFile, record: JobRecord, context: ExecutionCont
             job_type.result_model().model_validate(outcome.result)
         except ValidationError:
             logger.exception("the %s executor produced an invalid result", job_type.name)
-            return Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")
+            return Outcome(reason=Reason.INTERNAL_ERROR, message="internal error")
     return outcome
 
 

@@ -3,26 +3,28 @@ own rules around it."""
 
 from __future__ import annotations
 
-from jobstream.config.targets import Target, TargetsFile
-from jobstream.protocol.errors import invalid_params
+from collections.abc import Sequence
+
+from jobstream.config.targets import Target
+from jobstream.protocol.errors import ErrorKind, invalid_params
 from jobstream.protocol.task import ParsedParams
 
 
-def resolve_target(search: ParsedParams, targets: TargetsFile) -> Target:
-    """The enabled target `target_id` names, else the only enabled one (404/409/400 otherwise)."""
-    enabled = targets.enabled
+def resolve_target(search: ParsedParams, enabled: Sequence[Target]) -> Target:
+    """Among the `enabled` targets (those serving the job's type), the one `target_id` names,
+    else the only one (refused as not found, a conflict or invalid otherwise)."""
     if search.target_id is not None:
         matches = [target for target in enabled if target.id == search.target_id]
         if not matches:
             raise invalid_params(
                 "unknown target",
-                status=404,
+                kind=ErrorKind.NOT_FOUND,
                 detail={"reason": "unknown_target", "target_id": search.target_id},
             )
         if len(matches) > 1:
             raise invalid_params(
                 "ambiguous target",
-                status=409,
+                kind=ErrorKind.CONFLICT,
                 detail={"reason": "ambiguous_target", "target_id": search.target_id},
             )
         return matches[0]
@@ -33,7 +35,7 @@ def resolve_target(search: ParsedParams, targets: TargetsFile) -> Target:
     if len(enabled) > 1:
         raise invalid_params(
             "more than one candidate search target is configured",
-            status=409,
+            kind=ErrorKind.CONFLICT,
             detail={"reason": "ambiguous_target", "targets": [target.id for target in enabled]},
         )
     return enabled[0]

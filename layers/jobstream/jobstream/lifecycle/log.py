@@ -34,6 +34,7 @@ __all__ = [
     "callback_body",
     "callback_intent",
     "commit",
+    "feed_stamp",
     "implied_events",
     "next_event",
     "reconcile",
@@ -82,12 +83,14 @@ def callback_intent(
     return CallbackIntent(base_url=base_url)
 
 
-def callback_body(record: JobRecord, intent: CallbackRecord, now: int) -> str | None:
+def callback_body(
+    record: JobRecord, intent: CallbackRecord, now: int, *, words: documents.JobTypeWords
+) -> str | None:
     """The event an intent names, as its page shows it, rebuilt from the job read at send time
     (None for a kind that is never shown). The same document as at recording: an event shows
     the job's labels and correlation id, which never change, only a terminal event shows the
     job, which a terminal event leaves immutable, and a progress event its own progress, kept
-    on its item with the callback."""
+    on its item with the callback. `words`: the job types' own (the job-type registry)."""
     event = StoredEvent(
         record.job_id,
         intent.sequence,
@@ -96,10 +99,18 @@ def callback_body(record: JobRecord, intent: CallbackRecord, now: int) -> str | 
         progress_stage=intent.progress_stage,
         progress_message=intent.progress_message,
     )
-    document = documents.event_document(record, event, now, intent.base_url)
+    document = documents.event_document(record, event, now, intent.base_url, words=words)
     if document is None:
         return None
     return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def feed_stamp(event: StoredEvent, now: int) -> int | None:
+    """Where the event stands in its tenant's feed: when it commits (`now`, read just before
+    the write), never before its own `at`; None for a kind the protocol never shows. An event
+    the job's state implied is recorded late with an earlier `at`: it enters the feed when it
+    commits, so a reader past its `at` still sees it (service/feed.py reads behind a horizon)."""
+    return max(event.at, now) if protocol_type(event.kind) is not None else None
 
 
 def after_append(record: JobRecord, event: StoredEvent) -> JobRecord:
@@ -210,19 +221,21 @@ def _append(
     body is built from the job when it is sent. The dispatcher hands it to the callback queue
     from the table's stream (service/dispatcher.py): no write path waits for SQS."""
     intent = callback_intent(record, event, base_url)
+    terminal = event.kind in TERMINAL_KINDS
     # Every item of the job expires from its deadline on; the terminal event starts the job
-    # item's own retention period (lifecycle/retention.py).
+    # item's own retention period (lifecycle/retention.py), and frees the open job its
+    # admission counted against its tenant's quotas (store/quotas.py).
     rt.store.append_event(
         record,
         Append(
             event,
             expires_at=item_expiry(record, rt.settings),
             intent=intent,
+            feed_at=feed_stamp(event, rt.clock()),
             change=change,
-            job_expires_at=(
-                job_expiry(record, event.at, rt.settings) if event.kind in TERMINAL_KINDS else None
-            ),
+            job_expires_at=job_expiry(record, event.at, rt.settings) if terminal else None,
             once_per_job=event.kind in ONCE_PER_JOB_KINDS,
+            releases_quota_of=record.tenant if terminal and record.quota_counted else None,
         ),
     )
     observability.count("events_recorded", dimension=event.kind)

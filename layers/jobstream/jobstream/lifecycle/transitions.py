@@ -1,5 +1,6 @@
 """The moves of a job: one pure function per move, each giving the event the move records and
-the state change written with it (its conditions included), and the lifecycle's tables.
+the state change written with it (its conditions included), and the lifecycle's tables (a
+job type's first stage is its own: the service claiming a job asks the job-type registry).
 
 Nothing here reads or writes: the event log (lifecycle/log.py) commits a transition, and the
 services decide when a move is due. Adding a move is one function here plus its caller
@@ -23,8 +24,6 @@ TERMINAL_KIND_BY_STATUS: Final[dict[JobStatus, EventKind]] = {
     JobStatus.EXPIRED: EventKind.OUTCOME_EXPIRED,
     JobStatus.CANCELLED: EventKind.OUTCOME_CANCELLED,
 }
-# The stage a claimed job shows until its executor reports its own: every job type's first.
-FIRST_STAGE: Final = "searching"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +47,6 @@ def terminal_status_for(reason: str | None) -> JobStatus:
     return JobStatus.EXPIRED if known in EXPIRY_REASONS else JobStatus.FAILED
 
 
-def first_stage(job_type: str) -> str:  # noqa: ARG001 - the table has one row for every type
-    """The stage a job of `job_type` shows once claimed."""
-    return FIRST_STAGE
-
-
 def _now(record: JobRecord, clock: int) -> int:
     # A move never dates the job before its last change: `updated_at` only grows.
     return max(clock, record.updated_at)
@@ -67,8 +61,11 @@ def accept(record: JobRecord) -> Transition:
     )
 
 
-def claim(record: JobRecord, owner: str, *, clock: int, lease_ms: int) -> Transition:
-    """queued -> running under a fresh lease of `owner`'s, with `job.started`."""
+def claim(
+    record: JobRecord, owner: str, *, clock: int, lease_ms: int, first_stage: str
+) -> Transition:
+    """queued -> running under a fresh lease of `owner`'s, with `job.started`; it shows
+    `first_stage` (its type's first) until its executor reports its own."""
     now = _now(record, clock)
     return Transition(
         EventKind.EXECUTION_STARTED,
@@ -81,7 +78,7 @@ def claim(record: JobRecord, owner: str, *, clock: int, lease_ms: int) -> Transi
                     "heartbeat_at": now,
                     "lease_owner": owner,
                     "lease_expires_at": now + lease_ms,
-                    "progress_stage": first_stage(record.job_type),
+                    "progress_stage": first_stage,
                     "updated_at": now,
                 }
             ),

@@ -25,6 +25,7 @@ from functools import cache
 from typing import Final, TypeVar
 
 from jobstream.deadline import Deadline
+from jobstream.errors import JobstreamError
 from jobstream.outbound.guard import PinnedTarget
 
 # How soon an interrupt (a cancel) stops a request.
@@ -33,7 +34,7 @@ INTERRUPT_POLL_S: Final = 0.1
 T = TypeVar("T")
 
 
-class RequestDeadlineError(TimeoutError):
+class RequestDeadlineError(JobstreamError, TimeoutError):
     """The request was not over by its deadline: its connection was aborted."""
 
 

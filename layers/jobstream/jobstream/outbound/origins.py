@@ -16,12 +16,12 @@ name: the guard (guard.py) checks without DNS at admission, resolves and pins be
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from jobstream.config.environment import environment
 from jobstream.observability import LAMBDA_FUNCTION_VARIABLE
 from jobstream.outbound.addresses import ANY_ADDRESS, PUBLIC_ONLY, Reach, ip_literal
 from jobstream.outbound.url import (
@@ -137,7 +137,7 @@ def runs_on_aws(environ: Mapping[str, str] | None = None) -> bool:
     """Whether this process is a Lambda function. There this host's loopback serves Lambda's
     runtime API (127.0.0.1:9001) and its link the platform's own endpoints (169.254.0.0/16):
     outbound requests never reach them, whatever origin an operator lists."""
-    env = os.environ if environ is None else environ
+    env = environment() if environ is None else environ
     return bool((env.get(LAMBDA_FUNCTION_VARIABLE) or "").strip())
 
 

@@ -12,6 +12,8 @@ from enum import StrEnum
 from typing import Final
 from urllib.parse import SplitResult, urlsplit
 
+from jobstream.errors import JobstreamError
+
 DEFAULT_PORTS: Final[dict[str, int]] = {"https": 443, "http": 80}
 
 # A DNS name: dot-separated labels of letters, digits, '-' and '_', optional trailing dot.
@@ -32,7 +34,7 @@ class RefusalReason(StrEnum):
     UNRESOLVABLE = "unresolvable"
 
 
-class OutboundRefused(Exception):  # noqa: N818 - a refusal, not an error in our code
+class OutboundRefused(JobstreamError):  # noqa: N818 - a refusal, not an error in our code
     """A URL jobstream will not send a request to; `reason` is a short machine word."""
 
     def __init__(self, reason: str, message: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
@@ -13,6 +14,7 @@ from jobstream.protocol.errors import (
 )
 from jobstream.protocol.events import TERMINAL_KINDS, EventType, event_id, protocol_type
 from jobstream.protocol.pages import fill_page
+from jobstream.protocol.queries import MAX_FEED_LIMIT, MAX_FEED_WAIT_MS
 from jobstream.protocol.task import PROTOCOL_VERSION
 
 PAGE_SIZE: Final = 200
@@ -26,14 +28,22 @@ FEATURES: Final = (
     "tag_expansion",
     "target_selector",
 )
+# The stage each status shows; a running job shows its executor's, else its type's first.
 _STAGE_BY_STATUS: Final = {
     JobStatus.QUEUED: "queued",
-    JobStatus.RUNNING: "searching",
     JobStatus.SUCCEEDED: "done",
     JobStatus.FAILED: "failed",
     JobStatus.CANCELLED: "cancelled",
     JobStatus.EXPIRED: "expired",
 }
+
+
+class JobTypeWords(Protocol):
+    """What a document says in a job type's own words (the job-type registry answers)."""
+
+    def first_stage(self, name: str) -> str: ...
+
+    def empty_result(self, name: str) -> Mapping[str, Any]: ...
 
 
 def events_url(job_id: str, base_url: str | None) -> str:
@@ -64,13 +74,20 @@ def progress_document(stage: str, message: str | None, at: int) -> dict[str, Any
     return progress
 
 
-def job_document(record: JobRecord, now: int, base_url: str | None = None) -> dict[str, Any]:
+def job_document(
+    record: JobRecord,
+    now: int,
+    base_url: str | None = None,
+    *,
+    words: JobTypeWords,
+) -> dict[str, Any]:
     """The Job projection, keys in the reference order."""
     # The executor's own stage shows only while it runs; every other status names its stage.
-    stage = record.progress_stage if record.status is JobStatus.RUNNING else None
-    progress = progress_document(
-        stage or _STAGE_BY_STATUS[record.status], record.progress_message, record.updated_at
-    )
+    if record.status is JobStatus.RUNNING:
+        stage = record.progress_stage or words.first_stage(record.job_type)
+    else:
+        stage = _STAGE_BY_STATUS[record.status]
+    progress = progress_document(stage, record.progress_message, record.updated_at)
     document: dict[str, Any] = {
         "protocol_version": PROTOCOL_VERSION,
         "job_id": record.job_id,
@@ -93,13 +110,11 @@ def job_document(record: JobRecord, now: int, base_url: str | None = None) -> di
         document["labels"] = dict(record.labels)
     document["events_url"] = events_url(record.job_id, base_url)
     if record.status is JobStatus.SUCCEEDED:
+        result = record.result
         document["result"] = (
-            record.result
-            if record.result is not None
-            else {
-                "candidates": [],
-                "scanned": 0,
-            }
+            result
+            if result is not None
+            else copy.deepcopy(dict(words.empty_result(record.job_type)))
         )
     elif record.is_terminal:
         document["error"] = job_error(record)
@@ -107,7 +122,12 @@ def job_document(record: JobRecord, now: int, base_url: str | None = None) -> di
 
 
 def event_document(
-    record: JobRecord, event: StoredEvent, now: int, base_url: str | None = None
+    record: JobRecord,
+    event: StoredEvent,
+    now: int,
+    base_url: str | None = None,
+    *,
+    words: JobTypeWords,
 ) -> dict[str, Any] | None:
     """One Event as the page and the callback show it; None for internal-only kinds."""
     event_type = protocol_type(event.kind)
@@ -131,7 +151,7 @@ def event_document(
             event.progress_stage, event.progress_message, event.at
         )
     if event.kind in TERMINAL_KINDS:
-        job = job_document(record, now, base_url)
+        job = job_document(record, now, base_url, words=words)
         payload["job"] = job
         if event_type is EventType.SUCCEEDED:
             payload["result"] = job.get("result")
@@ -148,12 +168,15 @@ def event_page(
     has_more: bool,
     now: int,
     base_url: str | None = None,
+    words: JobTypeWords,
 ) -> dict[str, Any]:
     """An EventPage; `next_after` only when another page exists: more events were read than
     the page shows (`has_more`), or the page is full by bytes (`pages.fill_page`). `record`
     must be at least as new as every event on the page (its terminal events embed it, its
     counts bound them)."""
-    taken, cut = fill_page(events, lambda event: event_document(record, event, now, base_url))
+    taken, cut = fill_page(
+        events, lambda event: event_document(record, event, now, base_url, words=words)
+    )
     documents = [document for _, document in taken]
     page: dict[str, Any] = {"job_id": record.job_id, "events": documents}
     if (has_more or cut) and documents:
@@ -178,20 +201,29 @@ def ack_result(record: JobRecord, now: int) -> dict[str, Any]:
 
 
 def job_page(
-    records: Sequence[JobRecord], *, next_cursor: str | None, now: int, base_url: str | None = None
+    records: Sequence[JobRecord],
+    *,
+    next_cursor: str | None,
+    now: int,
+    base_url: str | None = None,
+    words: JobTypeWords,
 ) -> dict[str, Any]:
     """A JobPage; `next_cursor` when another page exists. The caller chose `records` to fit
     (`pages.fill_page`)."""
-    page: dict[str, Any] = {"jobs": [job_document(record, now, base_url) for record in records]}
+    page: dict[str, Any] = {
+        "jobs": [job_document(record, now, base_url, words=words) for record in records]
+    }
     if next_cursor:
         page["next_cursor"] = next_cursor
     page["server_time"] = now
     return page
 
 
-def submission(record: JobRecord, now: int, base_url: str | None = None) -> dict[str, Any]:
+def submission(
+    record: JobRecord, now: int, base_url: str | None = None, *, words: JobTypeWords
+) -> dict[str, Any]:
     """The `POST /jobs` body: exactly one key, `job`."""
-    return {"job": job_document(record, now, base_url)}
+    return {"job": job_document(record, now, base_url, words=words)}
 
 
 class DeclaredJobType(Protocol):
@@ -246,6 +278,23 @@ def capabilities(
     if limits:
         # Per job type, so a consumer can size a Task before it is refused (e.g. asset counts).
         document["limits"] = {"job_types": limits}
+    # What this producer serves beyond v1, by name (the closed `features` list cannot say it).
+    document["extensions"] = {
+        "event_feed": {
+            "version": 1,
+            "feed": "/events",
+            "ack": "/events/ack",
+            "max_limit": MAX_FEED_LIMIT,
+            "max_wait_ms": MAX_FEED_WAIT_MS,
+            "named_cursors": True,
+        },
+        "deliveries": {
+            "version": 1,
+            "job_callbacks": "/jobs/{job_id}/callbacks",
+            "dead_letters": "/callbacks",
+            "redrive": "/callbacks/redrive",
+        },
+    }
     document["server_time"] = now
     return document
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Final
 
+from jobstream.errors import JobstreamError
+
 
 class ErrorCode(StrEnum):
     NO_CANDIDATE = "no_candidate"
@@ -50,13 +52,31 @@ RETRYABLE: Final[dict[ErrorCode, bool]] = {
     ErrorCode.INTERNAL_ERROR: False,
 }
 
-# The HTTP status a request error carries when the raise site does not choose another one.
-DEFAULT_HTTP_STATUS: Final[dict[ErrorCode, int]] = {
-    ErrorCode.IDEMPOTENCY_CONFLICT: 409,
-    ErrorCode.UNSUPPORTED_PROTOCOL_VERSION: 400,
-    ErrorCode.INVALID_PARAMS: 400,
-    ErrorCode.AUTH_ERROR: 401,
-    ErrorCode.INTERNAL_ERROR: 500,
+
+class ErrorKind(StrEnum):
+    """What kind of failure a request error is. The HTTP shell answers each kind with one
+    status (`http/statuses.py`): no raise site chooses a status."""
+
+    INVALID = "invalid"  # the request is wrong (400)
+    UNAUTHENTICATED = "unauthenticated"  # no valid token (401)
+    NOT_FOUND = "not_found"  # it names nothing the consumer may see (404)
+    CONFLICT = "conflict"  # it contradicts what is stored or configured (409)
+    TOO_LARGE = "too_large"  # its body is larger than the API takes (413)
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"  # its body is not JSON (415)
+    TOO_MANY_REQUESTS = "too_many_requests"  # the tenant is at a quota (429)
+    INTERNAL = "internal"  # a bug (500)
+    UNAVAILABLE = "unavailable"  # the service cannot answer it now (503)
+
+
+# The kind of a request error whose raise site names none.
+DEFAULT_KIND: Final[dict[ErrorCode, ErrorKind]] = {
+    ErrorCode.IDEMPOTENCY_CONFLICT: ErrorKind.CONFLICT,
+    ErrorCode.UNSUPPORTED_PROTOCOL_VERSION: ErrorKind.INVALID,
+    ErrorCode.INVALID_PARAMS: ErrorKind.INVALID,
+    ErrorCode.AUTH_ERROR: ErrorKind.UNAUTHENTICATED,
+    ErrorCode.QUOTA_EXCEEDED: ErrorKind.TOO_MANY_REQUESTS,
+    ErrorCode.RESOURCE_BUSY: ErrorKind.UNAVAILABLE,
+    ErrorCode.INTERNAL_ERROR: ErrorKind.INTERNAL,
 }
 
 
@@ -154,23 +174,23 @@ def code_for_reason(reason: str | None) -> ErrorCode:
     return REASON_TO_CODE[known] if known is not None else ErrorCode.INTERNAL_ERROR
 
 
-class ProtocolError(Exception):
-    """A request error answered as `{"error": {...}}` with an HTTP status (and, for a retryable
-    refusal, the seconds to wait as `Retry-After`)."""
+class ProtocolError(JobstreamError):
+    """A request error answered as `{"error": {...}}` with the HTTP status of its kind (and, for
+    a retryable refusal, the seconds to wait as `Retry-After`)."""
 
     def __init__(
         self,
         code: ErrorCode,
         message: str,
         *,
-        status: int | None = None,
+        kind: ErrorKind | None = None,
         detail: dict[str, Any] | None = None,
         retry_after_s: int | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-        self.status = status if status is not None else DEFAULT_HTTP_STATUS.get(code, 400)
+        self.kind = kind if kind is not None else DEFAULT_KIND.get(code, ErrorKind.INVALID)
         self.detail = detail
         self.retry_after_s = retry_after_s
 
@@ -186,9 +206,9 @@ class ProtocolError(Exception):
 
 
 def invalid_params(
-    message: str, *, status: int = 400, detail: dict[str, Any] | None = None
+    message: str, *, kind: ErrorKind = ErrorKind.INVALID, detail: dict[str, Any] | None = None
 ) -> ProtocolError:
-    return ProtocolError(ErrorCode.INVALID_PARAMS, message, status=status, detail=detail)
+    return ProtocolError(ErrorCode.INVALID_PARAMS, message, kind=kind, detail=detail)
 
 
 # What a client should wait before repeating a request refused for a transient cause.
@@ -201,7 +221,17 @@ def resource_busy() -> ProtocolError:
     return ProtocolError(
         ErrorCode.RESOURCE_BUSY,
         "the service is busy; retry the request later",
-        status=503,
         detail={"reason": "dependency_busy"},
         retry_after_s=BUSY_RETRY_AFTER_S,
+    )
+
+
+def quota_exceeded(quota: str, limit: int, retry_after_s: int) -> ProtocolError:
+    """The tenant is at one of its quotas (`max_open_jobs`, `admissions_per_minute`): nothing
+    was admitted, and the same request may be after `retry_after_s`."""
+    return ProtocolError(
+        ErrorCode.QUOTA_EXCEEDED,
+        f"the tenant is at its {quota} quota ({limit}); retry the request later",
+        detail={"reason": "quota_exceeded", "quota": quota, "limit": limit},
+        retry_after_s=retry_after_s,
     )

@@ -29,13 +29,14 @@ from typing import Final
 
 from jobstream import observability
 from jobstream.deadline import Deadline, invocation
+from jobstream.errors import JobstreamError
 from jobstream.queue import QueueMessage
 from jobstream.runtime import Runtime
 from jobstream.service.callbacks import OUTCOME_MARGIN_MS, RetryLaterError, handle_message
 
 __all__ = ["OUTCOME_MARGIN_MS", "BatchFailedError", "Result", "deliver_batch"]
 
-logger = logging.getLogger("jobstream.callbacks")
+logger = logging.getLogger(__name__)
 
 # One thread per message of a batch (the event source mapping's BatchSize is 10).
 MAX_CONCURRENT: Final = 10
@@ -48,7 +49,7 @@ class Result(StrEnum):
     FAILED = "failed"  # raised: back after the queue's visibility timeout
 
 
-class BatchFailedError(Exception):
+class BatchFailedError(JobstreamError):
     """Every message of the batch raised: the invocation fails (and the error alarm sees it)."""
 
 

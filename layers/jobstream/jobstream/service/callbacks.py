@@ -21,6 +21,8 @@ from jobstream.domain import (
     IntentRef,
     JobRecord,
 )
+from jobstream.errors import JobstreamError
+from jobstream.jobtypes import registry
 from jobstream.lifecycle.log import callback_body
 from jobstream.outbound.guard import check_at_delivery
 from jobstream.protocol.events import TERMINAL_KINDS, callback_event_id, callback_idempotency_key
@@ -29,7 +31,7 @@ from jobstream.runtime import Runtime
 from jobstream.service import endpoints
 from jobstream.service.messages import parse_or_drop
 
-logger = logging.getLogger("jobstream.callbacks")
+logger = logging.getLogger(__name__)
 
 # An attempt's lease covers the request's timeout plus time to record the outcome.
 LEASE_MARGIN_MS = 30_000
@@ -73,15 +75,16 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     job = read(ref.job_id)
     if job is not None and intent.created_at < job.created_at:
         job = None  # an event of an earlier job under the same key: that job is gone
-    body = callback_body(job, intent, now) if job is not None else None
+    body = callback_body(job, intent, now, words=registry) if job is not None else None
     if job is None or body is None:
         # Nothing left to send: the job is gone (past its retention).
-        return _dead(rt, intent, AttemptAnswer(None, "the job no longer exists"), now=now)
+        answer = AttemptAnswer(None, "the job no longer exists")
+        return _dead(rt, intent, answer, now=now, tenant=None)
     passed = endpoints.gate(rt, endpoints.endpoint_of(job.tenant, job.callback_url), now=now)
     if passed.endpoint is not None and passed.passage is endpoints.Passage.HOLD:
         return _park(rt, intent, passed.endpoint, None)
     verdict, retry_after_ms = _attempt(rt, intent, job, body)
-    return _outcome(rt, intent, passed, verdict, retry_after_ms)
+    return _outcome(rt, intent, passed, verdict, retry_after_ms, tenant=job.tenant)
 
 
 def _outcome(
@@ -90,8 +93,11 @@ def _outcome(
     passed: endpoints.Gate,
     verdict: Verdict,
     retry_after_ms: int | None,
+    *,
+    tenant: str,
 ) -> AttemptResult:
-    """Record how the attempt went, for the callback and for its endpoint."""
+    """Record how the attempt went, for the callback and for its endpoint (and on the lists of
+    its `tenant`: retrying, dead)."""
     finished_at = rt.clock()
     if verdict.outcome is Outcome.DELIVERED:
         rt.callbacks.mark_delivered(intent, now=finished_at, status=verdict.status)
@@ -104,7 +110,7 @@ def _outcome(
     ):
         return _park(rt, intent, passed.endpoint, answer)
     if verdict.outcome in {Outcome.DEAD, Outcome.GONE} or intent.attempts >= intent.max_attempts:
-        return _dead(rt, intent, answer, now=finished_at)
+        return _dead(rt, intent, answer, now=finished_at, tenant=tenant)
     settings = rt.settings
     delay = retry_delay_ms(
         intent.attempts,
@@ -112,7 +118,7 @@ def _outcome(
         max_ms=settings.callback_retry_max_ms,
         retry_after_ms=retry_after_ms,
     )
-    rt.callbacks.mark_retry(intent, answer, next_attempt_at=finished_at + delay)
+    rt.callbacks.mark_retry(intent, answer, next_attempt_at=finished_at + delay, tenant=tenant)
     observability.count("callbacks_retried")
     return AttemptResult(Disposition.RETRY, delay_ms=delay, outcome="retry")
 
@@ -127,8 +133,11 @@ def _park(
     return AttemptResult(Disposition.DONE, outcome="parked")
 
 
-def _dead(rt: Runtime, intent: CallbackRecord, answer: AttemptAnswer, *, now: int) -> AttemptResult:
-    rt.callbacks.mark_dead(intent, answer, now=now)
+def _dead(
+    rt: Runtime, intent: CallbackRecord, answer: AttemptAnswer, *, now: int, tenant: str | None
+) -> AttemptResult:
+    """Dead, listed for its tenant (`tenant`: its job's; None when the job is gone)."""
+    rt.callbacks.mark_dead(intent, answer, now=now, tenant=tenant)
     observability.count("callbacks_dead_lettered")
     return _send_dead_letter(rt, intent.ref, now=now)
 
@@ -141,7 +150,7 @@ def _send_dead_letter(rt: Runtime, ref: IntentRef, *, now: int) -> AttemptResult
     return AttemptResult(Disposition.DONE, outcome="dead")
 
 
-class RetryLaterError(Exception):
+class RetryLaterError(JobstreamError):
     """The message must come back later; its visibility has been set to the retry delay."""
 
 
@@ -181,7 +190,9 @@ def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
     if abandoned and current.attempts >= current.max_attempts:
         # The last attempt never recorded its outcome (its invocation died): no budget is left.
         answer = AttemptAnswer(None, "attempt_abandoned: the last attempt ended without an outcome")
-        return _dead(rt, current, answer, now=now)
+        job = rt.store.get_job_item(ref.job_id)
+        tenant = job.tenant if job is not None and job.created_at <= current.created_at else None
+        return _dead(rt, current, answer, now=now, tenant=tenant)
     # Another attempt holds it (or took it since); if that one dies, the sweep re-sends it
     # after its lease.
     return AttemptResult(Disposition.DONE, outcome="held")

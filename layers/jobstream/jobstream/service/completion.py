@@ -25,25 +25,26 @@ from botocore.exceptions import ClientError
 
 from jobstream import observability
 from jobstream.domain import JobRecord, JobStatus
+from jobstream.errors import JobstreamError
 from jobstream.jobtypes.runner import Outcome, fit_job_result
 from jobstream.lifecycle import transitions
 from jobstream.lifecycle.log import Settled, apply_until_settled
 from jobstream.lifecycle.retention import item_expiry
-from jobstream.protocol.errors import Reason
+from jobstream.protocol.errors import Reason, parse_reason
 from jobstream.retries import transient
 from jobstream.runtime import Runtime
 from jobstream.store.ports import budgets, error_code
 
-logger = logging.getLogger("jobstream.execution")
+logger = logging.getLogger(__name__)
 
 MAX_COMPLETE_ATTEMPTS: Final = 5
 # Outcomes this process could not record, by (job, lease owner): a redelivery that lands here
 # needs no second run even when keeping the outcome on the job failed too. Bounded.
 _KEPT_IN_PROCESS: Final = 64
-_REFUSED: Final = Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")
+_REFUSED: Final = Outcome(reason=Reason.INTERNAL_ERROR, message="internal error")
 
 
-class CompletionDeferredError(Exception):
+class CompletionDeferredError(JobstreamError):
     """The job's outcome is known but could not be recorded yet: the work message must come back
     (a batch item failure), and whoever comes next lands the kept outcome. `released`: the run's
     lease has ended already (else it lapses on its own)."""
@@ -100,7 +101,8 @@ def kept_outcome(rt: Runtime, record: JobRecord) -> KeptOutcome | None:
         return None  # its run may still be going: only it may record its outcome
     if record.pending_reason is not None:
         return KeptOutcome(
-            owner, Outcome(reason=record.pending_reason, message=record.pending_message)
+            owner,
+            Outcome(reason=parse_reason(record.pending_reason), message=record.pending_message),
         )
     result = rt.store.get_result(record)
     if result is None:
@@ -129,7 +131,7 @@ def within_budget(outcome: Outcome, job_type: str) -> Outcome:
     if result is None:
         logger.warning("a result too large to keep even cut fails its job")
         return Outcome(
-            reason=Reason.INTERNAL_ERROR.value,
+            reason=Reason.INTERNAL_ERROR,
             message=f"the result is larger than the {budgets.RESULT_BYTES} bytes a job keeps",
         )
     logger.warning("a result larger than its budget was cut")
@@ -244,7 +246,8 @@ def _holds_lease(record: JobRecord, owner: str) -> bool:
 
 
 def _reason(outcome: Outcome) -> str:
-    return outcome.reason or Reason.INTERNAL_ERROR.value
+    # Stored as its word (the job item's `error_reason`).
+    return (outcome.reason or Reason.INTERNAL_ERROR).value
 
 
 def _is_own_completion(settled: Settled) -> bool:

@@ -13,7 +13,7 @@ from jobstream.lifecycle.retention import has_expired
 from jobstream.protocol.events import callback_event_id
 from jobstream.runtime import Runtime
 
-logger = logging.getLogger("jobstream.dead_letters")
+logger = logging.getLogger(__name__)
 
 # Dead callbacks read at a time (their jobs are read once a page).
 PAGE: Final = 100

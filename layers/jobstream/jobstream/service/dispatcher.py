@@ -30,7 +30,7 @@ from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 from jobstream.store.ports import new_items
 
-logger = logging.getLogger("jobstream.dispatcher")
+logger = logging.getLogger(__name__)
 
 
 @dataclass

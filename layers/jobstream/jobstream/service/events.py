@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from jobstream.domain import JobRecord, StoredEvent
+from jobstream.jobtypes import registry
 from jobstream.lifecycle.log import reconcile
 from jobstream.lifecycle.retention import item_expiry
 from jobstream.protocol import documents
@@ -36,7 +37,7 @@ def events_page(
         # That read may know events appended after the query: the page says more follow.
         has_more = has_more or record.event_count > events[-1].sequence
     return documents.event_page(
-        record, events, has_more=has_more, now=rt.clock(), base_url=base_url
+        record, events, has_more=has_more, now=rt.clock(), base_url=base_url, words=registry
     )
 
 

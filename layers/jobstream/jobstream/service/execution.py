@@ -16,6 +16,7 @@ from typing import Final
 
 from jobstream import observability
 from jobstream.domain import JobRecord, JobStatus
+from jobstream.jobtypes import registry
 from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
 from jobstream.jobtypes.runner import Outcome, run_job
 from jobstream.lifecycle import transitions
@@ -41,7 +42,7 @@ __all__ = [
     "handle_work_batch",
 ]
 
-logger = logging.getLogger("jobstream.execution")
+logger = logging.getLogger(__name__)
 
 PROGRESS_MIN_INTERVAL_MS: Final = 5_000
 MAX_PROGRESS_EVENTS: Final = 50
@@ -135,7 +136,13 @@ def _claim(rt: Runtime, record: JobRecord, owner: str) -> JobRecord | None:
         return None if record.lease_active(rt.clock()) else _take_over(rt, record, owner)
     if record.status is not JobStatus.QUEUED:
         return None
-    transition = transitions.claim(record, owner, clock=rt.clock(), lease_ms=rt.settings.lease_ms)
+    transition = transitions.claim(
+        record,
+        owner,
+        clock=rt.clock(),
+        lease_ms=rt.settings.lease_ms,
+        first_stage=registry.first_stage(record.job_type),
+    )
 
     def reread(job_id: str, stale: StaleJobError) -> JobRecord | None:
         # Only a refusal of a retry may hide our own claim: then look.
@@ -281,15 +288,15 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
         return "not-claimed"
     with Lease(rt, claimed, owner) as lease:
         try:
-            outcome = run_job(rt.targets(), claimed, lease)
+            outcome = run_job(registry.checked_targets(rt.targets()), claimed, lease)
         except DeadlineReachedError:
             outcome = Outcome(
-                reason=Reason.EXECUTION_TIMEOUT.value, message="the job passed its deadline"
+                reason=Reason.EXECUTION_TIMEOUT, message="the job passed its deadline"
             )
         except JobInterruptedError:
             return "interrupted"
         except Exception:
             logger.exception("executor failed", extra={"job_id": job_id})
-            outcome = Outcome(reason=Reason.INTERNAL_ERROR.value, message="internal error")
+            outcome = Outcome(reason=Reason.INTERNAL_ERROR, message="internal error")
         claimed = lease.record
     return complete(rt, claimed, owner, outcome)

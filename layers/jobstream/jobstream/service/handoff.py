@@ -13,7 +13,7 @@ from jobstream.domain import IntentRef
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 
-logger = logging.getLogger("jobstream.callbacks")
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 

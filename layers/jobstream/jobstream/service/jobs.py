@@ -34,7 +34,9 @@ def capabilities(rt: Runtime) -> dict[str, Any]:
 
 
 def get_job(rt: Runtime, tenant: str, job_id: str, base_url: str | None) -> dict[str, Any]:
-    return documents.job_document(load_owned_job(rt, tenant, job_id), rt.clock(), base_url)
+    return documents.job_document(
+        load_owned_job(rt, tenant, job_id), rt.clock(), base_url, words=registry
+    )
 
 
 def list_jobs(rt: Runtime, tenant: str, query: Query, base_url: str | None) -> dict[str, Any]:
@@ -44,7 +46,11 @@ def list_jobs(rt: Runtime, tenant: str, query: Query, base_url: str | None) -> d
         record = rt.store.get_job(derive_job_id(tenant, filters.idempotency_key))
         matches = record is not None and _matches(record, tenant, filters.idempotency_key, filters)
         return documents.job_page(
-            [record] if matches and record else [], next_cursor=None, now=now, base_url=base_url
+            [record] if matches and record else [],
+            next_cursor=None,
+            now=now,
+            base_url=base_url,
+            words=registry,
         )
     start_key = None
     if filters.cursor is not None:
@@ -72,13 +78,17 @@ def list_jobs(rt: Runtime, tenant: str, query: Query, base_url: str | None) -> d
     # listing's read budget ran out first, the cursor resumes where the reading stopped.
     taken, cut = fill_page(
         listing,
-        lambda listed: documents.job_document(listed.record, now, base_url),
+        lambda listed: documents.job_document(listed.record, now, base_url, words=registry),
         max_count=filters.limit,
     )
     resume_key = taken[-1][0].resume_key if cut and taken else listing.resume_key
     next_cursor = encode_cursor(resume_key) if resume_key is not None else None
     return documents.job_page(
-        [listed.record for listed, _ in taken], next_cursor=next_cursor, now=now, base_url=base_url
+        [listed.record for listed, _ in taken],
+        next_cursor=next_cursor,
+        now=now,
+        base_url=base_url,
+        words=registry,
     )
 
 
@@ -108,4 +118,4 @@ def cancel(rt: Runtime, tenant: str, job_id: str, base_url: str | None) -> dict[
     settled = apply_until_settled(
         rt, record, decide, reread=reread, attempts=MAX_CANCEL_ATTEMPTS, base_url=base_url
     )
-    return documents.job_document(settled.record, rt.clock(), base_url)
+    return documents.job_document(settled.record, rt.clock(), base_url, words=registry)

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
-logger = logging.getLogger("jobstream.messages")
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 

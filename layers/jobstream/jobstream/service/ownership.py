@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jobstream import observability
 from jobstream.domain import JobRecord
-from jobstream.protocol.errors import invalid_params
+from jobstream.protocol.errors import ErrorKind, invalid_params
 from jobstream.runtime import Runtime
 
 
@@ -29,6 +29,6 @@ def _owned(record: JobRecord | None, tenant: str, job_id: str, *, cancel_route: 
     if record is None or record.tenant != tenant:
         # The cancel route names the job in its 404, like the reference; reads do not.
         detail = {"reason": "unknown_job", "job_id": job_id} if cancel_route else None
-        raise invalid_params("unknown job", status=404, detail=detail)
+        raise invalid_params("unknown job", kind=ErrorKind.NOT_FOUND, detail=detail)
     observability.bind(correlation_id=record.correlation_id)
     return record

@@ -24,7 +24,7 @@ from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
 from jobstream.store.ports import HANDOFF_GRACE_MS
 
-logger = logging.getLogger("jobstream.sweep")
+logger = logging.getLogger(__name__)
 
 
 @dataclass

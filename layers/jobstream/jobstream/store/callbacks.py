@@ -9,6 +9,7 @@ attempt does not move it there (its claim writes no index key), only a retry's n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from itertools import islice
 from typing import Any, Final
@@ -19,6 +20,7 @@ from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, Endpo
 from jobstream.store import keys
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
+from jobstream.store.cursor import StartKey
 from jobstream.store.listing import batch_get
 from jobstream.store.ports import MAX_CALLBACK_ATTEMPTS
 from jobstream.store.records import EVENT_PROGRESS
@@ -39,6 +41,25 @@ _OPTIONAL: Final = (
     "retain_until",
     *EVENT_PROGRESS,
 )
+
+
+# What each of a tenant's lists holds (a callback that has moved on stays until the index
+# catches up, and is left out).
+_LISTED_STATES: Final = {
+    keys.TenantCallbacks.DEAD: frozenset({CallbackState.DEAD}),
+    keys.TenantCallbacks.PENDING: frozenset(
+        {
+            CallbackState.PENDING,
+            CallbackState.IN_FLIGHT,
+            CallbackState.RETRY_WAIT,
+            CallbackState.PARKED,
+        }
+    ),
+}
+_JOB_ID: Final = r"(job_[A-Za-z0-9_-]{32})"
+_DEAD_JOB: Final = re.compile(rf"JOB#{_JOB_ID}")
+_DEAD_PLACE: Final = re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#{_JOB_ID}#[0-9]{{1,10}}")
+_EVENT_KEY: Final = re.compile(rf"{keys.EVENT_PREFIX}[0-9]{{{keys.SEQUENCE_WIDTH}}}")
 
 
 def _record(item: Mapping[str, Any]) -> CallbackRecord | None:
@@ -173,42 +194,58 @@ class CallbackStore(TableStore):
         return self._close(
             intent,
             "#state = :delivered, delivered_at = :now, last_status = :status",
-            "lease_until, last_error, sweep_pk, sweep_sk",
+            # Off its tenant's list of retrying callbacks, if it was on it.
+            "lease_until, last_error, sweep_pk, sweep_sk, gsi2pk, gsi2sk",
             {":delivered": CallbackState.DELIVERED, ":now": now, ":status": status},
         )
 
     def mark_retry(
-        self, intent: CallbackRecord, answer: AttemptAnswer, *, next_attempt_at: int
+        self,
+        intent: CallbackRecord,
+        answer: AttemptAnswer,
+        *,
+        next_attempt_at: int,
+        tenant: str | None = None,
     ) -> CallbackRecord | None:
-        return self._finish(
-            intent,
+        """Waiting for its next attempt; on its tenant's list of retrying callbacks (`tenant`),
+        by its event's time: written once, at its first failure (the key stays)."""
+        update = (
             "SET #state = :retry_wait, next_attempt_at = :next, last_status = :status, "
-            "last_error = :error, sweep_sk = :due REMOVE lease_until",
-            {
-                ":retry_wait": CallbackState.RETRY_WAIT,
-                ":next": next_attempt_at,
-                ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, intent.ref.item_id),
-                **_answer(answer),
-            },
+            "last_error = :error, sweep_sk = :due"
         )
+        values: dict[str, Any] = {
+            ":retry_wait": CallbackState.RETRY_WAIT,
+            ":next": next_attempt_at,
+            ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, intent.ref.item_id),
+            **_answer(answer),
+        }
+        if tenant is not None:
+            update += ", gsi2pk = :listed, gsi2sk = :placed"
+            values[":listed"] = keys.tenant_callbacks_pk(tenant, keys.TenantCallbacks.PENDING)
+            values[":placed"] = keys.sweep_sk(intent.created_at, intent.ref.item_id)
+        return self._finish(intent, f"{update} REMOVE lease_until", values)
 
     def mark_dead(
-        self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int, tenant: str | None
     ) -> CallbackRecord | None:
+        """Dead: under the operator's dead shards, and under its tenant's own list (`tenant`
+        None: a callback whose job is gone, which no tenant lists)."""
         ref = intent.ref
-        return self._close(
-            intent,
+        assignments = (
             "#state = :dead, dead_at = :now, last_status = :status, last_error = :error, "
-            "sweep_pk = :dead_pk, sweep_sk = :dead_sk",
-            "lease_until",
-            {
-                ":dead": CallbackState.DEAD,
-                ":now": now,
-                ":dead_pk": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_DEAD, ref.job_id),
-                ":dead_sk": keys.sweep_sk(now, ref.item_id),
-                **_answer(answer),
-            },
+            "sweep_pk = :dead_pk, sweep_sk = :dead_sk"
         )
+        values: dict[str, Any] = {
+            ":dead": CallbackState.DEAD,
+            ":now": now,
+            ":dead_pk": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_DEAD, ref.job_id),
+            ":dead_sk": keys.sweep_sk(now, ref.item_id),
+            **_answer(answer),
+        }
+        if tenant is not None:
+            assignments += ", gsi2pk = :tenant_dead, gsi2sk = :dead_sk"
+            values[":tenant_dead"] = keys.tenant_callbacks_pk(tenant, keys.TenantCallbacks.DEAD)
+        return self._close(intent, assignments, "lease_until", values)
 
     def mark_dead_lettered(self, ref: IntentRef, *, now: int) -> bool:
         """Record that a dead callback's dead letter is in the DLQ; False when it is not dead."""
@@ -300,20 +337,28 @@ class CallbackStore(TableStore):
             is not None
         )
 
-    def revive(self, dead: CallbackRecord, *, now: int) -> CallbackRecord | None:
+    def revive(
+        self, dead: CallbackRecord, *, now: int, by_dispatcher: bool = False
+    ) -> CallbackRecord | None:
         """A dead callback gets a fresh budget and is open again; None if it was not dead.
+        `by_dispatcher`: the caller sends nothing (a request path), the dispatcher hands it to
+        the queue from the table's stream, as it does a new callback.
 
         An open callback never expires: its expiry is removed, kept in `retain_until` for the
         close that follows."""
         ref = dead.ref
         retain = dead.expires_at if dead.expires_at is not None else dead.retain_until
+        # `resent_at`: the redrive sends it itself (service/dispatcher.py sends it no more);
+        # without it, the dispatcher sends it.
+        sent = "" if by_dispatcher else ", resent_at = :now"
         return self._update(
             ref,
-            # `resent_at`: the redrive sends it itself (service/dispatcher.py sends it no more).
-            "SET #state = :pending, attempts = :zero, next_attempt_at = :now, resent_at = :now, "
-            "sweep_pk = :handoff, sweep_sk = :due"
+            "SET #state = :pending, attempts = :zero, next_attempt_at = :now"
+            + sent
+            + ", sweep_pk = :handoff, sweep_sk = :due"
             + (", retain_until = :retain" if retain is not None else "")
-            + " REMOVE dead_at, dead_lettered_at, #expires",
+            + " REMOVE dead_at, dead_lettered_at, #expires, gsi2pk, gsi2sk"
+            + (", resent_at" if by_dispatcher else ""),
             # Only dead letters are redriven; a live callback keeps its budget.
             "#state = :dead",
             {
@@ -339,6 +384,93 @@ class CallbackStore(TableStore):
             before=keys.sweep_due_bound(now),
         ):
             yield _ref_from_sweep_key(sort_key)
+
+    def of_job(self, job_id: str, *, since: int) -> list[CallbackRecord]:
+        """The callbacks of a job's events, in event order; those of an earlier job under the
+        same key (events older than `since`, the job's creation) are not the job's. A job has
+        at most a few dozen events: read whole, page after page."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :first AND :last",
+            "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
+            "ExpressionAttributeValues": to_item(
+                {
+                    ":pk": keys.job_pk(job_id),
+                    ":first": keys.event_sk(1),
+                    ":last": keys.event_sk(10**keys.SEQUENCE_WIDTH - 1),
+                }
+            ),
+            "ConsistentRead": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        records: list[CallbackRecord] = []
+        while True:
+            response = self.client.query(**request)
+            records += [
+                record
+                for record in map(_record, response.get("Items", []))
+                if record is not None and record.created_at >= since
+            ]
+            if "LastEvaluatedKey" not in response:
+                return records
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def of_tenant(
+        self,
+        tenant: str,
+        listed: keys.TenantCallbacks,
+        *,
+        start: StartKey | None,
+        limit: int,
+    ) -> tuple[list[CallbackRecord], StartKey | None]:
+        """Up to `limit` of the tenant's callbacks on one list (dead, oldest death first;
+        retrying, oldest event first) from `start`; and where the next read starts (None: no
+        more). An entry whose callback has moved on since (the index lags) is left out."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": keys.CORRELATION_INDEX,
+            "KeyConditionExpression": "gsi2pk = :pk",
+            "ExpressionAttributeValues": to_item({":pk": keys.tenant_callbacks_pk(tenant, listed)}),
+            "Limit": limit,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if start is not None:
+            request["ExclusiveStartKey"] = start
+        response = self.client.query(**request)
+        wanted = [{keys.PK: item[keys.PK], keys.SK: item[keys.SK]} for item in response["Items"]]
+        found = batch_get(self.client, self.table_name, wanted, consistent=True)
+        states = _LISTED_STATES[listed]
+        records = {
+            record.ref: record
+            for record in map(_record, found)
+            if record is not None and record.state in states
+        }
+        refs = [
+            IntentRef(keys.job_id_of(key[keys.PK]["S"]), keys.sequence_of(key[keys.SK]["S"]))
+            for key in wanted
+        ]
+        return [records[ref] for ref in refs if ref in records], response.get("LastEvaluatedKey")
+
+    def is_start_key(
+        self, tenant: str, listed: keys.TenantCallbacks, start: Mapping[str, Any]
+    ) -> bool:
+        """Whether `start` is a place in the tenant's list that `of_tenant` could have
+        answered (a client's text: anything else must be a 400, never a request DynamoDB
+        refuses or a read of another tenant's list)."""
+        if set(start) != {"gsi2pk", "gsi2sk", keys.PK, keys.SK}:
+            return False
+        values = [start[name].get("S") if isinstance(start[name], dict) else None for name in start]
+        if not all(isinstance(value, str) for value in values):
+            return False
+        job = _DEAD_JOB.fullmatch(start[keys.PK]["S"])
+        place = _DEAD_PLACE.fullmatch(start["gsi2sk"]["S"])
+        return (
+            start["gsi2pk"]["S"] == keys.tenant_callbacks_pk(tenant, listed)
+            and job is not None
+            and place is not None
+            and place.group(1) == job.group(1)
+            and _EVENT_KEY.fullmatch(start[keys.SK]["S"]) is not None
+        )
 
     def dead(self) -> Iterator[CallbackRecord]:
         """Dead-lettered callbacks, oldest first, with their last error (read lazily, a batch

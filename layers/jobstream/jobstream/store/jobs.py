@@ -10,18 +10,20 @@ predecessor: the job item once expired, an event item whose `at` is older than t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
 from jobstream.domain import CallbackState, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
-from jobstream.store import keys
+from jobstream.store import keys, quotas
 from jobstream.store.callbacks import CallbackStore
-from jobstream.store.client import TableStore, error_code
+from jobstream.store.client import TableStore, dynamodb_client, error_code
 from jobstream.store.codec import from_attribute, to_item
 from jobstream.store.cursor import decode_cursor, encode_cursor
 from jobstream.store.endpoints import EndpointStore
+from jobstream.store.feed import FeedStore, is_position
 from jobstream.store.listing import JobListing, batch_get, iter_jobs
 from jobstream.store.ports import (
     MAX_CALLBACK_ATTEMPTS,
@@ -31,9 +33,12 @@ from jobstream.store.ports import (
     JobQuery,
     ListedJob,
     NewEvent,
+    QuotaCharge,
+    QuotaContendedError,
     StaleJobError,
     StateChange,
 )
+from jobstream.store.quotas import Attempt
 from jobstream.store.records import (
     EVENT_PROGRESS,
     GENERATION,
@@ -48,6 +53,7 @@ from jobstream.store.records import (
 from jobstream.store.sweep_index import sweep_entries
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 __all__ = [
@@ -68,17 +74,34 @@ __all__ = [
 ]
 
 _LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
+# Tries of a charged admission: a guess of the quota window that missed, then a counter changed
+# by racing admissions; a refusal for a quota ends it at once.
+MAX_CHARGE_TRIES: Final = 4
 # The condition of every event slot: free, or taken by an event of an earlier job under the same
 # key (its `at` is older than this job; a job's own events never are).
 _SLOT_FREE: Final = "attribute_not_exists(#pk) OR #at < :created"
 
 
 class JobStore(TableStore):
+    def __init__(
+        self, table_name: str, client_factory: Callable[[], DynamoDBClient] = dynamodb_client
+    ) -> None:
+        super().__init__(table_name, client_factory)
+        # The minute of the last quota window each tenant's admission counted in here: the
+        # guess of the next charge (store/quotas.py), never relied on.
+        self._windows: dict[str, int] = {}
+
     def callbacks(self) -> CallbackStore:
         return CallbackStore(self.table_name, self.client_factory)
 
     def endpoints(self) -> EndpointStore:
         return EndpointStore(self.table_name, self.client_factory)
+
+    def feed(self) -> FeedStore:
+        return FeedStore(self.table_name, self.client_factory)
+
+    def is_feed_position(self, value: str) -> bool:
+        return is_position(value)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -112,6 +135,23 @@ class JobStore(TableStore):
             return None
         result: dict[str, Any] = from_attribute(item["result"])
         return result
+
+    def get_jobs(self, job_ids: list[str]) -> dict[str, JobRecord]:
+        """The jobs that exist of `job_ids`, each with its result (its ack cursor not read), in
+        one batch read of up to 50 jobs a request."""
+        wanted = [
+            key for job_id in job_ids for key in (job_key(job_id), part_key(job_id, keys.RESULT_SK))
+        ]
+        found = batch_get(self.client, self.table_name, wanted, consistent=True)
+        parts: dict[str, list[dict[str, Any]]] = {}
+        for item in found:
+            parts.setdefault(keys.job_id_of(item[keys.PK]["S"]), []).append(item)
+        records: dict[str, JobRecord] = {}
+        for job_id, items in parts.items():
+            job = next((item for item in items if item[keys.SK]["S"] == keys.JOB_SK), None)
+            if job is not None:
+                records[job_id] = with_parts(item_to_record(job), items)
+        return records
 
     def events_after(
         self, job_id: str, after_sequence: int, limit: int, *, since: int = 0
@@ -159,10 +199,13 @@ class JobStore(TableStore):
 
     # -- writes ------------------------------------------------------------------------------
 
-    def create_job(self, record: JobRecord, first: NewEvent, *, now_s: int) -> bool:
-        """Admission: the job and its first event (with its callback) in one transaction.
-        False when a job with this id exists (nothing was written). An expired job under the
-        same key is replaced."""
+    def create_job(
+        self, record: JobRecord, first: NewEvent, *, now_s: int, quota: QuotaCharge | None = None
+    ) -> bool:
+        """Admission: the job and its first event (with its callback) in one transaction, with
+        the charge of the tenant's quotas when it has some (store/quotas.py). False when a job
+        with this id exists (nothing was written); QuotaExceededError when the tenant is over
+        a quota (nothing written). An expired job under the same key is replaced."""
         items: list[TransactWriteItemTypeDef] = [
             {
                 "Put": {
@@ -177,11 +220,44 @@ class JobStore(TableStore):
             },
             self._put_event(record, first),
         ]
-        return _applied(
-            lambda: self.client.transact_write_items(
-                TransactItems=items, ReturnConsumedCapacity="TOTAL"
+        if quota is None:
+            return _applied(
+                lambda: self.client.transact_write_items(
+                    TransactItems=items, ReturnConsumedCapacity="TOTAL"
+                )
             )
-        )
+        return self._create_charged(items, self._first_attempt(quota))
+
+    def _create_charged(self, items: list[TransactWriteItemTypeDef], attempt: Attempt) -> bool:
+        """The admission's transaction with its quota charge, tried again while the refusal
+        says the charge's guess was wrong, not that the tenant is over a quota."""
+        for _ in range(MAX_CHARGE_TRIES):
+            charged = [*items, quotas.charge_item(self.table_name, attempt)]
+            try:
+                self.client.transact_write_items(
+                    TransactItems=charged, ReturnConsumedCapacity="TOTAL"
+                )
+            except ClientError as error:
+                reasons = _cancellation_reasons(error)
+                if not _condition_failed(error):
+                    raise
+                if _refused(reasons, 0) or not _refused(reasons, len(items)):
+                    # The job exists: a replay, whatever the quotas say (or, as without quotas,
+                    # a slot of the job that is taken).
+                    return False
+                attempt = quotas.next_attempt(attempt, reasons[len(items)].get("Item"))
+                continue
+            self._windows[attempt.charge.tenant] = attempt.minute
+            return True
+        raise QuotaContendedError(f"the quota counter of tenant {attempt.charge.tenant!r} is busy")
+
+    def _first_attempt(self, charge: QuotaCharge) -> Attempt:
+        attempt = quotas.Attempt.first(charge)
+        if charge.admissions_per_minute is None:
+            return attempt
+        # A minute this store has not charged in yet most likely starts its window here.
+        known = self._windows.get(charge.tenant)
+        return replace(attempt, new_window=known is None or known < attempt.minute)
 
     def append_event(self, record: JobRecord, append: Append) -> None:
         """Record `append.event` as the job's next event, with its state change and callback,
@@ -226,6 +302,8 @@ class JobStore(TableStore):
             }
         }
         items = [update, self._put_event(record, append)]
+        if append.releases_quota_of is not None:
+            items.append(quotas.release_item(self.table_name, append.releases_quota_of))
         try:
             self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
@@ -374,6 +452,10 @@ class JobStore(TableStore):
             keys.TTL_ATTRIBUTE: new.expires_at,
             **event_progress(event),
         }
+        if new.feed_at is not None:
+            # The tenant's feed (sparse index `feed`): every protocol event, in commit order.
+            values["feed_pk"] = keys.feed_pk(record.tenant, event.job_id)
+            values["feed_sk"] = keys.feed_sk(new.feed_at, event.job_id, event.sequence)
         if intent is not None:
             item_id = keys.intent_item_id(event.job_id, event.sequence)
             values.update(
@@ -523,5 +605,16 @@ def _condition_failed(error: ClientError) -> bool:
         return True
     if code != "TransactionCanceledException":
         return False
-    reasons: Sequence[Mapping[str, Any]] = error.response.get("CancellationReasons", [])
-    return any(reason.get("Code") == "ConditionalCheckFailed" for reason in reasons)
+    return any(
+        reason.get("Code") == "ConditionalCheckFailed" for reason in _cancellation_reasons(error)
+    )
+
+
+def _cancellation_reasons(error: ClientError) -> Sequence[Mapping[str, Any]]:
+    reasons: Sequence[Mapping[str, Any]] = error.response.get("CancellationReasons") or []
+    return reasons
+
+
+def _refused(reasons: Sequence[Mapping[str, Any]], index: int) -> bool:
+    """Whether the transaction's item `index` failed its condition."""
+    return len(reasons) > index and reasons[index].get("Code") == "ConditionalCheckFailed"

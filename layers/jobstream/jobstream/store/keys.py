@@ -5,13 +5,17 @@
     result         PK=JOB#<job_id>  SK=#RESULT  (a succeeded job's result: written once)
     event          PK=JOB#<job_id>  SK=EVT#<sequence:010>  (with its callback's delivery state)
     endpoint       PK=ENDPOINT#<tenant>  SK=ORIGIN#<origin>  (a callback endpoint's health)
+    feed cursor    PK=FEED#<tenant> SK=CURSOR#<consumer>  (a named cursor of the tenant's feed)
+    quota counter  PK=QUOTA#<tenant>  SK=#QUOTA  (a tenant with quotas: store/quotas.py)
 
 `#ACK` < `#JOB` < `#RESULT` < `EVT#...`: one query of `#ACK`..`#RESULT` reads the cursor, the job
 and its result together.
 
 GSIs: `by_tenant` (tenant's jobs, newest first), `by_correlation` (sparse: jobs with a
-correlation id), both projecting `status` only (a listing reads the jobs from the table), and
-`sweep` (sparse: work a sweep must find, oldest first).
+correlation id, and each tenant's dead and retrying callbacks under `T#<tenant>#D` and `#R`),
+both projecting `status` only (a listing reads the jobs from the table), `sweep` (sparse: work a
+sweep must find, oldest first), and `feed` (every protocol event of a tenant in the order it
+committed, over FEED_SHARDS partitions; service/feed.py).
 
 Write sharding (docs/capacity.md): a tenant's jobs are spread over TENANT_SHARDS partitions of
 `by_tenant`, and each kind of sweep backlog over SWEEP_SHARDS partitions of `sweep`, by a hash of
@@ -35,6 +39,7 @@ SK: Final = "sk"
 ACK_SK: Final = "#ACK"
 JOB_SK: Final = "#JOB"
 RESULT_SK: Final = "#RESULT"
+QUOTA_SK: Final = "#QUOTA"
 EVENT_PREFIX: Final = "EVT#"
 SEQUENCE_WIDTH: Final = 10
 TIME_WIDTH: Final = 13
@@ -42,6 +47,7 @@ TIME_WIDTH: Final = 13
 TENANT_INDEX: Final = "by_tenant"
 CORRELATION_INDEX: Final = "by_correlation"
 SWEEP_INDEX: Final = "sweep"
+FEED_INDEX: Final = "feed"
 TTL_ATTRIBUTE: Final = "expires_at"
 
 
@@ -59,12 +65,20 @@ class SweepBacklog(StrEnum):
 
 TENANT_SHARDS: Final = 16
 SWEEP_SHARDS: Final = 32
+# A tenant's feed partitions: 8 x 1,000 index writes a second hold 2,000 jobs a second of 4
+# events each (docs/capacity.md); a feed read queries every one.
+FEED_SHARDS: Final = 8
 # How long a callback may wait in the queue (or in flight) before the sweep sends it again.
 HANDOFF_GRACE_MS: Final = 60_000
 
 
 def job_pk(job_id: str) -> str:
     return f"JOB#{job_id}"
+
+
+def quota_pk(tenant: str) -> str:
+    # Its own prefix: no job id or tenant name makes it a job's key, or another tenant's.
+    return f"QUOTA#{check_tenant_name(tenant)}"
 
 
 def job_id_of(pk: str) -> str:
@@ -175,3 +189,40 @@ def sweep_due_bound(now: int) -> str:
 
 def intent_item_id(job_id: str, sequence: int) -> str:
     return IntentRef(job_id, sequence).item_id
+
+
+class TenantCallbacks(StrEnum):
+    """A tenant's own list of callbacks in one state, in the `by_correlation` index under
+    `T#<tenant>#<letter>` (never a correlation id's `#C#`): GET /callbacks?state=."""
+
+    DEAD = "D"  # their attempts spent, oldest death first
+    PENDING = "R"  # a failed attempt behind them, waiting for the next, oldest event first
+
+
+def tenant_callbacks_pk(tenant: str, listed: TenantCallbacks) -> str:
+    return f"T#{check_tenant_name(tenant)}#{listed.value}"
+
+
+def feed_pk(tenant: str, job_id: str) -> str:
+    """The feed partition of the job's events: the tenant's shard of the job (as `tenant_pk`,
+    the shard sits before the first '#')."""
+    return feed_partition(tenant, shard_of(job_id, FEED_SHARDS))
+
+
+def feed_partition(tenant: str, shard: int) -> str:
+    return f"F{shard}#{check_tenant_name(tenant)}"
+
+
+def feed_partitions(tenant: str) -> list[str]:
+    """Every `feed` partition of the tenant."""
+    return [feed_partition(tenant, shard) for shard in range(FEED_SHARDS)]
+
+
+def feed_sk(stamp: int, job_id: str, sequence: int) -> str:
+    """A feed entry's place: when it committed, then its job and sequence (one order for all
+    shards, and a job's events in sequence order at equal stamps)."""
+    return f"{stamp:0{TIME_WIDTH}d}#{job_id}#{sequence:0{SEQUENCE_WIDTH}d}"
+
+
+def feed_cursor_key(tenant: str, consumer: str) -> tuple[str, str]:
+    return f"FEED#{check_tenant_name(tenant)}", f"CURSOR#{consumer}"

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from jobstream.domain import JobChange, JobRecord, JobStatus, StoredEvent
+from jobstream.errors import JobstreamError
 from jobstream.store import budgets, keys
 from jobstream.store.client import error_code
 from jobstream.store.cursor import StartKey, decode_cursor, encode_cursor
+from jobstream.store.keys import TenantCallbacks
 from jobstream.store.shards import ReadBudget
 from jobstream.store.stream_images import NewItems, NewJob, new_items
 
@@ -43,6 +45,9 @@ __all__ = [
     "CallbackIntent",
     "CallbackStorePort",
     "EndpointStorePort",
+    "FeedEntry",
+    "FeedPage",
+    "FeedStorePort",
     "InvalidCursorError",
     "JobQuery",
     "JobStorePort",
@@ -50,9 +55,13 @@ __all__ = [
     "NewEvent",
     "NewItems",
     "NewJob",
+    "QuotaCharge",
+    "QuotaContendedError",
+    "QuotaExceededError",
     "StaleJobError",
     "StartKey",
     "StateChange",
+    "TenantCallbacks",
     "budgets",
     "decode_cursor",
     "encode_cursor",
@@ -70,7 +79,7 @@ HANDOFF_GRACE_MS: Final = keys.HANDOFF_GRACE_MS
 LISTING_BUDGET: Final = ReadBudget(queries=2 * keys.TENANT_SHARDS, items=64 * keys.TENANT_SHARDS)
 
 
-class StaleJobError(Exception):
+class StaleJobError(JobstreamError):
     """A conditional write lost: the job changed since it was read. Re-read and decide again.
 
     `after_lost_answer`: the refusal answered a retry whose earlier try may have been applied,
@@ -80,6 +89,34 @@ class StaleJobError(Exception):
     def __init__(self, job_id: str, *, after_lost_answer: bool = False) -> None:
         super().__init__(job_id)
         self.after_lost_answer = after_lost_answer
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaCharge:
+    """What an admission takes of its tenant's quotas (None: that quota is unlimited): one open
+    job, and one admission of the minute `now_ms` falls in."""
+
+    tenant: str
+    now_ms: int
+    max_open_jobs: int | None = None
+    admissions_per_minute: int | None = None
+
+
+class QuotaExceededError(JobstreamError):
+    """The admission would take the tenant over `quota` (`limit`); nothing was written. Another
+    try may be admitted after `retry_after_s`."""
+
+    def __init__(self, tenant: str, quota: str, limit: int, retry_after_s: int) -> None:
+        super().__init__(f"tenant {tenant!r} is at its {quota} quota ({limit})")
+        self.tenant = tenant
+        self.quota = quota
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+
+
+class QuotaContendedError(JobstreamError):
+    """The tenant's quota counter changed under every try of an admission (nothing written):
+    transient, the same request may be admitted later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +147,9 @@ class NewEvent:
     event: StoredEvent
     expires_at: int
     intent: CallbackIntent | None = None
+    # When the event committed, as the tenant's feed orders it; None keeps it out of the feed
+    # (an internal kind).
+    feed_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +162,12 @@ class Append(NewEvent):
     change: StateChange | None = None
     job_expires_at: int | None = None
     once_per_job: bool = False
+    # The tenant whose quota counter the event frees an open job of (the terminal event of a
+    # job its admission counted), in the same transaction.
+    releases_quota_of: str | None = None
 
 
-class InvalidCursorError(ValueError):
+class InvalidCursorError(JobstreamError, ValueError):
     """A listing cursor that this listing did not issue."""
 
 
@@ -147,6 +190,34 @@ class JobQuery:
     budget: ReadBudget = LISTING_BUDGET
 
 
+@dataclass(frozen=True, slots=True)
+class FeedEntry:
+    """An event of the tenant's feed and its position there (opaque outside the store, and
+    ordered: a later entry's position is greater)."""
+
+    position: str
+    event: StoredEvent
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPage:
+    entries: list[FeedEntry]
+    # Entries after the last one may be there already (another read finds them).
+    more: bool
+
+
+class FeedStorePort(Protocol):
+    """The tenant's feed (its events in commit order) and its named cursors."""
+
+    def entries_after(
+        self, tenant: str, after: str | None, *, horizon: int, limit: int
+    ) -> FeedPage: ...
+
+    def named_position(self, tenant: str, consumer: str) -> str | None: ...
+
+    def move_named(self, tenant: str, consumer: str, position: str, *, now: int) -> str: ...
+
+
 class CallbackStorePort(Protocol):
     """The callbacks of a job's events: their delivery state, claims and outcomes."""
 
@@ -162,11 +233,16 @@ class CallbackStorePort(Protocol):
     ) -> CallbackRecord | None: ...
 
     def mark_retry(
-        self, intent: CallbackRecord, answer: AttemptAnswer, *, next_attempt_at: int
+        self,
+        intent: CallbackRecord,
+        answer: AttemptAnswer,
+        *,
+        next_attempt_at: int,
+        tenant: str | None = None,
     ) -> CallbackRecord | None: ...
 
     def mark_dead(
-        self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int
+        self, intent: CallbackRecord, answer: AttemptAnswer, *, now: int, tenant: str | None
     ) -> CallbackRecord | None: ...
 
     def mark_dead_lettered(self, ref: IntentRef, *, now: int) -> bool: ...
@@ -181,11 +257,23 @@ class CallbackStorePort(Protocol):
 
     def postpone(self, ref: IntentRef, *, now: int, due: int) -> bool: ...
 
-    def revive(self, dead: CallbackRecord, *, now: int) -> CallbackRecord | None: ...
+    def revive(
+        self, dead: CallbackRecord, *, now: int, by_dispatcher: bool = False
+    ) -> CallbackRecord | None: ...
 
     def due(self, *, now: int) -> Iterator[IntentRef]: ...
 
     def dead(self) -> Iterator[CallbackRecord]: ...
+
+    def of_job(self, job_id: str, *, since: int) -> list[CallbackRecord]: ...
+
+    def of_tenant(
+        self, tenant: str, listed: TenantCallbacks, *, start: StartKey | None, limit: int
+    ) -> tuple[list[CallbackRecord], StartKey | None]: ...
+
+    def is_start_key(
+        self, tenant: str, listed: TenantCallbacks, start: Mapping[str, Any]
+    ) -> bool: ...
 
 
 class EndpointStorePort(Protocol):
@@ -226,6 +314,12 @@ class JobStorePort(Protocol):
     def endpoints(self) -> EndpointStorePort:
         """The health of the callback endpoints (the same table)."""
 
+    def feed(self) -> FeedStorePort:
+        """The tenants' feeds of this store's events (the same table)."""
+
+    def is_feed_position(self, value: str) -> bool:
+        """Whether `value` is shaped like a position the feed writes."""
+
     # -- reads
 
     def get_job(self, job_id: str) -> JobRecord | None: ...
@@ -233,6 +327,8 @@ class JobStorePort(Protocol):
     def get_job_item(self, job_id: str) -> JobRecord | None: ...
 
     def get_result(self, record: JobRecord) -> dict[str, Any] | None: ...
+
+    def get_jobs(self, job_ids: list[str]) -> dict[str, JobRecord]: ...
 
     def events_after(
         self, job_id: str, after_sequence: int, limit: int, *, since: int = 0
@@ -248,7 +344,9 @@ class JobStorePort(Protocol):
 
     # -- writes (each conditional: see the implementation for the condition and why)
 
-    def create_job(self, record: JobRecord, first: NewEvent, *, now_s: int) -> bool: ...
+    def create_job(
+        self, record: JobRecord, first: NewEvent, *, now_s: int, quota: QuotaCharge | None = None
+    ) -> bool: ...
 
     def append_event(self, record: JobRecord, append: Append) -> None: ...
 

@@ -45,8 +45,9 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
         if name in _NOT_ON_THE_JOB_ITEM:
             continue
         value = getattr(record, name)
-        # Absent attributes read back as the record's defaults; empty sets cannot be stored.
-        if value is None or (isinstance(value, frozenset | dict) and not value):
+        # Absent attributes read back as the record's defaults; empty sets cannot be stored; a
+        # false flag is its default (a job without quotas stores no byte more).
+        if value is None or value is False or (isinstance(value, frozenset | dict) and not value):
             continue
         values[name] = value
     if record.labels:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from jobstream.config.environment import environment
 from jobstream.jobtypes.sources.base import SourceError
 from jobstream.outbound.origins import OriginPattern, parse_origins
 from jobstream.protocol.errors import Reason
@@ -41,24 +41,22 @@ def _bounded(env: Mapping[str, str], name: str, default: int, high: int) -> int:
     if not text:
         return default
     if not text.isdigit() or not 1 <= int(text) <= high:
-        raise SourceError(
-            Reason.CONFIGURATION_ERROR.value, f"{name} must be an integer from 1 to {high}"
-        )
+        raise SourceError(Reason.CONFIGURATION_ERROR, f"{name} must be an integer from 1 to {high}")
     return int(text)
 
 
 def load_config(env: Mapping[str, str] | None = None) -> AssetFetchConfig:
     """The configuration; SourceError(configuration_error) when it is missing or invalid."""
-    env = os.environ if env is None else env
+    env = environment() if env is None else env
     bucket = (env.get(BUCKET_ENV) or "").strip()
     if not bucket:
-        raise SourceError(Reason.CONFIGURATION_ERROR.value, f"{BUCKET_ENV} is not configured")
+        raise SourceError(Reason.CONFIGURATION_ERROR, f"{BUCKET_ENV} is not configured")
     texts = [text.strip() for text in (env.get(ORIGINS_ENV) or "").split(",") if text.strip()]
     try:
         origins = parse_origins(texts or DEFAULT_ORIGINS)
     except ValueError as error:
         raise SourceError(
-            Reason.CONFIGURATION_ERROR.value, f"{ORIGINS_ENV} is invalid: {error}"
+            Reason.CONFIGURATION_ERROR, f"{ORIGINS_ENV} is invalid: {error}"
         ) from None
     return AssetFetchConfig(
         bucket=bucket,

@@ -9,15 +9,21 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from jobstream.jobtypes import JobRun, JobType, Outcome, ParsedParams, ResultSummary
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS, parse_params
-from jobstream.jobtypes.base import JobRun, JobType, Outcome, ResultSummary
-from jobstream.protocol.task import ParsedParams
+from jobstream.jobtypes.sources.settings import SourceSettings
 
 
 class AssetFetch(JobType):
     """Download the assets a candidate names into jobstream's asset bucket."""
 
     name = "asset_fetch"
+    # A claimed job shows "searching" until its first asset, as every type did before types
+    # named their stages: the documents consumers already read stay as they were.
+    stages = ("searching", "fetching", "stored")
+    empty_result = MappingProxyType({"assets": []})
+    # It reads the source of a target: only the source settings every such type shares.
+    settings_model = SourceSettings
     features = ("events", "progress", "cancel", "idempotency", "target_selector")
     limits = MappingProxyType({"max_assets": MAX_ASSETS})
 
@@ -33,9 +39,11 @@ class AssetFetch(JobType):
             SourceError,
         )
 
+        if job.target is None:
+            raise TypeError("an asset_fetch job runs on a target")
         try:
             config = load_config()
-            source = open_asset_source(job.target, config)
+            source = open_asset_source(SourceSettings.model_validate(job.target.settings), config)
         except SourceError as error:
             return error.outcome()
         # Wall-clock time: S3 judges a presigned URL's expiry by it.

@@ -18,7 +18,7 @@ from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.protocol.errors import Reason
 from jobstream.retries import transient
 
-logger = logging.getLogger("jobstream.execution")
+logger = logging.getLogger(__name__)
 
 STAGE: Final = "fetching"
 
@@ -31,7 +31,7 @@ def wanted_assets(params: dict[str, Any], source: AssetSource) -> tuple[SourceAs
         assets = source.assets_of(work_id)
         if len(assets) > MAX_ASSETS:
             raise SourceError(
-                Reason.DOWNLOAD_FAILED.value,
+                Reason.DOWNLOAD_FAILED,
                 f"work {work_id} has {len(assets)} assets, more than the {MAX_ASSETS} one job "
                 "fetches; name the assets instead",
             )
@@ -58,7 +58,7 @@ def run(
     except SourceError as error:
         return error.outcome()
     if not wanted:
-        return Outcome(reason=Reason.NO_CANDIDATE.value, message="the work has no assets")
+        return Outcome(reason=Reason.NO_CANDIDATE, message="the work has no assets")
     expires_at = now_ms + config.url_ttl_s * 1000
     documents: list[dict[str, Any]] = []
     for index, asset in enumerate(wanted):
@@ -97,11 +97,11 @@ def storage_failure(asset_id: str, error: Exception) -> Outcome:
     if isinstance(error, ClientError) and transient(error) is None:
         code = error.response.get("Error", {}).get("Code", "an error")
         return Outcome(
-            reason=Reason.CONFIGURATION_ERROR.value,
+            reason=Reason.CONFIGURATION_ERROR,
             message=f"asset {asset_id} could not be stored: S3 refused it ({code})",
         )
     return Outcome(
-        reason=Reason.NETWORK_ERROR.value,
+        reason=Reason.NETWORK_ERROR,
         message=f"asset {asset_id} could not be stored; S3 may accept it on a retry",
     )
 

@@ -34,7 +34,7 @@ class Fetched:
 
 def too_large(asset_id: str, max_bytes: int) -> SourceError:
     return SourceError(
-        Reason.DOWNLOAD_FAILED.value,
+        Reason.DOWNLOAD_FAILED,
         f"asset {asset_id} is larger than the {max_bytes}-byte limit of an asset",
     )
 
@@ -65,16 +65,16 @@ def fetch(
         return exchange(target, "GET", headers, deadline=deadline, read=read, interrupt=checkpoint)
     except TimeoutError:
         raise SourceError(
-            Reason.DOWNLOAD_TIMEOUT.value, f"asset {asset_id}: the download timed out"
+            Reason.DOWNLOAD_TIMEOUT, f"asset {asset_id}: the download timed out"
         ) from None
     except (ConnectionRefusedError, socket.gaierror) as error:
         raise SourceError(
-            Reason.NETWORK_ERROR.value,
+            Reason.NETWORK_ERROR,
             f"asset {asset_id}: no address of {target.host} accepted a connection ({error})",
         ) from None
     except OSError as error:
         raise SourceError(
-            Reason.NETWORK_ERROR.value, f"asset {asset_id}: {type(error).__name__}"
+            Reason.NETWORK_ERROR, f"asset {asset_id}: {type(error).__name__}"
         ) from None
 
 
@@ -88,7 +88,7 @@ def _checked_target(
         # A name that does not resolve now may resolve later; a refused URL never passes.
         unresolvable = refusal.reason == RefusalReason.UNRESOLVABLE
         raise SourceError(
-            (Reason.NETWORK_ERROR if unresolvable else Reason.DOWNLOAD_FAILED).value,
+            Reason.NETWORK_ERROR if unresolvable else Reason.DOWNLOAD_FAILED,
             f"asset {asset_id}: the URL is not fetched ({refusal.reason}: {refusal.message})",
         ) from None
 
@@ -114,8 +114,8 @@ def _check_status(asset_id: str, status: int) -> None:
     if status == 200:
         return
     if status == 429:
-        raise SourceError(Reason.RATE_LIMITED.value, f"asset {asset_id}: the source answered 429")
+        raise SourceError(Reason.RATE_LIMITED, f"asset {asset_id}: the source answered 429")
     # Redirects are refused: their target would escape the checks above.
     raise SourceError(
-        Reason.REMOTE_HTTP_ERROR.value, f"asset {asset_id}: the source answered HTTP {status}"
+        Reason.REMOTE_HTTP_ERROR, f"asset {asset_id}: the source answered HTTP {status}"
     )

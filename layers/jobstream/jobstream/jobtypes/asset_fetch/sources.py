@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 from urllib.parse import urlsplit
 
-from jobstream.config.targets import Target
 from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig
 from jobstream.jobtypes.asset_fetch.fetch import fetch
 from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.jobtypes.sources.catalog import CatalogSource, catalog_path
+from jobstream.jobtypes.sources.settings import SourceSettings
 from jobstream.outbound.guard import Resolver, system_resolver
 from jobstream.protocol.errors import Reason
 
@@ -65,7 +65,7 @@ class CatalogAssets:
     def assets_of(self, work_id: str) -> tuple[SourceAsset, ...]:
         work = self._catalog.work(work_id)
         if work is None:
-            raise SourceError(Reason.METADATA_FAILED.value, f"work {work_id} is not in the catalog")
+            raise SourceError(Reason.METADATA_FAILED, f"work {work_id} is not in the catalog")
         return work.assets
 
     def read(self, asset: SourceAsset, max_bytes: int, checkpoint: Callable[[], None]) -> Read:
@@ -83,9 +83,7 @@ class CatalogAssets:
         )
         if found is not None:
             return found
-        raise SourceError(
-            Reason.DOWNLOAD_FAILED.value, f"asset {asset.asset_id} is not in the catalog"
-        )
+        raise SourceError(Reason.DOWNLOAD_FAILED, f"asset {asset.asset_id} is not in the catalog")
 
 
 class PixivAssets:
@@ -95,11 +93,11 @@ class PixivAssets:
 
     def __init__(
         self,
-        target: Target,
+        settings: SourceSettings,
         config: AssetFetchConfig,
         resolver: Resolver = system_resolver,
     ) -> None:
-        self._target = target
+        self._settings = settings
         self._config = config
         self._resolver = resolver
 
@@ -110,7 +108,7 @@ class PixivAssets:
         )
 
         source = PixivSource(refresh_token_from_environment())
-        return source.work(work_id, self._target.work_type).assets
+        return source.work(work_id, self._settings.work_type).assets
 
     def read(self, asset: SourceAsset, max_bytes: int, checkpoint: Callable[[], None]) -> Read:
         fetched = fetch(
@@ -127,7 +125,8 @@ class PixivAssets:
         return Read(fetched.body, mime, source_url=asset.url)
 
 
-def open_asset_source(target: Target, config: AssetFetchConfig) -> AssetSource:
-    if target.source == "pixiv":
-        return PixivAssets(target, config)
+def open_asset_source(settings: SourceSettings, config: AssetFetchConfig) -> AssetSource:
+    """The source the target's settings name."""
+    if settings.source == "pixiv":
+        return PixivAssets(settings, config)
     return CatalogAssets(CatalogSource(catalog_path()))

@@ -8,8 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from jobstream.config.targets import Target, TargetsFile
-from jobstream.jobtypes.base import JobRun, JobType, Outcome, ResultFits, ResultSummary
+from jobstream.jobtypes import (
+    JobRun,
+    JobType,
+    Outcome,
+    ParsedParams,
+    ResultFits,
+    ResultSummary,
+    Target,
+    TargetsFile,
+)
 from jobstream.jobtypes.candidate_search.params import (
     MAX_EXCLUDES,
     MAX_LIMIT,
@@ -17,9 +25,9 @@ from jobstream.jobtypes.candidate_search.params import (
     MAX_TAGS,
     parse_params,
 )
+from jobstream.jobtypes.candidate_search.settings import CandidateSearchSettings, search_settings
 from jobstream.jobtypes.candidate_search.targets import admit_target
 from jobstream.protocol.documents import FEATURES
-from jobstream.protocol.task import ParsedParams
 
 if TYPE_CHECKING:
     from jobstream.jobtypes.sources.base import Source
@@ -46,6 +54,9 @@ class CandidateSearch(JobType):
     """Find candidate works for a tag query on a configured target."""
 
     name = "candidate_search"
+    stages = ("searching", "ranking")
+    empty_result = MappingProxyType({"candidates": [], "scanned": 0})
+    settings_model = CandidateSearchSettings
     # Every feature the protocol names: exclusions, tag expansion and the target selector too.
     features = FEATURES
     limits = MappingProxyType(
@@ -61,16 +72,19 @@ class CandidateSearch(JobType):
         return parse_params(params)
 
     def select_target(self, params: ParsedParams, targets: TargetsFile) -> Target:
-        return admit_target(params, targets)
+        return admit_target(params, targets, self.name)
 
     def run(self, job: JobRun) -> Outcome:
         from jobstream.jobtypes.candidate_search.executor import run as search  # noqa: PLC0415
         from jobstream.jobtypes.candidate_search.plan import build_plan  # noqa: PLC0415
         from jobstream.jobtypes.sources.base import SourceError  # noqa: PLC0415
 
-        plan = build_plan(job.params, job.target)
+        if job.target is None:
+            raise TypeError("a candidate_search job runs on a target")
+        settings = search_settings(job.target)
+        plan = build_plan(job.params, settings)
         try:
-            source = open_source(job.target.source, job.target.scan_delay_ms)
+            source = open_source(settings.source, settings.scan_delay_ms)
         except SourceError as error:
             return error.outcome()
         return search(plan, source, job.context)

@@ -115,14 +115,14 @@ def _filter_reason(plan: SearchPlan, work: Work, seen: set[str]) -> FilterReason
 
 def _empty_outcome(scanned: int, filtered: list[dict[str, str]]) -> Outcome:
     if scanned == 0:
-        return Outcome(reason=Reason.NO_CANDIDATE.value, message="no work matched the query")
+        return Outcome(reason=Reason.NO_CANDIDATE, message="no work matched the query")
     if all(item["reason"] == "duplicate" for item in filtered):
         return Outcome(
-            reason=Reason.DUPLICATE_EXHAUSTED.value,
+            reason=Reason.DUPLICATE_EXHAUSTED,
             message=f"all {scanned} works found were duplicates",
         )
     return Outcome(
-        reason=Reason.FILTER_EXHAUSTED.value,
+        reason=Reason.FILTER_EXHAUSTED,
         message=f"all {scanned} works found were filtered out (excluded, invalid or duplicate)",
     )
 

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from jobstream.config.targets import Target, WorkType
 from jobstream.jobtypes.candidate_search.params import MAX_LIMIT, MAX_SCAN_LIMIT
+from jobstream.jobtypes.candidate_search.settings import CandidateSearchSettings
+from jobstream.jobtypes.sources.settings import SourceKind, WorkType
 
 
 @dataclass(frozen=True, slots=True)
 class SearchPlan:
     """Everything one candidate_search run needs, decided before the source is asked anything."""
 
-    source: Literal["catalog", "pixiv"]
+    source: SourceKind
     work_type: WorkType
     tags: tuple[str, ...]
     expand: bool  # True: a work matches on any tag (OR); False: on all of them (AND)
@@ -38,8 +39,8 @@ def _dict(value: Any) -> dict[str, Any]:
     return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
-def build_plan(params: dict[str, Any], target: Target) -> SearchPlan:
-    """Apply normalized params (see `protocol.task`) over the target; params win where given."""
+def build_plan(params: dict[str, Any], settings: CandidateSearchSettings) -> SearchPlan:
+    """Apply normalized params (see `protocol.task`) over the target's settings; params win."""
     query = _dict(params.get("query"))
     constraints = _dict(params.get("constraints"))
     if query.get("tags"):
@@ -47,11 +48,11 @@ def build_plan(params: dict[str, Any], target: Target) -> SearchPlan:
         # Normalization keeps `expand` only when true, so a given query without it means AND.
         expand = query.get("expand") is True
     else:
-        tags = tuple(target.query.tags)
-        expand = target.query.expand
-    limit = _clamp(int(constraints.get("limit") or target.limit), 1, MAX_LIMIT)
+        tags = tuple(settings.query.tags)
+        expand = settings.query.expand
+    limit = _clamp(int(constraints.get("limit") or settings.limit), 1, MAX_LIMIT)
     scan_limit = _clamp(
-        int(constraints.get("scan_limit") or target.scan_limit), limit, MAX_SCAN_LIMIT
+        int(constraints.get("scan_limit") or settings.scan_limit), limit, MAX_SCAN_LIMIT
     )
     excluded: dict[str, set[str]] = {"work": set(), "tag": set(), "candidate": set()}
     for item in constraints.get("exclude") or []:
@@ -60,10 +61,10 @@ def build_plan(params: dict[str, Any], target: Target) -> SearchPlan:
         if kind in excluded and isinstance(item_id, str):
             excluded[kind].add(item_id.casefold() if kind == "tag" else item_id)
     # Admission guaranteed work_types (when given) includes the target's type.
-    work_types = tuple(constraints.get("work_types") or (target.work_type,))
+    work_types = tuple(constraints.get("work_types") or (settings.work_type,))
     return SearchPlan(
-        source=target.source,
-        work_type=target.work_type,
+        source=settings.source,
+        work_type=settings.work_type,
         tags=tags,
         expand=expand,
         limit=limit,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jobstream.config.targets import Target, TargetsFile
 from jobstream.jobtypes.candidate_search.params import CandidateSearchParams
+from jobstream.jobtypes.candidate_search.settings import search_settings
 from jobstream.jobtypes.targeting import resolve_target
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.js import js_trim
@@ -25,10 +26,11 @@ def check_account(search: CandidateSearchParams, targets: TargetsFile) -> None:
 
 def check_work_type(search: CandidateSearchParams, target: Target) -> None:
     work_types = search.work_types
-    if work_types and target.work_type not in work_types:
+    work_type = search_settings(target).work_type
+    if work_types and work_type not in work_types:
         raise invalid_params(
             f"work_types {_js_array(work_types)} does not include the configured target work type",
-            detail={"reason": "work_type_not_available", "target_type": target.work_type},
+            detail={"reason": "work_type_not_available", "target_type": work_type},
         )
 
 
@@ -37,11 +39,12 @@ def _js_array(values: list[str]) -> str:
     return "[" + ",".join(values) + "]"
 
 
-def admit_target(search: ParsedParams, targets: TargetsFile) -> Target:
-    """Apply the admission checks in the reference order and return the resolved target."""
+def admit_target(search: ParsedParams, targets: TargetsFile, job_type: str) -> Target:
+    """Apply the admission checks in the reference order and return the resolved target among
+    those serving `job_type`."""
     if not isinstance(search, CandidateSearchParams):
         raise TypeError("candidate_search target rules need candidate_search params")
     check_account(search, targets)
-    target = resolve_target(search, targets)
+    target = resolve_target(search, targets.enabled_for(job_type))
     check_work_type(search, target)
     return target

@@ -8,9 +8,11 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobstream.config.targets import WorkType
+from jobstream.errors import JobstreamError
 from jobstream.jobtypes.base import Outcome
+from jobstream.jobtypes.sources.settings import WorkType
 from jobstream.protocol.assets import AssetRole, AssetType
+from jobstream.protocol.errors import Reason
 from jobstream.protocol.models import NonNegativeInt
 
 
@@ -58,11 +60,11 @@ class SearchRequest:
     scan_limit: int
 
 
-class SourceError(Exception):
-    """A source failure, with the internal reason it maps to (rate_limited, auth_failed,
+class SourceError(JobstreamError):
+    """A source failure, with the internal reason the job ends with (rate_limited, auth_failed,
     remote_http_error, network_error, metadata_failed, ...)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: Reason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -10,12 +9,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from jobstream.config.environment import variable
 from jobstream.jobtypes.sources.base import (
     SearchRequest,
     SourceAsset,
     SourceError,
     Work,
 )
+from jobstream.protocol.errors import Reason
 
 DEFAULT_CATALOG: Path = Path(__file__).resolve().parent / "catalog.sample.json"
 CATALOG_ENV = "JOBSTREAM_CATALOG"
@@ -23,7 +24,7 @@ CATALOG_ENV = "JOBSTREAM_CATALOG"
 
 def catalog_path() -> Path:
     """The catalog file: `JOBSTREAM_CATALOG`, else the sample shipped in the layer."""
-    configured = os.environ.get(CATALOG_ENV, "").strip()
+    configured = variable(CATALOG_ENV).strip()
     return Path(configured) if configured else DEFAULT_CATALOG
 
 
@@ -73,7 +74,7 @@ def load_catalog(path: Path, mtime_ns: int) -> tuple[Work, ...]:
         document = _CatalogFile.model_validate_json(path.read_bytes())
     except OSError as error:
         raise SourceError(
-            "configuration_error", f"catalog {path.name} cannot be read: {error.strerror}"
+            Reason.CONFIGURATION_ERROR, f"catalog {path.name} cannot be read: {error.strerror}"
         ) from error
     except ValidationError as error:
         details = "; ".join(
@@ -81,7 +82,7 @@ def load_catalog(path: Path, mtime_ns: int) -> tuple[Work, ...]:
             for item in error.errors()[:3]
         )
         raise SourceError(
-            "configuration_error", f"catalog {path.name} is invalid: {details}"
+            Reason.CONFIGURATION_ERROR, f"catalog {path.name} is invalid: {details}"
         ) from error
     works = sorted(document.works, key=lambda work: int(work.work_id), reverse=True)
     return tuple(works)
@@ -111,7 +112,7 @@ class CatalogSource:
             mtime_ns = self._path.stat().st_mtime_ns
         except OSError as error:
             raise SourceError(
-                "configuration_error", f"catalog {self._path.name} not found"
+                Reason.CONFIGURATION_ERROR, f"catalog {self._path.name} not found"
             ) from error
         return load_catalog(self._path.resolve(), mtime_ns)
 
@@ -129,21 +130,22 @@ class CatalogSource:
         is too large); SourceError when it has none or it escapes the catalog's directory."""
         if asset.file is None:
             raise SourceError(
-                "download_failed", f"asset {asset.asset_id} has no file in the catalog"
+                Reason.DOWNLOAD_FAILED, f"asset {asset.asset_id} has no file in the catalog"
             )
         folder = self._path.resolve().parent
         path = (folder / asset.file).resolve()
         # A hand-edited catalog must not make jobstream read (and publish) any file it can.
         if not path.is_relative_to(folder):
             raise SourceError(
-                "configuration_error", f"asset {asset.asset_id}: its file is outside the catalog"
+                Reason.CONFIGURATION_ERROR,
+                f"asset {asset.asset_id}: its file is outside the catalog",
             )
         try:
             with path.open("rb") as handle:
                 return handle.read(max_bytes + 1)
         except OSError as error:
             raise SourceError(
-                "download_failed", f"asset {asset.asset_id}: its file cannot be read"
+                Reason.DOWNLOAD_FAILED, f"asset {asset.asset_id}: its file cannot be read"
             ) from error
 
     def search(self, request: SearchRequest) -> Iterator[Work]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import heapq
 import inspect
 import mimetypes
-import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -20,7 +19,10 @@ from urllib.parse import urlparse
 
 from pixivpy3 import AppPixivAPI, PixivError
 
-from jobstream.config.targets import WorkType
+from jobstream.config.environment import variable
+from jobstream.errors import JobstreamError
+from jobstream.jobtypes.sources.settings import WorkType
+from jobstream.protocol.errors import Reason
 
 from .base import SearchRequest, SourceAsset, SourceError, Work
 
@@ -42,7 +44,7 @@ _SORT = "date_desc"
 def refresh_token_from_environment() -> str:
     """The refresh token: from SSM/Secrets Manager when a parameter name is configured (so the
     secret stays out of the function's environment), else straight from the environment."""
-    parameter = os.environ.get(ENV_STORED_NAME, "").strip()
+    parameter = variable(ENV_STORED_NAME).strip()
     if parameter:
         # Imported here so the plain-environment path (and the tests) need no AWS client.
         from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
@@ -55,16 +57,18 @@ def refresh_token_from_environment() -> str:
             )
         except parameters.exceptions.GetParameterError:
             raise SourceError(
-                "auth_failed", f"could not read the Pixiv refresh token from {parameter}"
+                Reason.AUTH_FAILED, f"could not read the Pixiv refresh token from {parameter}"
             ) from None
         if isinstance(value, bytes):
             value = value.decode("utf-8", errors="replace")
         if not isinstance(value, str) or not value.strip():
-            raise SourceError("auth_failed", f"the Pixiv refresh token in {parameter} is empty")
+            raise SourceError(
+                Reason.AUTH_FAILED, f"the Pixiv refresh token in {parameter} is empty"
+            )
         return value.strip()
-    token = os.environ.get(ENV_PLAIN, "").strip()
+    token = variable(ENV_PLAIN).strip()
     if not token:
-        raise SourceError("auth_failed", "no Pixiv refresh token is configured")
+        raise SourceError(Reason.AUTH_FAILED, "no Pixiv refresh token is configured")
     return token
 
 
@@ -72,7 +76,7 @@ def _default_api() -> Any:
     return AppPixivAPI(timeout=REQUEST_TIMEOUT_S)
 
 
-class _AccessTokenRejectedError(Exception):
+class _AccessTokenRejectedError(JobstreamError):
     """The API refused the bearer token (it expires after an hour); re-authenticating may fix it."""
 
 
@@ -127,17 +131,19 @@ class PixivSource:
             body = self._page(work_type, params)
             items = body.get(items_key)
             if not isinstance(items, list):
-                raise SourceError("metadata_failed", f"Pixiv's search response has no {items_key}")
+                raise SourceError(
+                    Reason.METADATA_FAILED, f"Pixiv's search response has no {items_key}"
+                )
             for item in items:
                 yield _to_work(item, work_type)
             next_url = body.get("next_url")
             if not items or not next_url:
                 return
             if not isinstance(next_url, str):
-                raise SourceError("metadata_failed", "Pixiv's next_url is not a string")
+                raise SourceError(Reason.METADATA_FAILED, "Pixiv's next_url is not a string")
             next_params = AppPixivAPI.parse_qs(next_url)
             if not next_params:
-                raise SourceError("metadata_failed", "Pixiv's next_url has no query")
+                raise SourceError(Reason.METADATA_FAILED, "Pixiv's next_url has no query")
             params = next_params
 
     def work(self, work_id: str, work_type: WorkType) -> Work:
@@ -150,7 +156,7 @@ class PixivSource:
 
         item = self._authenticated(detail).get(key)
         if not isinstance(item, dict):
-            raise SourceError("metadata_failed", f"Pixiv's {key} response has no {key}")
+            raise SourceError(Reason.METADATA_FAILED, f"Pixiv's {key} response has no {key}")
         return _to_work(item, work_type)[1]
 
     def _page(self, work_type: WorkType, params: dict[str, Any]) -> dict[str, Any]:
@@ -169,13 +175,15 @@ class PixivSource:
         except _AccessTokenRejectedError:
             if fresh:
                 raise SourceError(
-                    "auth_failed", "Pixiv rejected a just-issued access token"
+                    Reason.AUTH_FAILED, "Pixiv rejected a just-issued access token"
                 ) from None
         self._api = None
         try:
             return self._once(request)
         except _AccessTokenRejectedError:
-            raise SourceError("auth_failed", "Pixiv rejected the refreshed access token") from None
+            raise SourceError(
+                Reason.AUTH_FAILED, "Pixiv rejected the refreshed access token"
+            ) from None
 
     def _once(self, request: Callable[[Any], Any]) -> dict[str, Any]:
         api = self._client()
@@ -185,20 +193,22 @@ class PixivSource:
     def _checked(self, body: Any) -> dict[str, Any]:
         status = self._last_status
         if not isinstance(body, dict):
-            raise SourceError("metadata_failed", "Pixiv's search response is not a JSON object")
+            raise SourceError(
+                Reason.METADATA_FAILED, "Pixiv's search response is not a JSON object"
+            )
         error = body.get("error")
         if error:
             text = _error_text(error)
             if status == 429 or "rate limit" in text.lower():
-                raise SourceError("rate_limited", f"Pixiv rate limit (HTTP {status})")
+                raise SourceError(Reason.RATE_LIMITED, f"Pixiv rate limit (HTTP {status})")
             if "invalid_grant" in text or "OAuth" in text:
                 raise _AccessTokenRejectedError
             raise SourceError(
-                "remote_http_error",
+                Reason.REMOTE_HTTP_ERROR,
                 f"Pixiv search failed (HTTP {status}): {text[:_ERROR_TEXT_LIMIT]}",
             )
         if status is not None and status >= 400:
-            reason = "rate_limited" if status == 429 else "remote_http_error"
+            reason = Reason.RATE_LIMITED if status == 429 else Reason.REMOTE_HTTP_ERROR
             raise SourceError(reason, f"Pixiv search failed (HTTP {status})")
         return body
 
@@ -208,7 +218,7 @@ class PixivSource:
         if self._api is not None:
             return self._api
         if not self._refresh_token:
-            raise SourceError("auth_failed", "no Pixiv refresh token is configured")
+            raise SourceError(Reason.AUTH_FAILED, "no Pixiv refresh token is configured")
         api = self._api_factory()
         hooks = getattr(getattr(api, "requests", None), "hooks", None)
         if isinstance(hooks, dict):
@@ -216,7 +226,7 @@ class PixivSource:
         self._call(lambda: api.auth(refresh_token=self._refresh_token), during_auth=True)
         access_token = getattr(api, "access_token", None)
         if not isinstance(access_token, str) or not access_token:
-            raise SourceError("metadata_failed", "Pixiv's token response has no access token")
+            raise SourceError(Reason.METADATA_FAILED, "Pixiv's token response has no access token")
         self._api = api
         return api
 
@@ -232,7 +242,7 @@ class PixivSource:
             error = self._classify(exc, during_auth=during_auth)
         except (AttributeError, KeyError, TypeError, ValueError):
             # pixivpy3 reads the token response by attribute; a wrong shape surfaces as these.
-            error = SourceError("metadata_failed", "Pixiv returned a malformed response")
+            error = SourceError(Reason.METADATA_FAILED, "Pixiv returned a malformed response")
         # Never chain: pixivpy3's auth errors embed the response body and request details.
         raise error from None
 
@@ -242,18 +252,18 @@ class PixivSource:
         cause = exc.__cause__ or exc.__context__
         if status is None and isinstance(cause, OSError):
             # requests' ConnectionError/Timeout are OSErrors; pixivpy3 wraps them as context.
-            return SourceError("network_error", f"{what}: {type(cause).__name__}")
+            return SourceError(Reason.NETWORK_ERROR, f"{what}: {type(cause).__name__}")
         if status == 429:
-            return SourceError("rate_limited", f"{what}: HTTP 429")
+            return SourceError(Reason.RATE_LIMITED, f"{what}: HTTP 429")
         if during_auth and status in {400, 401, 403}:
             return SourceError(
-                "auth_failed", f"Pixiv rejected the refresh token (HTTP {status}{_grant(exc)})"
+                Reason.AUTH_FAILED, f"Pixiv rejected the refresh token (HTTP {status}{_grant(exc)})"
             )
         if status is not None and status >= 400:
-            return SourceError("remote_http_error", f"{what} failed: HTTP {status}")
+            return SourceError(Reason.REMOTE_HTTP_ERROR, f"{what} failed: HTTP {status}")
         if status is None:
-            return SourceError("network_error", f"{what}: no response")
-        return SourceError("metadata_failed", f"{what}: the response is not valid JSON")
+            return SourceError(Reason.NETWORK_ERROR, f"{what}: no response")
+        return SourceError(Reason.METADATA_FAILED, f"{what}: the response is not valid JSON")
 
 
 def _grant(exc: PixivError) -> str:
@@ -292,7 +302,9 @@ def _to_work(item: Any, work_type: WorkType) -> tuple[datetime, Work]:
     try:
         return _map(item, work_type)
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise SourceError("metadata_failed", f"Pixiv returned a malformed {kind} item") from None
+        raise SourceError(
+            Reason.METADATA_FAILED, f"Pixiv returned a malformed {kind} item"
+        ) from None
 
 
 def _map(item: Any, work_type: WorkType) -> tuple[datetime, Work]:

@@ -35,18 +35,24 @@ export function apiGet(path, query = {}, { signal, token } = {}) {
   return call("GET", apiUrl(path, query), { signal, token });
 }
 
-// POST to one of the API's action routes (cancel): no body, the answer's document back.
-export function apiPost(path, { signal } = {}) {
-  return call("POST", apiUrl(path), { signal });
+// POST to one of the API's action routes (cancel, redrive): a JSON body when given, the
+// answer's document back.
+export function apiPost(path, { signal, body } = {}) {
+  return call("POST", apiUrl(path), { signal, body });
 }
 
-async function call(method, url, { signal, token }) {
+async function call(method, url, { signal, token, body }) {
   const bearer = token ?? getToken() ?? "";
+  const headers = { Authorization: `Bearer ${bearer}`, Accept: "application/json" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+  }
   let response;
   try {
     response = await fetch(url, {
       method,
-      headers: { Authorization: `Bearer ${bearer}`, Accept: "application/json" },
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
       cache: "no-store",
       credentials: "omit",
       signal,
@@ -57,11 +63,11 @@ async function call(method, url, { signal, token }) {
     }
     throw new ApiError(0, "network_error", "The API could not be reached.", true, {});
   }
-  const body = await response.json().catch(() => null);
+  const answer = await response.json().catch(() => null);
   if (response.ok) {
-    return body;
+    return answer;
   }
-  const envelope = body?.error ?? {};
+  const envelope = answer?.error ?? {};
   const error = new ApiError(
     response.status,
     envelope.code ?? `http_${response.status}`,

@@ -3,6 +3,7 @@ import { el, fill } from "./dom.js";
 import { parseRoute } from "./routes.js";
 import { clearToken, getToken } from "./session.js";
 import { renderCapabilities } from "./views/capabilities.js";
+import { renderDeadLetters } from "./views/dead-letters.js";
 import { renderJob } from "./views/job.js";
 import { renderJobs } from "./views/jobs.js";
 import { renderLogin } from "./views/login.js";
@@ -11,6 +12,7 @@ import { renderLogin } from "./views/login.js";
 const VIEWS = {
   jobs: { title: "Jobs", render: renderJobs },
   job: { title: "Job", render: renderJob },
+  "dead-letters": { title: "Dead letters", render: renderDeadLetters },
   capabilities: { title: "Capabilities", render: renderCapabilities },
   unknown: { title: "Not found", render: renderUnknown },
 };

@@ -1,5 +1,6 @@
-// The console's pages live in the URL's fragment (#/jobs, #/jobs/<job_id>, #/capabilities), so
-// the server serves one page and every link can be bookmarked; a token never goes in it.
+// The console's pages live in the URL's fragment (#/jobs, #/jobs/<job_id>, #/dead-letters,
+// #/capabilities), so the server serves one page and every link can be bookmarked; a token
+// never goes in it.
 
 export const JOB_FILTERS = ["status", "correlation_id", "idempotency_key", "limit", "cursor"];
 
@@ -36,6 +37,9 @@ export function parseRoute(hash) {
   }
   if (parts.length === 1 && parts[0] === "capabilities") {
     return { view: "capabilities", params };
+  }
+  if (parts.length === 1 && parts[0] === "dead-letters") {
+    return { view: "dead-letters", params };
   }
   return { view: "unknown", path };
 }

@@ -1,37 +1,10 @@
 // The job page's actions, each through the API's own route and after a confirmation: cancel a
-// queued or running job (POST /jobs/{job_id}/cancel). The redrive of a job's dead-lettered
-// callbacks joins them with the API's route for it.
+// queued or running job (POST /jobs/{job_id}/cancel). The redrive of a job's dead callbacks is
+// in its deliveries panel (job-deliveries.js).
 import { apiPost, jobPath } from "../api.js";
 import { el } from "../dom.js";
+import { confirmation } from "./confirm.js";
 import { FINAL_STATUSES } from "./status.js";
-
-// A modal question: resolves true when the person confirms, false on "keep" or Escape.
-function confirmation(question, detail, confirmText, keepText) {
-  const confirm = el("button", { type: "button", class: "danger" }, confirmText);
-  const keep = el("button", { type: "button", class: "secondary" }, keepText);
-  const dialog = el(
-    "dialog",
-    {
-      class: "confirm",
-      "aria-labelledby": "confirm-question",
-      "aria-describedby": "confirm-detail",
-    },
-    el("h2", { id: "confirm-question" }, question),
-    el("p", { id: "confirm-detail" }, detail),
-    el("div", { class: "inline" }, keep, confirm),
-  );
-  document.body.append(dialog);
-  return new Promise((resolve) => {
-    confirm.addEventListener("click", () => dialog.close("confirm"));
-    keep.addEventListener("click", () => dialog.close("keep"));
-    dialog.addEventListener("close", () => {
-      dialog.remove();
-      resolve(dialog.returnValue === "confirm");
-    });
-    dialog.showModal();
-    keep.focus();
-  });
-}
 
 export function actionsPanel({ jobId, refresh }) {
   const cancel = el("button", { type: "button", class: "danger" }, "Cancel job");

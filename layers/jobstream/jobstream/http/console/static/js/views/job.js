@@ -4,6 +4,7 @@ import { apiGet, eventsAfter, jobPath } from "../api.js";
 import { el, fill } from "../dom.js";
 import { actionsPanel } from "./job-actions.js";
 import { errorPanel, resultPanel } from "./job-result.js";
+import { deliveriesPanel } from "./job-deliveries.js";
 import { progressPanel, summaryPanel } from "./job-summary.js";
 import { timelinePanel } from "./job-timeline.js";
 import { FINAL_STATUSES, statusSentence } from "./status.js";
@@ -14,9 +15,16 @@ const MAX_POLL_MS = 16000;
 // The page's parts. Each is made by create({ jobId, refresh }) and is
 // { element, update(state, changes) }, where state is { job, events, unacked, serverTime } and
 // changes is { jobChanged, newEvents }; `refresh()` updates the whole page now. A panel that
-// needs calls of its own (the deliveries of issue 27) makes them in its update.
+// needs calls of its own (the deliveries) makes them in its update.
 const HEADER = [actionsPanel];
-const PANELS = [summaryPanel, progressPanel, errorPanel, resultPanel, timelinePanel];
+const PANELS = [
+  summaryPanel,
+  progressPanel,
+  errorPanel,
+  resultPanel,
+  timelinePanel,
+  deliveriesPanel,
+];
 
 // Resolves true after `ms`, or false as soon as the page is left.
 function pause(ms, signal) {

@@ -1,0 +1,69 @@
+// The job page's deliveries: each callback of the job, its state, attempts and the receiver's
+// last answer (GET /jobs/{job_id}/callbacks), read again whenever the page updates; and, when
+// some are dead, a button that sends them again after a confirmation (POST /callbacks/redrive).
+import { apiGet, apiPost, jobPath } from "../api.js";
+import { el, fill, section } from "../dom.js";
+import { confirmation } from "./confirm.js";
+import { deliveriesTable } from "./deliveries-table.js";
+
+export function deliveriesPanel({ jobId }) {
+  const body = el("div", {}, el("p", { class: "muted" }, "Loading the deliveries…"));
+  const redrive = el("button", { type: "button", class: "danger" }, "Send dead callbacks again");
+  const outcome = el("p", { class: "alert", role: "status" });
+  redrive.hidden = true;
+  let latest = null;
+
+  async function load() {
+    latest = await apiGet(jobPath(jobId, "/callbacks"));
+    const { callbacks } = latest;
+    const dead = callbacks.filter((delivery) => delivery.state === "dead").length;
+    redrive.hidden = dead === 0;
+    if (!latest.callback_url) {
+      fill(body, el("p", { class: "muted" }, "No callback URL: the consumer reads the events."));
+      return;
+    }
+    fill(
+      body,
+      el("p", {}, "Callbacks to ", el("code", {}, latest.callback_url)),
+      callbacks.length
+        ? deliveriesTable("Callbacks, in event order", callbacks)
+        : el("p", { class: "muted" }, "No callback yet."),
+    );
+  }
+
+  redrive.addEventListener("click", async () => {
+    const confirmed = await confirmation(
+      "Send the dead callbacks again?",
+      `Each dead callback of job ${jobId} gets a fresh budget of attempts and is sent again.`,
+      "Send them again",
+      "Leave them",
+    );
+    if (!confirmed) {
+      redrive.focus();
+      return;
+    }
+    redrive.disabled = true;
+    try {
+      const answer = await apiPost("/callbacks/redrive", { body: { job_id: jobId } });
+      outcome.textContent = `${answer.revived} callback(s) sent again.`;
+      await load();
+    } catch (error) {
+      outcome.textContent = `Could not send them again: ${error.describe()}`;
+    } finally {
+      redrive.disabled = false;
+    }
+  });
+
+  return {
+    element: section("Deliveries", body, redrive, outcome),
+    update(_state, { jobChanged, newEvents }) {
+      if (latest === null || jobChanged || newEvents.length) {
+        load().catch((error) => {
+          if (error.name !== "AbortError") {
+            fill(body, el("p", { class: "alert" }, `Could not load: ${error.describe()}`));
+          }
+        });
+      }
+    },
+  };
+}

@@ -1,0 +1,92 @@
+"""A consumer's view of its own callbacks (an extension of v1): how each was delivered, its
+dead letters, and asking for them again. Never another tenant's."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from jobstream import observability
+from jobstream.domain import CallbackRecord, CallbackState
+from jobstream.protocol.deliveries import (
+    callback_page,
+    decode_callbacks_cursor,
+    encode_callbacks_cursor,
+    job_deliveries,
+    parse_callbacks_query,
+    parse_redrive_body,
+    redrive_result,
+)
+from jobstream.protocol.errors import invalid_params
+from jobstream.protocol.queries import Query
+from jobstream.runtime import Runtime
+from jobstream.service.ownership import load_owned_job
+from jobstream.store.ports import TenantCallbacks
+
+
+def job_callbacks(rt: Runtime, tenant: str, job_id: str) -> dict[str, Any]:
+    """Every callback of the tenant's job, with its delivery state (404 for another's job)."""
+    record = load_owned_job(rt, tenant, job_id)
+    callbacks = rt.callbacks.of_job(job_id, since=record.created_at) if record.callback_url else []
+    return job_deliveries(record, callbacks, rt.clock())
+
+
+# Dead callbacks one redrive request revives at most (then `more`: the consumer calls again).
+REDRIVE_BATCH: Final = 1000
+_READ: Final = 100
+
+
+# Each listing's store list.
+_LISTS: Final = {"dead": TenantCallbacks.DEAD, "pending": TenantCallbacks.PENDING}
+
+
+def listed_callbacks(rt: Runtime, tenant: str, query: Query) -> dict[str, Any]:
+    """The tenant's dead (or pending) callbacks, a page at a time."""
+    state, limit, cursor = parse_callbacks_query(query)
+    listed = _LISTS[state]
+    start = None
+    if cursor is not None:
+        start = decode_callbacks_cursor(tenant, cursor)
+        if not rt.callbacks.is_start_key(tenant, listed, start):
+            raise invalid_params(
+                "cursor must be a cursor this API returned for this consumer",
+                detail={"field": "cursor"},
+            )
+    records, after = rt.callbacks.of_tenant(tenant, listed, start=start, limit=limit)
+    next_cursor = encode_callbacks_cursor(tenant, after) if after is not None else None
+    return callback_page(records, next_cursor=next_cursor, now=rt.clock())
+
+
+def redrive(rt: Runtime, tenant: str, body: Any) -> dict[str, Any]:
+    """Give the tenant's dead callbacks (all, one job's, or those dead since a time) a fresh
+    budget; the dispatcher sends each again (no request path sends)."""
+    job_id, since = parse_redrive_body(body)
+    now = rt.clock()
+    if job_id is not None:
+        record = load_owned_job(rt, tenant, job_id)
+        dead = [
+            callback
+            for callback in rt.callbacks.of_job(job_id, since=record.created_at)
+            if callback.state == CallbackState.DEAD
+        ]
+        revived = sum(_revive(rt, callback, now) for callback in dead)
+        return redrive_result(revived, more=False, now=rt.clock())
+    revived = 0
+    start = None
+    while revived < REDRIVE_BATCH:
+        records, start = rt.callbacks.of_tenant(
+            tenant, TenantCallbacks.DEAD, start=start, limit=_READ
+        )
+        for callback in records:
+            if since is None or (callback.dead_at or 0) >= since:
+                revived += _revive(rt, callback, now)
+        if start is None:
+            return redrive_result(revived, more=False, now=rt.clock())
+    return redrive_result(revived, more=True, now=rt.clock())
+
+
+def _revive(rt: Runtime, callback: CallbackRecord, now: int) -> int:
+    # None: no longer dead (delivered or revived meanwhile): not this request's to count.
+    revived = rt.callbacks.revive(callback, now=now, by_dispatcher=True)
+    if revived is not None:
+        observability.count("callbacks_redriven")
+    return 0 if revived is None else 1
