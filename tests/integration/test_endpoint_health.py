@@ -94,7 +94,7 @@ def test_a_410_disables_the_endpoint_until_it_is_enabled_again(
 ) -> None:
     from jobstream_cli.__main__ import main
 
-    caplog.set_level(logging.INFO, logger="jobstream.endpoints")
+    caplog.set_level(logging.INFO, logger="jobstream.service.endpoint_alerts")
     observability.emf_documents()  # what earlier tests left pending
     topic = RecordedTopic()
     with receiver(204) as tenant_alerts, receiver(410, 204) as hook:
@@ -186,7 +186,7 @@ def fail_until_paused(crt: Runtime, hook: Receiver, clock: Clock) -> list[Intent
 def test_pause_probe_resume_drains_the_backlog_oldest_first_exactly_once(
     crt: Runtime, queues: dict[str, Any], clock: Clock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="jobstream.endpoints")
+    caplog.set_level(logging.INFO, logger="jobstream.service.endpoint_alerts")
     interval = crt.settings.endpoint_probe_interval_ms
     with receiver(503) as hook:
         early = fail_until_paused(crt, hook, clock)
@@ -238,7 +238,7 @@ def test_pause_probe_resume_drains_the_backlog_oldest_first_exactly_once(
 def test_two_workers_crossing_the_threshold_pause_once(
     crt: Runtime, clock: Clock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="jobstream.endpoints")
+    caplog.set_level(logging.INFO, logger="jobstream.service.endpoint_alerts")
     with receiver(503) as hook:
         for _ in range(endpoints.PAUSE_AFTER_FAILURES - 1):
             crt.endpoints.record_failure(endpoint(hook), now=clock(), error="HTTP 503")
@@ -260,7 +260,7 @@ class BrokenTopic:
 def test_a_notice_that_cannot_be_sent_never_fails_the_transition(
     crt: Runtime, clock: Clock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="jobstream.endpoints")
+    caplog.set_level(logging.INFO, logger="jobstream.service.endpoint_alerts")
     observability.emf_documents()  # what earlier tests left pending
     with receiver(500) as tenant_alerts, receiver(410) as hook:
         crt = replace(

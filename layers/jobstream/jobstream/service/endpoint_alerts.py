@@ -24,7 +24,7 @@ from jobstream.domain import Endpoint
 from jobstream.outbound.guard import check_at_delivery
 from jobstream.runtime import Runtime
 
-logger = logging.getLogger("jobstream.endpoints")
+logger = logging.getLogger(__name__)
 
 # How long a notice to the tenant may take, and what the invocation keeps after it (the
 # attempt that made the transition still records its outcome).
