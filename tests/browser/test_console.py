@@ -510,6 +510,7 @@ def test_deliveries_dead_letters_and_their_redrive_after_a_confirmation(
     expect(deliveries.locator(".delivery-dead")).to_have_count(len(dead))
     expect(deliveries).to_contain_text("HTTP 401")
     expect(deliveries).to_contain_text("dead since")
+    expect(deliveries.locator(".endpoint")).to_contain_text(stack.url)
     expect(deliveries).to_contain_text("1 of 8")
     # A job without a callback URL says so.
     visit(page, stack, f"#/jobs/{stack.jobs['succeeded']}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -61,6 +62,9 @@ def test_a_failed_attempt_then_a_delivery_are_shown(crt: Runtime, api: Api, cloc
     assert (view["state"], view["attempts"], view["last_status"]) == ("delivered", 2, 204)
     assert view["delivered_at"] == clock.now
     assert "next_attempt_at" not in view
+    endpoint = deliveries(api, job_id)["endpoint"]
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(hook.url))
+    assert (endpoint["health"], endpoint["origin"]) == ("healthy", origin)
 
 
 def test_a_dead_letter_is_shown_with_its_reason(crt: Runtime, api: Api) -> None:
@@ -264,3 +268,19 @@ def test_pending_callbacks_are_those_waiting_after_a_failure(
         callbacks.deliver(crt, IntentRef(failing, 1))
     # Delivered: off the list.
     assert api.get("/callbacks?state=pending").body["callbacks"] == []
+
+
+def test_a_disabled_endpoint_shows_in_the_jobs_deliveries(
+    crt: Runtime, api: Api, clock: Clock
+) -> None:
+    with receiver(410) as hook:
+        job_id = submit(api, hook.url)
+        callbacks.deliver(crt, IntentRef(job_id, 1))
+    document = deliveries(api, job_id)
+    assert document["endpoint"]["health"] == "disabled"
+    assert "410" in document["endpoint"]["last_error"]
+    (view,) = document["callbacks"]
+    assert view["state"] == "paused"  # held, its attempt given back: nothing dead-lettered
+    assert view["attempts"] == 0
+    (listed,) = api.get("/callbacks?state=pending").body["callbacks"]
+    assert (listed["job_id"], listed["state"]) == (job_id, "paused")

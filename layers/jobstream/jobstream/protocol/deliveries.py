@@ -11,7 +11,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from jobstream.domain import OPEN_CALLBACK_STATES, CallbackRecord, CallbackState, JobRecord
+from jobstream.domain import (
+    OPEN_CALLBACK_STATES,
+    CallbackRecord,
+    CallbackState,
+    EndpointHealth,
+    EndpointState,
+    JobRecord,
+)
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.events import event_id, protocol_type
 from jobstream.protocol.queries import Query, parse_bounded, single
@@ -51,14 +58,35 @@ def delivery(callback: CallbackRecord) -> dict[str, Any]:
     return document
 
 
+def endpoint_document(health: EndpointHealth) -> dict[str, Any]:
+    """How the tenant's endpoint (its callbacks to one origin) stands: healthy, paused (after
+    sustained failure: one probe an interval, the rest held) or disabled (the receiver answered
+    410 Gone: nothing until it is enabled again)."""
+    document: dict[str, Any] = {"origin": health.endpoint.origin, "health": health.state.value}
+    if health.failures:
+        document["consecutive_failures"] = health.failures
+    if health.changed_at is not None:
+        document["since"] = health.changed_at
+    if health.next_probe_at is not None and health.state is EndpointState.PAUSED:
+        document["next_probe_at"] = health.next_probe_at
+    if health.last_error is not None:
+        document["last_error"] = health.last_error
+    return document
+
+
 def job_deliveries(
-    record: JobRecord, callbacks: Sequence[CallbackRecord], now: int
+    record: JobRecord,
+    callbacks: Sequence[CallbackRecord],
+    now: int,
+    endpoint: EndpointHealth | None = None,
 ) -> dict[str, Any]:
     """The body of `GET /jobs/{job_id}/callbacks`: every callback of the job, in event order
-    (none when the job has no callback URL)."""
+    (none when the job has no callback URL), and the health of the endpoint they go to."""
     document: dict[str, Any] = {"job_id": record.job_id}
     if record.callback_url:
         document["callback_url"] = record.callback_url
+    if endpoint is not None:
+        document["endpoint"] = endpoint_document(endpoint)
     document["callbacks"] = [delivery(callback) for callback in callbacks]
     document["server_time"] = now
     return document

@@ -19,6 +19,7 @@ from jobstream.protocol.deliveries import (
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.queries import Query
 from jobstream.runtime import Runtime
+from jobstream.service import endpoints
 from jobstream.service.ownership import load_owned_job
 from jobstream.store.ports import TenantCallbacks
 
@@ -27,7 +28,9 @@ def job_callbacks(rt: Runtime, tenant: str, job_id: str) -> dict[str, Any]:
     """Every callback of the tenant's job, with its delivery state (404 for another's job)."""
     record = load_owned_job(rt, tenant, job_id)
     callbacks = rt.callbacks.of_job(job_id, since=record.created_at) if record.callback_url else []
-    return job_deliveries(record, callbacks, rt.clock())
+    endpoint = endpoints.endpoint_of(tenant, record.callback_url)
+    health = rt.endpoints.get(endpoint) if endpoint is not None else None
+    return job_deliveries(record, callbacks, rt.clock(), health)
 
 
 # Dead callbacks one redrive request revives at most (then `more`: the consumer calls again).

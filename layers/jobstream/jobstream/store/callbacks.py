@@ -272,9 +272,12 @@ class CallbackStore(TableStore):
             ":spent": intent.attempts - 1,
             ":parked_pk": keys.parked_pk(endpoint.tenant, endpoint.origin),
             ":parked_sk": keys.sweep_sk(intent.created_at, intent.ref.item_id),
+            ":listed": keys.tenant_callbacks_pk(endpoint.tenant, keys.TenantCallbacks.PENDING),
         }
+        # Also on its tenant's list of pending callbacks (GET /callbacks?state=pending).
         update = (
             "SET #state = :parked, attempts = :spent, sweep_pk = :parked_pk, sweep_sk = :parked_sk"
+            ", gsi2pk = :listed, gsi2sk = :parked_sk"
         )
         if answer is not None:
             update += ", last_status = :status, last_error = :error"

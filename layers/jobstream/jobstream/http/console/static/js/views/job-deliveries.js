@@ -3,8 +3,33 @@
 // some are dead, a button that sends them again after a confirmation (POST /callbacks/redrive).
 import { apiGet, apiPost, jobPath } from "../api.js";
 import { el, fill, section } from "../dom.js";
+import { timeOf } from "../format.js";
 import { confirmation } from "./confirm.js";
 import { deliveriesTable } from "./deliveries-table.js";
+
+// How the endpoint (the tenant's callbacks to this origin) stands: healthy, paused after
+// sustained failure (one probe an interval, the rest held), disabled after 410 Gone.
+function endpointLine(endpoint) {
+  if (!endpoint) {
+    return null;
+  }
+  const parts = [
+    "Endpoint ",
+    el("code", {}, endpoint.origin),
+    ": ",
+    el("span", { class: `delivery endpoint-${endpoint.health}` }, endpoint.health),
+  ];
+  if (endpoint.since !== undefined && endpoint.health !== "healthy") {
+    parts.push(" since ", timeOf(endpoint.since));
+  }
+  if (endpoint.next_probe_at !== undefined) {
+    parts.push("; next probe ", timeOf(endpoint.next_probe_at));
+  }
+  if (endpoint.last_error && endpoint.health !== "healthy") {
+    parts.push(el("span", { class: "answer" }, ` — ${endpoint.last_error}`));
+  }
+  return el("p", { class: "endpoint" }, parts);
+}
 
 export function deliveriesPanel({ jobId }) {
   const body = el("div", {}, el("p", { class: "muted" }, "Loading the deliveries…"));
@@ -25,6 +50,7 @@ export function deliveriesPanel({ jobId }) {
     fill(
       body,
       el("p", {}, "Callbacks to ", el("code", {}, latest.callback_url)),
+      endpointLine(latest.endpoint),
       callbacks.length
         ? deliveriesTable("Callbacks, in event order", callbacks)
         : el("p", { class: "muted" }, "No callback yet."),
