@@ -148,7 +148,10 @@ def test_a_batch_handed_off_twice_runs_its_job_once_and_posts_once(wrt: Runtime)
         assert job.status == "succeeded"
         kinds = [e.kind for e in wrt.store.events_after(job_id, 0, 100)[0]]
         assert kinds.count("job.execution_started") == 1, kinds
-        for message in _received(wrt.settings.callback_queue_url):
+        handed = _received(wrt.settings.callback_queue_url)
+        # Callbacks too go in their tenant's message group (read from the event's feed place).
+        assert {m["Attributes"]["MessageGroupId"] for m in handed} == {"acme"}
+        for message in handed:
             if json.loads(message["Body"])["sequence"] == 1:
                 callbacks.handle_message(wrt, message["Body"], message["ReceiptHandle"])
         assert len(hook.requests) == 1

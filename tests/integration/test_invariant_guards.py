@@ -299,7 +299,7 @@ class SentRefs:
     def __init__(self) -> None:
         self.sent: list[IntentRef] = []
 
-    def send(self, refs: Sequence[IntentRef]) -> int:
+    def send(self, refs: Sequence[IntentRef], tenants: Sequence[str | None] | None = None) -> int:
         self.sent.extend(refs)
         return len(refs)
 

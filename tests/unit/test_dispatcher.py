@@ -14,6 +14,7 @@ from jobstream.domain import IntentRef
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 from jobstream.service.dispatcher import dispatch_records, handoffs
+from jobstream.store.stream_images import NewCallback
 from jobstream_local.event_filter import matches, passes
 from jobstream_local.gateway import LambdaContext, load_handler
 from jobstream_local.template import Template
@@ -84,11 +85,23 @@ def test_what_is_handed_off_and_from_which_record() -> None:
         [
             record("INSERT", "#JOB", number="9", event_count=1, tenant="acme"),
             record("INSERT", "EVT#0000000001", number="10", state="pending", attempts=0),
+            record(
+                "INSERT",
+                "EVT#0000000002",
+                number="11",
+                state="pending",
+                attempts=0,
+                feed_pk="F3#acme",
+            ),
         ]
     )
-    # The job's tenant is its work message's group (SQS fair queues).
+    # The job's tenant is its work message's group, and its callbacks' (SQS fair queues); an
+    # event written before the feed names no tenant: its message goes without a group.
     assert found.jobs == [("9", JobDispatch(JOB, "acme"))]
-    assert found.callbacks == [("10", IntentRef(JOB, 1))]
+    assert found.callbacks == [
+        ("10", NewCallback(IntentRef(JOB, 1), None)),
+        ("11", NewCallback(IntentRef(JOB, 2), "acme")),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -126,9 +139,11 @@ class FakeQueue:
         self.error = error
         self.accepts = accepts
         self.sent: list[list[Any]] = []
+        self.tenants: list[list[str | None] | None] = []
 
-    def send(self, items: list[Any]) -> int:
+    def send(self, items: list[Any], tenants: list[str | None] | None = None) -> int:
         self.sent.append(list(items))
+        self.tenants.append(tenants)
         if self.error is not None:
             raise self.error
         return len(items) if self.accepts is None else min(self.accepts, len(items))
@@ -158,6 +173,7 @@ def test_a_batch_whose_sends_pass_has_no_failures() -> None:
     assert dispatch_records(runtime_with(work, callback), admissions()) == []
     assert work.sent == [[JobDispatch(JOB, "acme"), JobDispatch(OTHER, "globex")]]
     assert callback.sent == [[IntentRef(JOB, 1)]]
+    assert callback.tenants == [[None]]
 
 
 def test_a_refused_send_names_its_earliest_record() -> None:

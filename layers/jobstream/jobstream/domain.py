@@ -217,6 +217,9 @@ class CallbackRecord:
     # What the event reported, when it is a progress event (its item keeps it).
     progress_stage: str | None = None
     progress_message: str | None = None
+    # Its job's tenant, read from its event's place in the tenant's feed: the message group its
+    # queue messages join (None for an event written before the feed).
+    tenant: str | None = None
 
     def __post_init__(self) -> None:
         # A state read as text (an item, a test's literal) becomes the enum it names, or fails.

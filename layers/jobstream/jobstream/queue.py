@@ -1,7 +1,8 @@
 """The queues (SQS): hand-off of intents and jobs, retry delays, explicit dead letters.
 
-Work messages carry their tenant as `MessageGroupId`: on a standard queue that makes it an SQS
-fair queue, which serves a tenant with a backlog no ahead of the others (docs/capacity.md)."""
+Work and callback messages carry their tenant as `MessageGroupId` (where it is known): on a
+standard queue that makes it an SQS fair queue, which serves a tenant with a backlog no ahead of
+the others (docs/capacity.md)."""
 
 from __future__ import annotations
 
@@ -62,10 +63,10 @@ def make_visible_after(
 
 
 def send_in_batches(
-    client: Any, url: str, bodies: Sequence[str], groups: Sequence[str] | None = None
+    client: Any, url: str, bodies: Sequence[str], groups: Sequence[str | None] | None = None
 ) -> int:
     """Send one message per body, SQS_BATCH to a request, each in its message group when
-    `groups` names one per body; returns how many SQS accepted."""
+    `groups` names one for it; returns how many SQS accepted."""
     sent = 0
     for start in range(0, len(bodies), SQS_BATCH):
         entries: list[dict[str, str]] = [
@@ -74,7 +75,8 @@ def send_in_batches(
         ]
         if groups is not None:
             for entry, group in zip(entries, groups[start : start + SQS_BATCH], strict=True):
-                entry["MessageGroupId"] = group
+                if group:
+                    entry["MessageGroupId"] = group
         response = client.send_message_batch(QueueUrl=url, Entries=entries)
         sent += len(response.get("Successful", []))
     return sent
@@ -109,11 +111,13 @@ class CallbackQueue:
     def client(self) -> SQSClient:
         return self._client_factory()
 
-    def send(self, refs: Sequence[IntentRef]) -> int:
-        """Send one message per intent; returns how many SQS accepted."""
+    def send(self, refs: Sequence[IntentRef], tenants: Sequence[str | None] | None = None) -> int:
+        """Send one message per intent, in its tenant's message group when `tenants` names one
+        for it; returns how many SQS accepted."""
         if not self.url:
             return 0
-        return send_in_batches(self.client, self.url, [message_body(ref) for ref in refs])
+        bodies = [message_body(ref) for ref in refs]
+        return send_in_batches(self.client, self.url, bodies, tenants)
 
     def delay(self, receipt_handle: str, delay_ms: int) -> None:
         """Make a received message visible again after `delay_ms` (the retry's backoff)."""

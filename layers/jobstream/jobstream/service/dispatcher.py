@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobstream import observability
-from jobstream.domain import IntentRef
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
-from jobstream.store.ports import new_items
+from jobstream.store.ports import NewCallback, new_items
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +38,22 @@ class Handoffs:
     each with its record's sequence number."""
 
     jobs: list[tuple[str, JobDispatch]] = field(default_factory=list)
-    callbacks: list[tuple[str, IntentRef]] = field(default_factory=list)
+    callbacks: list[tuple[str, NewCallback]] = field(default_factory=list)
 
 
 def handoffs(records: Iterable[Mapping[str, Any]]) -> Handoffs:
     named = new_items(records)
     jobs = [(number, JobDispatch(job.job_id, job.tenant)) for number, job in named.jobs]
     return Handoffs(jobs, named.callbacks)
+
+
+def _send_callbacks(rt: Runtime) -> Callable[[list[NewCallback]], int]:
+    def send(callbacks: list[NewCallback]) -> int:
+        # Each in its tenant's message group (a fair queue).
+        refs = [callback.ref for callback in callbacks]
+        return rt.callback_queue.send(refs, [callback.tenant for callback in callbacks])
+
+    return send
 
 
 def dispatch_records(rt: Runtime, records: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -62,7 +70,7 @@ def dispatch_records(rt: Runtime, records: Iterable[Mapping[str, Any]]) -> list[
     if found.callbacks and getattr(callback, "url", True):
         failed += _sent(
             found.callbacks,
-            callback.send,
+            _send_callbacks(rt),
             "callback hand-off failed; Lambda retries it, then the sweep",
         )
     observability.count("handed_off", len(found.jobs) + len(found.callbacks) - len(failed))

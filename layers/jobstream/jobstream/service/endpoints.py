@@ -170,7 +170,7 @@ def drain(rt: Runtime, endpoint: Endpoint, *, now: int, limit: int) -> int:
     # Each is reopened before it is sent: a lost send is re-sent by the sweep (it is back in
     # the hand-off shards); one another drain reopened first is not sent twice from here.
     reopened = [ref for ref in refs if rt.callbacks.unpark(ref, now=now)]
-    hand_off(rt, reopened)
+    hand_off(rt, reopened, endpoint.tenant)
     return len(reopened)
 
 

@@ -17,10 +17,14 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def hand_off(rt: Runtime, refs: Sequence[IntentRef]) -> None:
-    """Send committed intents to the callback queue. A failure here loses nothing: each intent
-    stays due in the sweep index and the next sweep sends it."""
-    _send_or_leave_to_sweep(rt.callback_queue.send, refs, "callback hand-off")
+def hand_off(rt: Runtime, refs: Sequence[IntentRef], tenant: str | None = None) -> None:
+    """Send committed intents to the callback queue, in `tenant`'s message group when it is
+    known. A failure here loses nothing: each intent stays due in the sweep index and the next
+    sweep sends it."""
+    tenants = [tenant] * len(refs)
+    _send_or_leave_to_sweep(
+        lambda items: rt.callback_queue.send(items, tenants), refs, "callback hand-off"
+    )
 
 
 def dispatch(rt: Runtime, jobs: Sequence[JobDispatch]) -> None:

@@ -106,7 +106,7 @@ def _resend(rt: Runtime, ref: IntentRef, now: int) -> int:
     if intent.state == CallbackState.IN_FLIGHT and (intent.lease_until or 0) >= now:
         # An attempt is under way (a claim does not move the due time): look again next time.
         return 0
-    hand_off(rt, [ref])
+    hand_off(rt, [ref], intent.tenant)
     # Look again only after a delivery had a fair chance to take it.
     rt.callbacks.postpone(ref, now=now, due=now + HANDOFF_GRACE_MS)
     return 1

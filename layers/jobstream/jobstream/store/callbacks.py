@@ -78,6 +78,7 @@ def _record(item: Mapping[str, Any]) -> CallbackRecord | None:
         attempts=int(values["attempts"]),
         created_at=at,
         next_attempt_at=int(values["next_attempt_at"]),
+        tenant=keys.tenant_of_feed_pk(str(values.get("feed_pk", ""))),
         **{name: values[name] for name in _OPTIONAL if name in values},
     )
 

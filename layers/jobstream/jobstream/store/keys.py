@@ -209,6 +209,13 @@ def feed_pk(tenant: str, job_id: str) -> str:
     return feed_partition(tenant, shard_of(job_id, FEED_SHARDS))
 
 
+def tenant_of_feed_pk(value: str) -> str | None:
+    """The tenant a `feed_pk` names (an event's item carries it: its callback's message
+    group), None for anything else."""
+    shard, separator, tenant = value.partition("#")
+    return tenant if separator and shard[:1] == "F" and shard[1:].isdigit() and tenant else None
+
+
 def feed_partition(tenant: str, shard: int) -> str:
     return f"F{shard}#{check_tenant_name(tenant)}"
 

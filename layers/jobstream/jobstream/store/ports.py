@@ -24,7 +24,7 @@ from jobstream.store.client import error_code
 from jobstream.store.cursor import StartKey, decode_cursor, encode_cursor
 from jobstream.store.keys import TenantCallbacks
 from jobstream.store.shards import ReadBudget
-from jobstream.store.stream_images import NewItems, NewJob, new_items
+from jobstream.store.stream_images import NewCallback, NewItems, NewJob, new_items
 
 if TYPE_CHECKING:
     from jobstream.domain import (
@@ -52,6 +52,7 @@ __all__ = [
     "JobQuery",
     "JobStorePort",
     "ListedJob",
+    "NewCallback",
     "NewEvent",
     "NewItems",
     "NewJob",

@@ -22,12 +22,21 @@ class NewJob:
     tenant: str
 
 
+@dataclass(frozen=True, slots=True)
+class NewCallback:
+    """A callback nobody has sent yet, and its job's tenant (from its event's place in the
+    tenant's feed; None for an event written before the feed): its message group."""
+
+    ref: IntentRef
+    tenant: str | None
+
+
 @dataclass
 class NewItems:
     """What a batch of stream records names, each with its record's sequence number."""
 
     jobs: list[tuple[str, NewJob]] = field(default_factory=list)
-    callbacks: list[tuple[str, IntentRef]] = field(default_factory=list)
+    callbacks: list[tuple[str, NewCallback]] = field(default_factory=list)
 
 
 def new_items(records: Iterable[Mapping[str, Any]]) -> NewItems:
@@ -56,7 +65,9 @@ def new_items(records: Iterable[Mapping[str, Any]]) -> NewItems:
             and _number(image, "attempts") == 0
             and "resent_at" not in image
         ):
-            found.callbacks.append((sequence_number, IntentRef(job_id, keys.sequence_of(sk))))
+            ref = IntentRef(job_id, keys.sequence_of(sk))
+            tenant = keys.tenant_of_feed_pk(image.get("feed_pk", {}).get("S", ""))
+            found.callbacks.append((sequence_number, NewCallback(ref, tenant)))
     return found
 
 
