@@ -6,7 +6,8 @@ global secondary index's writes counting against the index's own partition; a ke
 over n shards by a hash of the job id holds n times that. So a key kind holds
 `n * 1000 / (its write units per job)` jobs per second: per tenant for `by_tenant`, per
 correlation id for `by_correlation`, per job for the table's own `JOB#<job_id>`, per tenant
-with quotas for its counter `QUOTA#<tenant>`, in total for the sweep's backlogs.
+with quotas for its counter `QUOTA#<tenant>`, per tenant for its `feed`, in total for the
+sweep's backlogs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ PARTITION_WRITE_UNITS_PER_S: Final = 1_000
 GOAL_ADMISSIONS_PER_S: Final = 1_000
 TABLE: Final = "table"
 QUOTA_KIND: Final = "QUOTA#<tenant>"
+FEED_KIND: Final = "F<shard>#<tenant>"
 
 
 def partition_kind(where: str, value: str) -> str:
@@ -33,6 +35,8 @@ def partition_kind(where: str, value: str) -> str:
         return "T#<tenant>#C#<correlation_id>"
     if where == keys.SWEEP_INDEX:
         return keys.sweep_kind(value)
+    if where == keys.FEED_INDEX:
+        return FEED_KIND
     if value.startswith("QUOTA#"):
         return QUOTA_KIND
     return "JOB#<job_id>"
@@ -45,6 +49,8 @@ SHARDS: Final[dict[tuple[str, str], tuple[int, str]]] = {
     (TABLE, QUOTA_KIND): (1, "per tenant with quotas"),
     (keys.TENANT_INDEX, "T#<tenant>"): (keys.TENANT_SHARDS, "per tenant"),
     (keys.CORRELATION_INDEX, "T#<tenant>#C#<correlation_id>"): (1, "per correlation id"),
+    # The tenant's feed: its protocol events over FEED_SHARDS partitions (store/feed.py).
+    (keys.FEED_INDEX, FEED_KIND): (keys.FEED_SHARDS, "per tenant"),
     **{
         (keys.SWEEP_INDEX, kind.value): (keys.SWEEP_SHARDS, "in total")
         for kind in keys.SweepBacklog
