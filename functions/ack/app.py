@@ -1,6 +1,6 @@
 """POST /jobs/{job_id}/events/ack: move the consumer's ack cursor; POST /events/ack: move a
 named cursor of the tenant's feed; POST /callbacks/redrive: send the tenant's dead callbacks
-again."""
+again; POST /callbacks/endpoints/enable: re-enable one of its endpoints."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def feed_ack(rt: Runtime, tenant: str, request: Request) -> RouteResult:
     return 200, feed.acknowledge(rt, tenant, request.json_body())
 
 
+def enable_endpoint(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, deliveries.enable_endpoint(rt, tenant, request.json_body())
+
+
 def redrive(rt: Runtime, tenant: str, request: Request) -> RouteResult:
     return 200, deliveries.redrive(rt, tenant, request.json_body())
 
@@ -28,5 +32,6 @@ handler = http_handler(
         "POST /jobs/{job_id}/events/ack": ack,
         "POST /events/ack": feed_ack,
         "POST /callbacks/redrive": redrive,
+        "POST /callbacks/endpoints/enable": enable_endpoint,
     }
 )

@@ -1,5 +1,5 @@
 """Job reads and cancel: capabilities, list, get, cancel, a job's callbacks, the tenant's dead and
-pending callbacks; the OpenAPI document; the console's files; unknown routes."""
+pending callbacks and its endpoints; the OpenAPI document; the console's files; unknown routes."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ def listed_callbacks(rt: Runtime, tenant: str, request: Request) -> RouteResult:
     return 200, deliveries.listed_callbacks(rt, tenant, request.query)
 
 
+def tenant_endpoints(rt: Runtime, tenant: str, request: Request) -> RouteResult:
+    return 200, deliveries.tenant_endpoints(rt, tenant)
+
+
 handler = http_handler(
     {
         "GET /jobs": list_jobs,
@@ -51,6 +55,7 @@ handler = http_handler(
         "POST /jobs/{job_id}/cancel": cancel,
         "GET /jobs/{job_id}/callbacks": job_callbacks,
         "GET /callbacks": listed_callbacks,
+        "GET /callbacks/endpoints": tenant_endpoints,
     },
     public={"GET /openapi.json": openapi},
     files={"GET /console": console_file, "GET /console/{proxy+}": console_file},

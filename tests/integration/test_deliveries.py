@@ -7,16 +7,19 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+import boto3
 import pytest
 
 from jobstream import runtime as runtime_module
 from jobstream.domain import IntentRef
 from jobstream.runtime import Runtime
 from jobstream.service import callbacks
+from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.stream_images import new_items
 from tests.conftest import CALLBACK_ORIGINS
 from tests.integration.test_cli import base_url, run  # noqa: F401 - base_url: a fixture
+from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.receiver import receiver
 from tests.support.state import whole_table
@@ -284,3 +287,50 @@ def test_a_disabled_endpoint_shows_in_the_jobs_deliveries(
     assert view["attempts"] == 0
     (listed,) = api.get("/callbacks?state=pending").body["callbacks"]
     assert (listed["job_id"], listed["state"]) == (job_id, "paused")
+
+
+def test_the_tenant_re_enables_its_disabled_endpoint_and_the_sweep_sends_the_backlog(
+    both: Runtime, api: Api, other_tenant: Api, clock: Clock
+) -> None:
+    crt = both
+    with receiver(410, 204) as hook:
+        job_id = submit(api, hook.url)
+        callbacks.deliver(crt, IntentRef(job_id, 1))
+        origin = "{0.scheme}://{0.netloc}".format(urlsplit(hook.url))
+        (listed,) = api.get("/callbacks/endpoints").body["endpoints"]
+        assert (listed["origin"], listed["health"]) == (origin, "disabled")
+        validate(api.get("/callbacks/endpoints").body, "EndpointList")
+        assert other_tenant.get("/callbacks/endpoints").body["endpoints"] == []
+        # Another tenant naming the same origin enables its own endpoint, never this one.
+        theirs = other_tenant.post("/callbacks/endpoints/enable", {"origin": origin})
+        assert theirs.status == 200
+        assert theirs.body["enabled"] is False
+        assert api.get("/callbacks/endpoints").body["endpoints"][0]["health"] == "disabled"
+        before = whole_table(crt)
+        for bad in (None, {}, {"origin": ""}, {"origin": "ftp://x"}, {"origin": 5}):
+            assert api.post("/callbacks/endpoints/enable", bad).status == 400, bad
+        assert whole_table(crt) == before
+        answer = api.post("/callbacks/endpoints/enable", {"origin": hook.url})
+        assert api.post("/callbacks/endpoints/enable", {"origin": origin}).body["enabled"] is False
+        assert answer.status == 200, answer.body
+        validate(answer.body, "EnableEndpointResult")
+        assert (answer.body["enabled"], answer.body["endpoint"]["health"]) == (True, "healthy")
+        # The next sweep sends the held callback; it is delivered once.
+        clock.advance(1)
+        sweep(crt)
+        dispatch_stream(crt)
+        for message in _messages(crt):
+            callbacks.handle_message(crt, message["Body"], message["ReceiptHandle"])
+        assert len(hook.requests) == 2
+    (view,) = deliveries(api, job_id)["callbacks"]
+    assert (view["state"], view["last_status"]) == ("delivered", 204)
+
+
+def _messages(rt: Runtime) -> list[dict[str, Any]]:
+    sqs = boto3.client("sqs")
+    found: list[dict[str, Any]] = []
+    while batch := sqs.receive_message(
+        QueueUrl=rt.settings.callback_queue_url or "", MaxNumberOfMessages=10
+    ).get("Messages", []):
+        found += batch
+    return found

@@ -216,6 +216,9 @@ def test_capabilities_are_revalidated_with_a_304(client: Client) -> None:
 def test_the_feed_long_polls_and_a_named_cursor_survives_a_restart(url: str) -> None:
     client = Client(url, TOKEN_B)
     assert client.capabilities().extension("event_feed") is not None
+    # The deliveries extension's endpoint calls answer too (nothing failed: nothing listed).
+    assert client.endpoints() == ()
+    assert client.enable_endpoint("http://127.0.0.1:9") is False
     # Catch up with whatever earlier tests left in b's feed.
     start = client.feed_page()
     while start.has_more:

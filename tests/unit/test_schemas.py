@@ -60,6 +60,10 @@ EXPECTED_DEFS = frozenset(
         "CallbackPage",
         "RedriveRequest",
         "RedriveResult",
+        "EndpointHealth",
+        "EndpointList",
+        "EnableEndpointRequest",
+        "EnableEndpointResult",
         "Locator",
         "Asset",
         "MatchedTag",
@@ -627,6 +631,13 @@ EXPECTED_OPERATIONS: dict[tuple[str, str], dict[str, str | None]] = {
     ("/events", "get"): {"200": "FeedPage", "400": None},
     ("/jobs/{job_id}/callbacks", "get"): {"200": "JobDeliveries", "404": None},
     ("/callbacks", "get"): {"200": "CallbackPage", "400": None},
+    ("/callbacks/endpoints", "get"): {"200": "EndpointList"},
+    ("/callbacks/endpoints/enable", "post"): {
+        "200": "EnableEndpointResult",
+        "400": None,
+        "413": None,
+        "415": None,
+    },
     ("/callbacks/redrive", "post"): {
         "200": "RedriveResult",
         "400": None,
@@ -802,6 +813,7 @@ def test_openapi_request_bodies() -> None:
         ("/jobs/{job_id}/events/ack", "post"): "AckRequest",
         ("/events/ack", "post"): "FeedAckRequest",
         ("/callbacks/redrive", "post"): "RedriveRequest",
+        ("/callbacks/endpoints/enable", "post"): "EnableEndpointRequest",
     }
 
 

@@ -287,6 +287,22 @@ class Client:
             if not document.get("more"):
                 return revived
 
+    def endpoints(self) -> tuple[dict[str, Any], ...]:
+        """`GET /callbacks/endpoints` (the deliveries extension): the health of the tenant's
+        callback endpoints (`origin`, `health`: healthy, paused or disabled, ...)."""
+        document = self._call("GET", "/callbacks/endpoints")[0]
+        listed = document.get("endpoints") if isinstance(document, dict) else None
+        if not isinstance(listed, list):
+            raise ResponseError("GET /callbacks/endpoints answered no endpoints list")
+        return tuple(dict(item) for item in listed if isinstance(item, dict))
+
+    def enable_endpoint(self, origin: str) -> bool:
+        """`POST /callbacks/endpoints/enable`: re-enable the tenant's endpoint for `origin` (or
+        a URL under it), disabled by a 410 or paused; False when it was neither."""
+        body = {"origin": origin}
+        document = self._call("POST", "/callbacks/endpoints/enable", body=body)[0]
+        return bool(isinstance(document, dict) and document.get("enabled"))
+
     def feed_page(
         self,
         *,

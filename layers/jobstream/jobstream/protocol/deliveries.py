@@ -188,3 +188,25 @@ def parse_redrive_body(body: Any) -> tuple[str | None, int | None]:
     ):
         raise invalid_params("since must be a time in epoch ms", detail={"field": "since"})
     return job_id, since
+
+
+def endpoint_list(healths: Sequence[EndpointHealth], now: int) -> dict[str, Any]:
+    """The body of `GET /callbacks/endpoints`: every endpoint of the tenant that has a recorded
+    health (one that never failed is healthy and not listed)."""
+    return {"endpoints": [endpoint_document(health) for health in healths], "server_time": now}
+
+
+def enable_result(health: EndpointHealth, *, enabled: bool, now: int) -> dict[str, Any]:
+    """The answer of `POST /callbacks/endpoints/enable`: the endpoint as it stands now, and
+    whether this request re-enabled it (false: it was not paused or disabled)."""
+    return {"endpoint": endpoint_document(health), "enabled": enabled, "server_time": now}
+
+
+def parse_enable_body(body: Any) -> str:
+    """`origin` of `POST /callbacks/endpoints/enable` (an origin or a URL under it)."""
+    if not isinstance(body, dict):
+        raise invalid_params("request body must be a JSON object")
+    origin = body.get("origin")
+    if not isinstance(origin, str) or origin == "":
+        raise invalid_params("origin is required", detail={"field": "origin"})
+    return origin

@@ -10,9 +10,12 @@ from jobstream.domain import CallbackRecord, CallbackState
 from jobstream.protocol.deliveries import (
     callback_page,
     decode_callbacks_cursor,
+    enable_result,
     encode_callbacks_cursor,
+    endpoint_list,
     job_deliveries,
     parse_callbacks_query,
+    parse_enable_body,
     parse_redrive_body,
     redrive_result,
 )
@@ -93,3 +96,22 @@ def _revive(rt: Runtime, callback: CallbackRecord, now: int) -> int:
     if revived is not None:
         observability.count("callbacks_redriven")
     return 0 if revived is None else 1
+
+
+def tenant_endpoints(rt: Runtime, tenant: str) -> dict[str, Any]:
+    """The health of the tenant's callback endpoints (those ever recorded)."""
+    return endpoint_list(rt.endpoints.of_tenant(tenant), rt.clock())
+
+
+def enable_endpoint(rt: Runtime, tenant: str, body: Any) -> dict[str, Any]:
+    """The tenant re-enables one of its endpoints (disabled by a 410, or paused): it resumes now
+    and the next sweep sends its backlog, oldest first. Never another tenant's: the endpoint is
+    the caller's own (tenant, origin)."""
+    endpoint = endpoints.endpoint_of(tenant, parse_enable_body(body))
+    if endpoint is None:
+        raise invalid_params(
+            "origin must be an http(s) origin, such as https://host:port",
+            detail={"field": "origin"},
+        )
+    enabled = endpoints.enable(rt, endpoint, drain_now=False)
+    return enable_result(rt.endpoints.get(endpoint), enabled=enabled, now=rt.clock())

@@ -145,21 +145,26 @@ def _paused(rt: Runtime, health: EndpointHealth, *, now: int) -> bool:
     return rt.endpoints.get(endpoint).state is not EndpointState.HEALTHY
 
 
-def resume(rt: Runtime, endpoint: Endpoint, *, now: int, was: EndpointState) -> bool:
-    """paused or disabled -> healthy, announced, and the first page of its backlog sent."""
+def resume(
+    rt: Runtime, endpoint: Endpoint, *, now: int, was: EndpointState, drain_now: bool = True
+) -> bool:
+    """paused or disabled -> healthy, announced, and (`drain_now`) the first page of its
+    backlog sent; otherwise the sweep sends it (a resumed endpoint stays on its list)."""
     if not rt.endpoints.resume(endpoint, now=now, was=was):
         return False
     announce(rt, Transition.RESUMED, endpoint, now=now, reason=f"was {was.value}")
-    drain(rt, endpoint, now=now, limit=DRAIN_INLINE)
+    if drain_now:
+        drain(rt, endpoint, now=now, limit=DRAIN_INLINE)
     return True
 
 
-def enable(rt: Runtime, endpoint: Endpoint) -> bool:
+def enable(rt: Runtime, endpoint: Endpoint, *, drain_now: bool = True) -> bool:
     """An operator's (or the tenant's) re-enable: a disabled or paused endpoint resumes now;
-    False when it was neither."""
+    False when it was neither. A request path passes `drain_now=False`: no request sends to a
+    queue, and the next sweep (within a minute) sends the backlog."""
     now = rt.clock()
     return any(
-        resume(rt, endpoint, now=now, was=was)
+        resume(rt, endpoint, now=now, was=was, drain_now=drain_now)
         for was in (EndpointState.DISABLED, EndpointState.PAUSED)
     )
 
