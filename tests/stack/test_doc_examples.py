@@ -41,6 +41,10 @@ NOT_LOCAL = {
         "the operator CLI against a deployment's table and queues (the environment it says)"
     ),
     ("load.md", ".venv/bin/python -m bench.load"): "the load test: minutes, `make load` runs it",
+    ("operations.md", "jobstream tenants endpoints"): (
+        "a reference of the two endpoint commands: TENANT and ORIGIN name a real tenant's"
+        " (tests/integration/test_endpoint_health.py runs both)"
+    ),
 }
 
 
