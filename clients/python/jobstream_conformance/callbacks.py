@@ -43,7 +43,9 @@ class Receiver:
 
 @contextmanager
 def receiver(listen: str, public_url: str | None) -> Iterator[Receiver]:
-    """Answers 204 on ACCEPT and 410 (gone: permanent) on REFUSE, recording every POST."""
+    """Answers 204 on ACCEPT and 404 (permanent) on REFUSE, recording every POST. Not 410: a
+    producer may take 410 Gone for the whole endpoint and hold back ACCEPT's callbacks too
+    (they share an origin), as jobstream's endpoint health does."""
     state = Receiver(url="")
 
     class Handler(BaseHTTPRequestHandler):
@@ -53,7 +55,7 @@ def receiver(listen: str, public_url: str | None) -> Iterator[Receiver]:
                 state.posted.append(
                     Posted(self.path, dict(self.headers.items()), body, time.time())
                 )
-            self.send_response(410 if self.path == REFUSE else 204)
+            self.send_response(404 if self.path == REFUSE else 204)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -208,7 +210,7 @@ def pull_without_callback(session: Session, refused: Job | None) -> None:
                 "the stream lacks its terminal event",
             )
             check.note(
-                f"a receiver answering 410 to every POST: the job still {refused.status}, "
+                f"a receiver answering 404 to every POST: the job still {refused.status}, "
                 "stream complete"
             )
 
