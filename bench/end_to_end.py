@@ -20,11 +20,12 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from bench.receiver import serve_callbacks
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 TOKEN = "local-dev-token"  # noqa: S105 - the local stack's documented default
@@ -95,26 +96,12 @@ class _Receiver:
         return taken
 
 
-@contextmanager
-def _receiver(receiver: _Receiver) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            received_ms = time.time() * 1000
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            receiver.add(body, received_ms)
-            self.send_response(204)
-            self.end_headers()
+def _receiver(receiver: _Receiver) -> AbstractContextManager[str]:
+    def answer(body: bytes) -> int:
+        receiver.add(json.loads(body), time.time() * 1000)
+        return 204
 
-        def log_message(self, *_args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/callbacks"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serve_callbacks(answer)
 
 
 @contextmanager

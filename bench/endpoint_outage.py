@@ -25,14 +25,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from bench.fairness import write_section
 from bench.load import REPORT, REPOSITORY, TERMINAL_TYPES, Api, Calls, percentile, read_events
+from bench.receiver import serve_callbacks
 from jobstream.config.tenants import token_digest
 from jobstream_local import local_env
 from jobstream_local.child import child_environment, start_child
@@ -75,28 +75,8 @@ class Receiver:
             return 204
 
 
-@contextmanager
-def serving(receiver: Receiver) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            status = receiver.answer(self.rfile.read(int(self.headers.get("content-length") or 0)))
-            self.send_response(status)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *_args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/callbacks"
-    finally:
-        server.shutdown()
-        server.server_close()
+def serving(receiver: Receiver) -> AbstractContextManager[str]:
+    return serve_callbacks(receiver.answer)
 
 
 @contextmanager

@@ -31,12 +31,12 @@ import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from bench.receiver import serve_callbacks
 from jobstream_local import local_env
 from jobstream_local.child import child_environment, start_child
 
@@ -100,30 +100,12 @@ class Received:
             return len(self.terminal_at)
 
 
-@contextmanager
-def callback_receiver(received: Received) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+def callback_receiver(received: Received) -> AbstractContextManager[str]:
+    def answer(body: bytes) -> int:
+        received.record(body)
+        return 204
 
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            received.record(body)
-            self.send_response(204)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *_args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="load-receiver", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/callbacks"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serve_callbacks(answer)
 
 
 # --- the stack ---------------------------------------------------------------------------------
