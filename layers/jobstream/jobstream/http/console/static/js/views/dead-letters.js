@@ -1,9 +1,9 @@
 // The tenant's dead callbacks (GET /callbacks?state=dead), oldest death first, a page at a
 // time; a button sends them all again after a confirmation (POST /callbacks/redrive).
-import { apiGet, apiPost } from "../api.js";
+import { apiGet } from "../api.js";
 import { el, fill } from "../dom.js";
-import { confirmation } from "./confirm.js";
 import { deliveriesTable } from "./deliveries-table.js";
+import { redriveOnClick } from "./redrive.js";
 
 function pager(cursor, nextCursor) {
   const links = [];
@@ -45,32 +45,15 @@ export async function renderDeadLetters(main, route, { signal, announce }) {
     pager(cursor, page.next_cursor),
   );
   results.setAttribute("aria-busy", "false");
-  redrive.addEventListener("click", async () => {
-    const confirmed = await confirmation(
-      "Send every dead callback again?",
-      "Each of this tenant's dead callbacks gets a fresh budget of attempts and is sent again.",
-      "Send them all again",
-      "Leave them",
-    );
-    if (!confirmed) {
-      redrive.focus();
-      return;
-    }
-    redrive.disabled = true;
-    try {
-      let revived = 0;
-      let answer;
-      do {
-        answer = await apiPost("/callbacks/redrive", { body: {} });
-        revived += answer.revived;
-      } while (answer.more);
-      outcome.textContent = `${revived} callback(s) sent again.`;
+  redriveOnClick(redrive, outcome, {
+    question: "Send every dead callback again?",
+    detail: "Each of this tenant's dead callbacks gets a fresh budget of attempts and is sent again.",
+    confirmText: "Send them all again",
+    body: {},
+    after: () => {
       announce(outcome.textContent);
       redrive.hidden = true;
       fill(results, el("p", { class: "empty" }, "No dead callbacks."));
-    } catch (error) {
-      redrive.disabled = false;
-      outcome.textContent = `Could not send them again: ${error.describe()}`;
-    }
+    },
   });
 }

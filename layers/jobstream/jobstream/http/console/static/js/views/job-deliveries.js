@@ -1,11 +1,11 @@
 // The job page's deliveries: each callback of the job, its state, attempts and the receiver's
 // last answer (GET /jobs/{job_id}/callbacks), read again whenever the page updates; and, when
 // some are dead, a button that sends them again after a confirmation (POST /callbacks/redrive).
-import { apiGet, apiPost, jobPath } from "../api.js";
+import { apiGet, jobPath } from "../api.js";
 import { el, fill, section } from "../dom.js";
 import { timeOf } from "../format.js";
-import { confirmation } from "./confirm.js";
 import { deliveriesTable } from "./deliveries-table.js";
+import { redriveOnClick } from "./redrive.js";
 
 // How the endpoint (the tenant's callbacks to this origin) stands: healthy, paused after
 // sustained failure (one probe an interval, the rest held), disabled after 410 Gone.
@@ -57,27 +57,12 @@ export function deliveriesPanel({ jobId }) {
     );
   }
 
-  redrive.addEventListener("click", async () => {
-    const confirmed = await confirmation(
-      "Send the dead callbacks again?",
-      `Each dead callback of job ${jobId} gets a fresh budget of attempts and is sent again.`,
-      "Send them again",
-      "Leave them",
-    );
-    if (!confirmed) {
-      redrive.focus();
-      return;
-    }
-    redrive.disabled = true;
-    try {
-      const answer = await apiPost("/callbacks/redrive", { body: { job_id: jobId } });
-      outcome.textContent = `${answer.revived} callback(s) sent again.`;
-      await load();
-    } catch (error) {
-      outcome.textContent = `Could not send them again: ${error.describe()}`;
-    } finally {
-      redrive.disabled = false;
-    }
+  redriveOnClick(redrive, outcome, {
+    question: "Send the dead callbacks again?",
+    detail: `Each dead callback of job ${jobId} gets a fresh budget of attempts and is sent again.`,
+    confirmText: "Send them again",
+    body: { job_id: jobId },
+    after: load,
   });
 
   return {
