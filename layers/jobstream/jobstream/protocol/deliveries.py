@@ -4,9 +4,6 @@ Pure."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -22,6 +19,7 @@ from jobstream.domain import (
 from jobstream.protocol.errors import invalid_params
 from jobstream.protocol.events import event_id, protocol_type
 from jobstream.protocol.queries import Query, parse_bounded, single
+from jobstream.protocol.sealed import seal, unseal
 
 # The delivery states as a consumer reads them (the stored names are the producer's own).
 STATE_WORDS: Final[dict[str, str]] = {
@@ -94,7 +92,6 @@ def job_deliveries(
 
 DEFAULT_CALLBACKS_LIMIT: Final = 100
 MAX_CALLBACKS_LIMIT: Final = 500
-_CHECK_BYTES: Final = 8
 
 
 def callback_page(
@@ -121,18 +118,15 @@ def redrive_result(revived: int, *, more: bool, now: int) -> dict[str, Any]:
 
 def encode_callbacks_cursor(tenant: str, start: Mapping[str, Any]) -> str:
     """An opaque cursor of one of the tenant's callback listings, bound to the tenant."""
-    text = json.dumps(start, separators=(",", ":"), sort_keys=True)
-    raw = f"{text}|{_check(tenant, text)}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return seal(tenant, json.dumps(start, separators=(",", ":"), sort_keys=True))
 
 
 def decode_callbacks_cursor(tenant: str, cursor: str) -> dict[str, Any]:
     """What a cursor of this tenant's listing carries; 400 for anything else."""
+    text = unseal(tenant, cursor)
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        text, _, check = raw.rpartition("|")
-        value = json.loads(text) if check == _check(tenant, text) else None
-    except (ValueError, binascii.Error):
+        value = json.loads(text) if text is not None else None
+    except ValueError:
         value = None
     if not isinstance(value, dict):
         raise invalid_params(
@@ -140,10 +134,6 @@ def decode_callbacks_cursor(tenant: str, cursor: str) -> dict[str, Any]:
             detail={"field": "cursor"},
         )
     return value
-
-
-def _check(tenant: str, text: str) -> str:
-    return hashlib.sha256(f"{tenant}\n{text}".encode()).digest()[:_CHECK_BYTES].hex()
 
 
 LISTED_STATES: Final = ("dead", "pending")
