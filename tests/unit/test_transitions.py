@@ -78,13 +78,19 @@ def test_a_move_never_dates_the_job_before_its_last_change() -> None:
     assert started.change.update.fields["started_at"] == 900  # a second claim keeps the first
 
 
-def test_take_over_resumes_a_lapsed_lease_without_an_event() -> None:
-    running = job(JobStatus.RUNNING, lease_owner="old", lease_expires_at=2_000)
-    change = transitions.take_over(running, "new", clock=3_000, lease_ms=LEASE_MS)
+def test_take_over_runs_a_lapsed_lease_again_as_the_next_attempt_without_an_event() -> None:
+    running = job(JobStatus.RUNNING, lease_owner="old", lease_expires_at=2_000, attempt=1)
+    change = transitions.take_over(
+        running, "new", clock=3_000, lease_ms=LEASE_MS, first_stage="searching"
+    )
     assert change.update.fields == {
+        "attempt": 2,
         "heartbeat_at": 3_000,
         "lease_owner": "new",
         "lease_expires_at": 3_000 + LEASE_MS,
+        "progress_stage": "searching",
+        "progress_message": "attempt 2: the previous run stopped unfinished",
+        "updated_at": 3_000,
     }
     assert change.require_status == frozenset({JobStatus.RUNNING})
     assert (change.require_lease_owner, change.require_lease_expired_at) == ("old", 3_001)
@@ -98,6 +104,22 @@ def test_progress_is_reported_by_the_lease_holder_only() -> None:
         "progress_stage": "ranking",
         "progress_message": None,  # an empty message clears it
         "progress_events": 5,
+        "updated_at": 9_000,
+    }
+    assert move.change.require_status == frozenset({JobStatus.RUNNING})
+    assert move.change.require_lease_owner == "w"
+
+
+def test_retry_counts_the_next_attempt_and_refreshes_the_heartbeat_with_progress() -> None:
+    running = job(JobStatus.RUNNING, lease_owner="w", attempt=1, progress_events=2)
+    move = transitions.retry(running, "w", stage="retry_wait", message="in 2 s", clock=9_000)
+    assert move.kind is EventKind.PROGRESSED
+    assert move.change.update.fields == {
+        "attempt": 2,
+        "heartbeat_at": 9_000,
+        "progress_stage": "retry_wait",
+        "progress_message": "in 2 s",
+        "progress_events": 3,
         "updated_at": 9_000,
     }
     assert move.change.require_status == frozenset({JobStatus.RUNNING})

@@ -123,6 +123,8 @@ def bind(**keys: str | int | None) -> None:
 SERVICE_DIMENSION: Final = "service"
 COUNT: Final = "Count"
 MILLISECONDS: Final = "Milliseconds"
+# A level, not a count: each value is kept (EMF's statistics over them), never summed.
+LEVEL: Final = "None"
 # EMF limits: at most 100 metrics per directive and 100 values per metric.
 MAX_VALUES: Final = 100
 
@@ -168,6 +170,15 @@ METRICS: Final[dict[str, Metric]] = {
     "endpoints_resumed": Metric(dimension="tenant"),
     "endpoints_disabled": Metric(dimension="tenant"),
     "endpoint_alerts_failed": Metric(),
+    # Shared resources, by resource: service/resources.py (slots in use: a level at each change).
+    "resource_slots_in_use": Metric(LEVEL, dimension="resource"),
+    "resource_waits": Metric(dimension="resource"),
+    "resource_backoffs": Metric(dimension="resource"),
+    "resource_rate_limited": Metric(dimension="resource"),
+    "resource_slots_reclaimed": Metric(dimension="resource"),
+    # Runs of a job after a transient failure (by reason) or a worker that stopped.
+    "job_retries": Metric(dimension="reason"),
+    "jobs_rerun": Metric(),
     # The sweep: service/liveness.py and service/sweep.py.
     "verdicts": Metric(dimension="reason"),
     "sweep_duration_ms": Metric(MILLISECONDS),

@@ -184,6 +184,13 @@ def parse_work_message(body: str) -> str:
     return job_id
 
 
+_DEPTH_ATTRIBUTES: Final = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+
+
 class WorkQueue:
     """Jobs waiting for a worker. A duplicate message is harmless: claiming is conditional."""
 
@@ -196,6 +203,16 @@ class WorkQueue:
     def delay(self, receipt_handle: str, delay_ms: int) -> None:
         """Bring a received work message back after `delay_ms` (a deferred completion)."""
         make_visible_after(self._client_factory(), self.url, receipt_handle, delay_ms)
+
+    def depth(self) -> int | None:
+        """About how many messages the queue holds: waiting, delayed, or received and not yet
+        deleted (SQS's approximate counts, a minute behind at worst); None without a queue."""
+        if not self.url:
+            return None
+        attributes = self._client_factory().get_queue_attributes(
+            QueueUrl=self.url, AttributeNames=list(_DEPTH_ATTRIBUTES)
+        )["Attributes"]
+        return sum(int(attributes.get(name, 0)) for name in _DEPTH_ATTRIBUTES)
 
     def send(self, jobs: Sequence[JobDispatch]) -> int:
         """Send one message per job, in its tenant's message group; how many SQS accepted."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -39,6 +40,8 @@ class Runtime:
     settings: Settings
     store: JobStorePort
     clock: Callable[[], int] = now_ms
+    # How a run waits (a retry's backoff, a resource's turn); tests advance their clock instead.
+    sleep: Callable[[float], None] = time.sleep
     # Injectable for tests: the queue client, the HTTP poster and DNS.
     queue: CallbackQueue | None = None
     work: WorkQueue | None = None

@@ -15,17 +15,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from pydantic import BaseModel
 
-from jobstream.config.targets import Target, TargetsFile
+from jobstream.config.targets import ResourceLimits, Target, TargetsFile
 from jobstream.jobtypes.context import ExecutionContext
 from jobstream.jobtypes.targeting import resolve_target
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.task import ParsedParams
 
 ResultFits = Callable[[dict[str, Any]], bool]
+
+# The reasons a job's run fails with that another run may cure, unless the outcome says
+# otherwise (a source's 404 is a remote HTTP error no retry cures).
+TRANSIENT_REASONS: Final = frozenset(
+    {
+        Reason.RATE_LIMITED,
+        Reason.REMOTE_HTTP_ERROR,
+        Reason.NETWORK_ERROR,
+        Reason.DOWNLOAD_TIMEOUT,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +46,17 @@ class Outcome:
     result: dict[str, Any] | None = None
     reason: Reason | None = None
     message: str | None = None
+    # How long the source asked to be left alone (its Retry-After), when it said.
+    retry_after_ms: int | None = None
+    # Whether another run may succeed: None lets the reason decide (TRANSIENT_REASONS).
+    transient: bool | None = None
+
+    @property
+    def retryable(self) -> bool:
+        """A failure another run of the job may cure (a rate limit, a 5xx, a network error)."""
+        if self.reason is None:
+            return False
+        return self.reason in TRANSIENT_REASONS if self.transient is None else self.transient
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +107,9 @@ class JobType(ABC):
     - `settings_model` validates the type-specific part of each target that serves the type
       (`Target.settings`) when the targets file is read; None (the default): the type runs
       without targets, and its jobs have none.
+    - `builtin_resources` are the shared resources (service/resources.py) its targets may run
+      against without the targets file defining them, and `default_resource` names the one a
+      target that names none runs against (a `pixiv` target: `pixiv`); by default none.
     - `parse_params` validates and normalizes `Task.params`; it raises `ProtocolError`
       (`invalid_params`, HTTP 400) in the job type's own order and words.
     - `select_target` applies the target rules and returns the configured target that serves
@@ -112,6 +137,8 @@ class JobType(ABC):
     features: ClassVar[tuple[str, ...]] = ()
     limits: ClassVar[Mapping[str, int]] = MappingProxyType({})
     settings_model: ClassVar[type[BaseModel] | None] = None
+    # Shared resources its targets run against without the targets file defining them.
+    builtin_resources: ClassVar[Mapping[str, ResourceLimits]] = MappingProxyType({})
 
     def __init__(self) -> None:
         # The abstract methods are checked by ABC; class attributes are not.
@@ -138,6 +165,11 @@ class JobType(ABC):
         if self.settings_model is None:
             return None
         return self.settings_model.model_validate(target.settings)
+
+    def default_resource(self, target: Target) -> str | None:
+        """The shared resource a target that names none runs against; None: no limit."""
+        del target
+        return None
 
     @abstractmethod
     def parse_params(self, params: Any) -> ParsedParams: ...

@@ -17,7 +17,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from jobstream.config.settings import ConfigurationError
-from jobstream.config.targets import TargetsFile
+from jobstream.config.targets import ResourceLimits, Target, TargetsFile
 from jobstream.jobtypes.base import JobType
 from jobstream.protocol.documents import FEATURES
 from jobstream.protocol.task import AdmissionRequest, ParsedParams
@@ -117,10 +117,16 @@ def check_targets(targets: TargetsFile) -> TargetsFile:
     serve it, and every job type a target names is one this deployment runs (ValueError naming
     the target otherwise)."""
     served = names()
+    known_resources = resources(targets)
     for target in targets.targets:
         unknown = sorted(set(target.job_types or ()) - set(served))
         if unknown:
             raise ValueError(f"target {target.id!r} names job types not served here: {unknown}")
+        if target.resource is not None and target.resource not in known_resources:
+            raise ValueError(
+                f"target {target.id!r} names resource {target.resource!r}, which neither the "
+                f"file's resources nor a job type defines: {sorted(known_resources)}"
+            )
     for job_type in job_types():
         for target in targets.targets:
             if not job_type.uses_targets or not target.serves(job_type.name):
@@ -134,6 +140,42 @@ def check_targets(targets: TargetsFile) -> TargetsFile:
     return targets
 
 
+def builtin_resources() -> dict[str, ResourceLimits]:
+    """The shared resources the job types bring, by name (the targets file may redefine one)."""
+    found: dict[str, ResourceLimits] = {}
+    for job_type in job_types():
+        found.update(job_type.builtin_resources)
+    return found
+
+
+def resources(targets: TargetsFile) -> dict[str, ResourceLimits]:
+    """Every shared resource a job may run against: the built-in ones, as the file sets them."""
+    return {**builtin_resources(), **targets.resources}
+
+
+def resource_name(target: Target, job_type_name: str) -> str | None:
+    """The shared resource jobs of `job_type_name` on `target` run against, if any."""
+    job_type = get(job_type_name)
+    if target.resource is not None:
+        return target.resource
+    return job_type.default_resource(target) if job_type is not None else None
+
+
+def resource_of(
+    targets: TargetsFile, job_type_name: str, target_id: str
+) -> tuple[str, ResourceLimits] | None:
+    """The shared resource a job runs against and its limits; None when it runs unlimited (no
+    resource, or its target is gone: the run then fails on that)."""
+    target = next((target for target in targets.targets if target.id == target_id), None)
+    if target is None:
+        return None
+    name = resource_name(target, job_type_name)
+    if name is None:
+        return None
+    limits = resources(targets).get(name)
+    return (name, limits) if limits is not None else None
+
+
 def parse_task(body: Any) -> tuple[AdmissionRequest, JobType]:
     """A Task validated in the reference order: the envelope, then its job type's params."""
     registered = {job_type.name: job_type for job_type in job_types()}
@@ -144,6 +186,7 @@ def parse_task(body: Any) -> tuple[AdmissionRequest, JobType]:
 __all__ = [
     "JobType",
     "ParsedParams",
+    "builtin_resources",
     "check_targets",
     "checked_targets",
     "empty_result",
@@ -153,4 +196,7 @@ __all__ = [
     "names",
     "parse_task",
     "register",
+    "resource_name",
+    "resource_of",
+    "resources",
 ]

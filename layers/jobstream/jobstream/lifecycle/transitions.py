@@ -79,6 +79,8 @@ def claim(
                     "lease_owner": owner,
                     "lease_expires_at": now + lease_ms,
                     "progress_stage": first_stage,
+                    # A wait for a slot said so while queued; running, the executor speaks.
+                    "progress_message": None,
                     "updated_at": now,
                 }
             ),
@@ -88,18 +90,55 @@ def claim(
     )
 
 
-def take_over(record: JobRecord, owner: str, *, clock: int, lease_ms: int) -> StateChange:
-    """A running job whose lease has ended, resumed under a lease of `owner`'s: its one
-    execution goes on (no second start, the same attempt, no event), like a new owner's
-    heartbeat."""
+def take_over(
+    record: JobRecord, owner: str, *, clock: int, lease_ms: int, first_stage: str
+) -> StateChange:
+    """A running job whose lease has ended (its worker stopped without finishing it), run again
+    under a lease of `owner`'s as its next attempt: no second start event, the attempt counted
+    and shown, like a new owner's heartbeat."""
     now = _now(record, clock)
+    attempt = record.attempt + 1
     return StateChange(
-        JobChange({"heartbeat_at": now, "lease_owner": owner, "lease_expires_at": now + lease_ms}),
+        JobChange(
+            {
+                "attempt": attempt,
+                "heartbeat_at": now,
+                "lease_owner": owner,
+                "lease_expires_at": now + lease_ms,
+                "progress_stage": first_stage,
+                "progress_message": f"attempt {attempt}: the previous run stopped unfinished",
+                "updated_at": now,
+            }
+        ),
         require_status=frozenset({JobStatus.RUNNING}),
         # From the worker whose lease this was, and only once it has ended (released at
         # `clock` or before): a live run is never taken over.
         require_lease_owner=record.lease_owner,
         require_lease_expired_at=clock + 1,
+    )
+
+
+def retry(record: JobRecord, owner: str, *, stage: str, message: str, clock: int) -> Transition:
+    """A run that failed for a transient cause, waiting to run again as the next attempt: the
+    job stays running, its heartbeat fresh, with `job.progress` saying so."""
+    now = _now(record, clock)
+    return Transition(
+        EventKind.PROGRESSED,
+        StateChange(
+            JobChange(
+                {
+                    "attempt": record.attempt + 1,
+                    "heartbeat_at": now,
+                    "progress_stage": stage,
+                    "progress_message": message,
+                    "progress_events": record.progress_events + 1,
+                    "updated_at": now,
+                }
+            ),
+            # Only the lease holder retries: a job cancelled, expired or taken over is not its.
+            require_status=frozenset({JobStatus.RUNNING}),
+            require_lease_owner=owner,
+        ),
     )
 
 

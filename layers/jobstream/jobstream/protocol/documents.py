@@ -82,9 +82,12 @@ def job_document(
     words: JobTypeWords,
 ) -> dict[str, Any]:
     """The Job projection, keys in the reference order."""
-    # The executor's own stage shows only while it runs; every other status names its stage.
+    # The executor's own stage shows while it runs (and a queued job's wait for a slot);
+    # every other status names its stage.
     if record.status is JobStatus.RUNNING:
         stage = record.progress_stage or words.first_stage(record.job_type)
+    elif record.status is JobStatus.QUEUED and record.progress_stage:
+        stage = record.progress_stage  # waiting for a slot of a shared resource
     else:
         stage = _STAGE_BY_STATUS[record.status]
     progress = progress_document(stage, record.progress_message, record.updated_at)

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from jobstream import observability
+from jobstream.backoff import retry_delay_ms
+from jobstream.config.targets import DEFAULT_MAX_ATTEMPTS, TargetsFile
 from jobstream.domain import JobRecord, JobStatus
 from jobstream.jobtypes import registry
 from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
@@ -25,12 +27,14 @@ from jobstream.protocol.errors import Reason
 from jobstream.queue import QueueMessage, parse_work_message
 from jobstream.retries import transient
 from jobstream.runtime import Runtime
+from jobstream.service import liveness, resources
 from jobstream.service.completion import (
     CompletionDeferredError,
     complete,
     land_kept_outcome,
 )
 from jobstream.service.messages import parse_or_drop
+from jobstream.service.resources import JobResource
 from jobstream.store.ports import StaleJobError, budgets
 
 __all__ = [
@@ -46,6 +50,11 @@ logger = logging.getLogger(__name__)
 
 PROGRESS_MIN_INTERVAL_MS: Final = 5_000
 MAX_PROGRESS_EVENTS: Final = 50
+RETRY_WAIT_STAGE: Final = "retry_wait"
+# The wait before a job's next attempt: 2 s, 4 s, 8 s... (jittered) up to 2 minutes, or what the
+# source's Retry-After asked for.
+RETRY_BASE_MS: Final = 2_000
+RETRY_MAX_MS: Final = 120_000
 # A message whose run gave its job up (a deferred completion, its lease released) comes back
 # this soon (not after the queue's 90 minutes), so the job ends with its kept outcome.
 COMPLETION_RETRY_DELAY_MS: Final = 20_000
@@ -127,13 +136,14 @@ def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
     return _claim(rt, record, owner) if record is not None else None
 
 
-def _claim(rt: Runtime, record: JobRecord, owner: str) -> JobRecord | None:
+def _claim(
+    rt: Runtime, record: JobRecord, owner: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+) -> JobRecord | None:
     """queued -> running with a fresh lease and `job.started`, in one transaction; or a running
-    job whose lease has ended (its worker gave it up, or is gone) taken over."""
+    job whose lease has ended (its worker gave it up, or is gone) taken over as its next
+    attempt, or, its attempts spent, ended `expired` (its runs keep dying)."""
     if record.status is JobStatus.RUNNING:
-        if record.lease_owner == owner:
-            return record  # this owner's own claim
-        return None if record.lease_active(rt.clock()) else _take_over(rt, record, owner)
+        return _resume(rt, record, owner, max_attempts)
     if record.status is not JobStatus.QUEUED:
         return None
     transition = transitions.claim(
@@ -160,26 +170,48 @@ def _claim(rt: Runtime, record: JobRecord, owner: str) -> JobRecord | None:
     return claimed
 
 
+def _resume(rt: Runtime, record: JobRecord, owner: str, max_attempts: int) -> JobRecord | None:
+    if record.lease_owner == owner:
+        return record  # this owner's own claim
+    if record.lease_active(rt.clock()):
+        return None
+    if record.attempt >= max_attempts:
+        # Its runs keep stopping unfinished (a crash, a timeout, memory): no more of them.
+        liveness.expire(rt, record, Reason.STALLED_NO_HEARTBEAT, rt.clock())
+        return None
+    return _take_over(rt, record, owner)
+
+
 def _take_over(rt: Runtime, record: JobRecord, owner: str) -> JobRecord | None:
-    """Resume a running job whose lease has ended under a lease of `owner`'s: the job's one
-    execution goes on (no second start, the same attempt), like a heartbeat of a new owner."""
-    change = transitions.take_over(record, owner, clock=rt.clock(), lease_ms=rt.settings.lease_ms)
+    """Run a running job whose lease has ended again under a lease of `owner`'s, as its next
+    attempt (no second start), like a heartbeat of a new owner."""
+    change = transitions.take_over(
+        record,
+        owner,
+        clock=rt.clock(),
+        lease_ms=rt.settings.lease_ms,
+        first_stage=registry.first_stage(record.job_type),
+    )
     if not rt.store.take_over(record.job_id, change):
         fresh = rt.store.get_job_item(record.job_id)
         if fresh is None or fresh.status is not JobStatus.RUNNING or fresh.lease_owner != owner:
             return None  # another worker took it, or it ended
         return fresh  # ours: the answer of the write was lost, its retry refused
     observability.bind(correlation_id=record.correlation_id)
+    observability.count("jobs_rerun")
     return change.update.applied_to(record)
 
 
 class Lease:
     """The running job's lease: heartbeats in the background, progress, and the stop signal."""
 
-    def __init__(self, rt: Runtime, record: JobRecord, owner: str) -> None:
+    def __init__(
+        self, rt: Runtime, record: JobRecord, owner: str, resource: JobResource | None = None
+    ) -> None:
         self.rt = rt
         self.record = record
         self.owner = owner
+        self.resource = resource
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._last_progress_at: int | None = None
@@ -224,6 +256,41 @@ class Lease:
         deadline = self.record.deadline_at
         if deadline is not None and self.rt.clock() >= deadline:
             raise DeadlineReachedError(f"the job passed its deadline ({deadline})")
+
+    def before_source_request(self) -> None:
+        """Wait for the job's turn at its resource (its back-off, its pace), checking in."""
+        if self.resource is None:
+            self.checkpoint()
+            return
+        resources.wait_turn(
+            self.rt,
+            self.resource,
+            self.checkpoint,
+            on_wait=lambda message: self.progress(self._stage(), message),
+        )
+
+    def _stage(self) -> str:
+        return self.record.progress_stage or registry.first_stage(self.record.job_type)
+
+    def wait_to_retry(self, delay_ms: int, failed: Outcome) -> None:
+        """Record the next attempt (`job.progress`, stage retry_wait) and wait `delay_ms` for
+        it, heartbeats going on; JobInterruptedError when the job stops meanwhile."""
+        reason = failed.reason.value if failed.reason is not None else "a failure"
+        message = (
+            f"attempt {self.record.attempt} failed ({reason}); attempt "
+            f"{self.record.attempt + 1} in {delay_ms / 1000:.1f} s"
+        )
+        transition = transitions.retry(
+            self.record, self.owner, stage=RETRY_WAIT_STAGE, message=message, clock=self.rt.clock()
+        )
+        settled = apply_until_settled(self.rt, self.record, lambda _: transition, reread=give_up)
+        if not settled.moved:
+            self.lost.set()  # cancelled, expired or taken over: nothing to retry
+        else:
+            self.record = settled.record
+        resources.pause(delay_ms, self.checkpoint, self.rt.sleep)
+        with self._lock:
+            self._last_progress_at = None  # the next attempt's first stage is worth showing
 
     def progress(self, stage: str, message: str | None = None) -> None:
         """A `job.progress` event, at most one per 5 s and 50 per job; the rest is dropped."""
@@ -273,30 +340,111 @@ class Lease:
 
 
 def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
-    """Claim, run and complete one job; or land the outcome a run of it kept. Returns what
-    happened, for logs and tests."""
+    """Claim, run and complete one job; or land the outcome a run of it kept; or, every slot of
+    its resource held, leave it waiting for one. Returns what happened, for logs and tests."""
     owner = owner or uuid.uuid4().hex
     record = rt.store.get_job_item(job_id)
     if record is None:
         return "not-claimed"
+    resource = resources.of_job(rt, record)
     # A run of this job finished and only its completion failed: land that outcome instead.
     landed = land_kept_outcome(rt, record)
     if landed is not None:
+        _give_back(rt, resource, job_id)
         return landed
-    claimed = _claim(rt, record, owner)
-    if claimed is None:
+    if record.is_terminal:
+        # A waiter granted a slot after it ended (cancelled while it waited): pass it on.
+        _give_back(rt, resource, job_id)
         return "not-claimed"
-    with Lease(rt, claimed, owner) as lease:
+    if resource is not None and not resources.take_slot(rt, resource, record):
+        return "waiting"
+    targets = registry.checked_targets(rt.targets())
+    claimed = _claim(rt, record, owner, _max_attempts(targets, record))
+    if claimed is None:
+        _give_back_if_ended(rt, resource, job_id)
+        return "not-claimed"
+    try:
+        with Lease(rt, claimed, owner, resource) as lease:
+            try:
+                outcome = _run_with_retries(rt, targets, lease)
+            except JobInterruptedError:
+                _give_back_if_ended(rt, resource, job_id)
+                return "interrupted"
+            claimed = lease.record
+        answer = complete(rt, claimed, owner, outcome)
+    except Exception:
+        # The run is over (its outcome kept, or to be found by the redelivery): free the slot.
+        _give_back(rt, resource, job_id)
+        raise
+    _give_back(rt, resource, job_id)
+    return answer
+
+
+def _max_attempts(targets: TargetsFile, record: JobRecord) -> int:
+    target = next((target for target in targets.targets if target.id == record.target_id), None)
+    return target.max_attempts if target is not None else DEFAULT_MAX_ATTEMPTS
+
+
+def _run_with_retries(rt: Runtime, targets: TargetsFile, lease: Lease) -> Outcome:
+    """The job's outcome: its run's, or, after a transient failure, its next attempt's (after a
+    backoff, honouring Retry-After), up to the target's max_attempts and never past the
+    deadline. A rate limit or Retry-After backs the job's whole resource off."""
+    max_attempts = _max_attempts(targets, lease.record)
+    while True:
+        outcome = _run_once(targets, lease)
+        if not outcome.retryable:
+            return outcome
+        if lease.resource is not None:
+            resources.back_off(rt, lease.resource, outcome)
+        record = lease.record
+        if record.attempt >= max_attempts:
+            return outcome
+        delay = retry_delay_ms(
+            record.attempt,
+            base_ms=RETRY_BASE_MS,
+            max_ms=RETRY_MAX_MS,
+            retry_after_ms=outcome.retry_after_ms,
+        )
+        if record.deadline_at is not None and rt.clock() + delay >= record.deadline_at:
+            return outcome  # the next attempt could not start before the deadline
+        observability.count("job_retries", dimension=str(outcome.reason))
+        logger.info(
+            "job will run again",
+            extra={"attempt": record.attempt + 1, "reason": str(outcome.reason), "delay_ms": delay},
+        )
         try:
-            outcome = run_job(registry.checked_targets(rt.targets()), claimed, lease)
+            lease.wait_to_retry(delay, outcome)
         except DeadlineReachedError:
-            outcome = Outcome(
-                reason=Reason.EXECUTION_TIMEOUT, message="the job passed its deadline"
-            )
-        except JobInterruptedError:
-            return "interrupted"
-        except Exception:
-            logger.exception("executor failed", extra={"job_id": job_id})
-            outcome = Outcome(reason=Reason.INTERNAL_ERROR, message="internal error")
-        claimed = lease.record
-    return complete(rt, claimed, owner, outcome)
+            return Outcome(reason=Reason.EXECUTION_TIMEOUT, message="the job passed its deadline")
+
+
+def _run_once(targets: TargetsFile, lease: Lease) -> Outcome:
+    """One run's outcome; JobInterruptedError (cancelled, lease lost) propagates."""
+    try:
+        return run_job(targets, lease.record, lease)
+    except DeadlineReachedError:
+        return Outcome(reason=Reason.EXECUTION_TIMEOUT, message="the job passed its deadline")
+    except JobInterruptedError:
+        raise
+    except Exception:
+        logger.exception("executor failed", extra={"job_id": lease.record.job_id})
+        return Outcome(reason=Reason.INTERNAL_ERROR, message="internal error")
+
+
+def _give_back(rt: Runtime, resource: JobResource | None, job_id: str) -> None:
+    """Free the job's slot, if it holds one; a failure leaves it to the sweep."""
+    if resource is None:
+        return
+    try:
+        resources.give_back(rt, resource, job_id)
+    except Exception:
+        logger.warning("could not give a slot back; the sweep will", exc_info=True)
+
+
+def _give_back_if_ended(rt: Runtime, resource: JobResource | None, job_id: str) -> None:
+    """Free the job's slot once it has ended; a job another worker runs keeps it."""
+    if resource is None:
+        return
+    fresh = rt.store.get_job_item(job_id)
+    if fresh is None or fresh.is_terminal:
+        _give_back(rt, resource, job_id)

@@ -18,7 +18,7 @@ from jobstream.lifecycle.log import reconcile
 from jobstream.protocol.errors import EXPIRY_REASONS, Reason
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
-from jobstream.service import endpoints
+from jobstream.service import endpoints, resources
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
@@ -34,6 +34,13 @@ class SweepReport:
     callbacks_unparked: int = 0
     jobs_checked: int = 0
     jobs_redispatched: int = 0
+    # Overdue queued jobs not sent again: the work queue holds at least as many messages.
+    redispatches_held_back: int = 0
+    # Running jobs whose worker stopped (their lease lapsed): sent again as the next attempt.
+    jobs_rerun: int = 0
+    # Shared resources: slots taken back from holders that are gone, waiters sent a slot.
+    slots_reclaimed: int = 0
+    waiters_woken: int = 0
     outcomes_landed: int = 0
     events_repaired: int = 0
     errors: int = 0
@@ -69,10 +76,11 @@ def sweep(
     started = monotonic()
     deadline = started + budget / 1000
     report = SweepReport()
+    waiting = _look_after_resources(rt, report)
     report.budget_exhausted = not (
         _resend_due_callbacks(rt, report, lambda: monotonic() < deadline)
         and _look_after_endpoints(rt, report, lambda: monotonic() < deadline)
-        and _reconcile_open_jobs(rt, report, lambda: monotonic() < deadline)
+        and _reconcile_open_jobs(rt, report, waiting, lambda: monotonic() < deadline)
     )
     observability.duration_ms("sweep_duration_ms", (monotonic() - started) * 1000)
     # An idle sweep runs every minute (every few seconds locally): it says nothing at INFO.
@@ -133,20 +141,74 @@ def _look_after_endpoints(rt: Runtime, report: SweepReport, in_time: Callable[[]
     return True
 
 
-def _reconcile_open_jobs(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
+def _look_after_resources(rt: Runtime, report: SweepReport) -> set[str]:
+    """Shared resources' slots and waiters (service/resources.py); the jobs that wait for a
+    slot or hold a fresh grant: no message of theirs is lost."""
+    found = resources.ResourceReport()
+    try:
+        resources.look_after(rt, found)
+    except Exception:
+        logger.exception("sweep could not look after the shared resources")
+        report.errors += 1
+    report.slots_reclaimed += found.slots_reclaimed
+    report.waiters_woken += found.waiters_woken
+    return found.waiting
+
+
+@dataclass
+class _OpenJobs:
+    """What the pass over open jobs saw, for the re-dispatch decided after it."""
+
+    waiting: set[str]
+    # Queued jobs a while after their dispatch, no worker yet: perhaps their message is lost.
+    overdue: list[JobRecord] = field(default_factory=list)
+    # Running jobs under a live lease: each holds a received message the queue still counts.
+    leased: int = 0
+
+
+def _reconcile_open_jobs(
+    rt: Runtime, report: SweepReport, waiting: set[str], in_time: Callable[[], bool]
+) -> bool:
+    seen = _OpenJobs(waiting)
     for job_id in rt.store.active_jobs():
         if not in_time():
             return False
         try:
-            _check_job(rt, job_id, report)
+            _check_job(rt, job_id, report, seen)
         except Exception:
             # One job's failure must not starve the rest; it is retried next sweep.
             logger.exception("sweep could not reconcile a job", extra={"job_id": job_id})
             report.errors += 1
+    _redispatch_lost(rt, report, seen)
     return True
 
 
-def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
+def _redispatch_lost(rt: Runtime, report: SweepReport, seen: _OpenJobs) -> None:
+    """Send overdue queued jobs again, only when their messages may really be lost: a backlog
+    (workers at their cap) leaves many jobs queued long after their dispatch with their messages
+    waiting in the queue, and sending those again would only multiply them. So the overdue are
+    sent again when the work queue holds fewer messages (running jobs' own apart) than there are
+    of them: some message is missing, and which one the queue cannot tell."""
+    if not seen.overdue:
+        return
+    try:
+        depth = rt.work_queue.depth()
+    except Exception:
+        # Unknown: sending again is safe (a duplicate is harmless), waiting might not be.
+        logger.warning("could not read the work queue's depth", exc_info=True)
+        depth = None
+    if depth is not None and depth - seen.leased >= len(seen.overdue):
+        report.redispatches_held_back += len(seen.overdue)
+        return
+    now = rt.clock()
+    for record in seen.overdue:
+        if rt.store.mark_dispatched(record.job_id, now=now):
+            # A duplicate is harmless: the claim is conditional.
+            dispatch(rt, [JobDispatch(record.job_id, record.tenant)])
+            report.jobs_redispatched += 1
+
+
+def _check_job(rt: Runtime, job_id: str, report: SweepReport, seen: _OpenJobs) -> None:
     record = rt.store.get_job_item(job_id)
     if record is None:
         return
@@ -165,13 +227,39 @@ def _check_job(rt: Runtime, job_id: str, report: SweepReport) -> None:
         if expired is not None:
             report.expired[reason] += 1
         record = rt.store.get_job_item(job_id) or record
-    elif _dispatch_overdue(record, now) and rt.store.mark_dispatched(job_id, now=now):
-        # Still waiting for a worker a while after its dispatch: send it again (a duplicate
-        # is harmless, the claim is conditional).
-        dispatch(rt, [JobDispatch(job_id, record.tenant)])
-        report.jobs_redispatched += 1
+    else:
+        _look_after_run(rt, record, now, report, seen)
     before = record.event_count
     report.events_repaired += reconcile(rt, record).event_count - before
+
+
+def _look_after_run(
+    rt: Runtime, record: JobRecord, now: int, report: SweepReport, seen: _OpenJobs
+) -> None:
+    """An open job without a verdict: overdue for a worker, running, or run again."""
+    if _dispatch_overdue(record, now) and record.job_id not in seen.waiting:
+        seen.overdue.append(record)
+    elif record.status is JobStatus.RUNNING:
+        if record.lease_active(now):
+            seen.leased += 1
+        elif _rerun(rt, record, now):
+            report.jobs_rerun += 1
+
+
+def _rerun(rt: Runtime, record: JobRecord, now: int) -> bool:
+    """A running job whose worker stopped (its lease lapsed, no outcome kept) runs again as its
+    next attempt: its slot is given back at once (the next run takes one like any job) and a
+    message sent, once per lapse (a duplicate is harmless: the take-over is conditional)."""
+    lapsed = record.lease_expires_at
+    if lapsed is None or not rt.store.mark_rerun_dispatched(
+        record.job_id, lapsed_lease=lapsed, now=now
+    ):
+        return False
+    resource = resources.of_job(rt, record)
+    if resource is not None:
+        resources.give_back(rt, resource, record.job_id)
+    dispatch(rt, [JobDispatch(record.job_id, record.tenant)])
+    return True
 
 
 def _dispatch_overdue(record: JobRecord, now: int) -> bool:

@@ -50,6 +50,7 @@ from jobstream.store.records import (
     record_to_item,
     with_parts,
 )
+from jobstream.store.resources import ResourceStore
 from jobstream.store.sweep_index import sweep_entries
 
 if TYPE_CHECKING:
@@ -96,6 +97,9 @@ class JobStore(TableStore):
 
     def endpoints(self) -> EndpointStore:
         return EndpointStore(self.table_name, self.client_factory)
+
+    def resources(self) -> ResourceStore:
+        return ResourceStore(self.table_name, self.client_factory)
 
     def feed(self) -> FeedStore:
         return FeedStore(self.table_name, self.client_factory)
@@ -415,6 +419,54 @@ class JobStore(TableStore):
                 ConditionExpression="#status = :queued",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues=to_item({":now": now, ":queued": JobStatus.QUEUED.value}),
+            )
+        )
+
+    def mark_rerun_dispatched(self, job_id: str, *, lapsed_lease: int, now: int) -> bool:
+        """Note the dispatch of a running job's next attempt after its lease lapsed at
+        `lapsed_lease`; False when the job moved on or that lapse was dispatched already."""
+        return _applied(
+            lambda: self.client.update_item(
+                TableName=self.table_name,
+                Key=job_key(job_id),
+                UpdateExpression="SET dispatched_at = :now",
+                # Once per lapse, and only while the job is still running on that lapsed lease:
+                # a sweep every minute must not send the same re-run again and again.
+                ConditionExpression=(
+                    "#status = :running AND lease_expires_at = :lease"
+                    " AND (attribute_not_exists(dispatched_at) OR dispatched_at < :lease)"
+                ),
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=to_item(
+                    {":now": now, ":running": JobStatus.RUNNING.value, ":lease": lapsed_lease}
+                ),
+            )
+        )
+
+    def note_waiting(self, job_id: str, *, stage: str, message: str, now: int) -> bool:
+        """Show a queued job waiting (for a slot of a shared resource): its progress says so;
+        False when it no longer waits or already shows it."""
+        return _applied(
+            lambda: self.client.update_item(
+                TableName=self.table_name,
+                Key=job_key(job_id),
+                UpdateExpression=(
+                    "SET progress_stage = :stage, progress_message = :message, updated_at = :now"
+                ),
+                # Once per wait, while queued; `updated_at` never goes back.
+                ConditionExpression=(
+                    "#status = :queued AND updated_at <= :now"
+                    " AND (attribute_not_exists(progress_stage) OR progress_stage <> :stage)"
+                ),
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=to_item(
+                    {
+                        ":stage": stage,
+                        ":message": message,
+                        ":now": now,
+                        ":queued": JobStatus.QUEUED.value,
+                    }
+                ),
             )
         )
 

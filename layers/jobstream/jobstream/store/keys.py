@@ -7,6 +7,8 @@
     endpoint       PK=ENDPOINT#<tenant>  SK=ORIGIN#<origin>  (a callback endpoint's health)
     feed cursor    PK=FEED#<tenant> SK=CURSOR#<consumer>  (a named cursor of the tenant's feed)
     quota counter  PK=QUOTA#<tenant>  SK=#QUOTA  (a tenant with quotas: store/quotas.py)
+    resource       PK=RESOURCE#<name>  SK=#RESOURCE  (a shared resource's slots, pace, back-off)
+    slot waiter    PK=RESOURCE#<name>  SK=WAIT#<created_at:013>#<job_id>  (store/resources.py)
 
 `#ACK` < `#JOB` < `#RESULT` < `EVT#...`: one query of `#ACK`..`#RESULT` reads the cursor, the job
 and its result together.
@@ -40,6 +42,8 @@ ACK_SK: Final = "#ACK"
 JOB_SK: Final = "#JOB"
 RESULT_SK: Final = "#RESULT"
 QUOTA_SK: Final = "#QUOTA"
+RESOURCE_SK: Final = "#RESOURCE"
+WAITER_PREFIX: Final = "WAIT#"
 EVENT_PREFIX: Final = "EVT#"
 SEQUENCE_WIDTH: Final = 10
 TIME_WIDTH: Final = 13
@@ -233,3 +237,13 @@ def feed_sk(stamp: int, job_id: str, sequence: int) -> str:
 
 def feed_cursor_key(tenant: str, consumer: str) -> tuple[str, str]:
     return f"FEED#{check_tenant_name(tenant)}", f"CURSOR#{consumer}"
+
+
+def resource_pk(name: str) -> str:
+    # A resource's name is checked where it is configured (config/targets.py: no '#').
+    return f"RESOURCE#{name}"
+
+
+def waiter_sk(created_at: int, job_id: str) -> str:
+    """A slot waiter's place: the oldest job first, wherever and however often it waited."""
+    return f"{WAITER_PREFIX}{created_at:0{TIME_WIDTH}d}#{job_id}"

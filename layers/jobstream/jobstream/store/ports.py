@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         IntentRef,
     )
     from jobstream.store.listing import JobListing
+    from jobstream.store.resources import ResourceState, Waiter
 
 __all__ = [
     "HANDOFF_GRACE_MS",
@@ -303,6 +304,28 @@ class EndpointStorePort(Protocol):
     def held(self, *, now: int) -> Iterator[Endpoint]: ...
 
 
+class ResourceStorePort(Protocol):
+    """Shared resources (store/resources.py): slots, the request pace, the back-off, waiters."""
+
+    def state(self, name: str, *, consistent: bool = True) -> ResourceState: ...
+
+    def acquire(self, name: str, job_id: str, *, max_concurrent: int, now: int) -> bool: ...
+
+    def release(self, name: str, job_id: str) -> int | None: ...
+
+    def reserve_request(self, name: str, *, interval_ms: int | None, now: int) -> int: ...
+
+    def back_off(self, name: str, *, until: int, reason: str) -> bool: ...
+
+    def add_waiter(self, waiter: Waiter) -> None: ...
+
+    def remove_waiter(self, waiter: Waiter) -> bool: ...
+
+    def waiters(self, name: str, *, limit: int) -> list[Waiter]: ...
+
+    def waiting_jobs(self, name: str) -> list[str]: ...
+
+
 class JobStorePort(Protocol):
     """Jobs, their event streams, ack cursors and results."""
 
@@ -317,6 +340,9 @@ class JobStorePort(Protocol):
 
     def feed(self) -> FeedStorePort:
         """The tenants' feeds of this store's events (the same table)."""
+
+    def resources(self) -> ResourceStorePort:
+        """Shared resources' slots, pace and back-off, and their waiters (the same table)."""
 
     def is_feed_position(self, value: str) -> bool:
         """Whether `value` is shaped like a position the feed writes."""
@@ -364,5 +390,9 @@ class JobStorePort(Protocol):
     def take_over(self, job_id: str, change: StateChange) -> bool: ...
 
     def mark_dispatched(self, job_id: str, *, now: int) -> bool: ...
+
+    def mark_rerun_dispatched(self, job_id: str, *, lapsed_lease: int, now: int) -> bool: ...
+
+    def note_waiting(self, job_id: str, *, stage: str, message: str, now: int) -> bool: ...
 
     def advance_ack(self, record: JobRecord, sequence: int, *, expires_at: int) -> bool: ...

@@ -9,8 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from jobstream.jobtypes import JobRun, JobType, Outcome, ParsedParams, ResultSummary
+from jobstream.jobtypes import JobRun, JobType, Outcome, ParsedParams, ResultSummary, Target
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS, parse_params
+from jobstream.jobtypes.sources.resources import SOURCE_RESOURCES, source_resource
 from jobstream.jobtypes.sources.settings import SourceSettings
 
 
@@ -24,8 +25,12 @@ class AssetFetch(JobType):
     empty_result = MappingProxyType({"assets": []})
     # It reads the source of a target: only the source settings every such type shares.
     settings_model = SourceSettings
+    builtin_resources = SOURCE_RESOURCES
     features = ("events", "progress", "cancel", "idempotency", "target_selector")
     limits = MappingProxyType({"max_assets": MAX_ASSETS})
+
+    def default_resource(self, target: Target) -> str | None:
+        return source_resource(target)
 
     def parse_params(self, params: Any) -> ParsedParams:
         return parse_params(params)

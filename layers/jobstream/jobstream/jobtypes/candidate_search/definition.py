@@ -27,6 +27,7 @@ from jobstream.jobtypes.candidate_search.params import (
 )
 from jobstream.jobtypes.candidate_search.settings import CandidateSearchSettings, search_settings
 from jobstream.jobtypes.candidate_search.targets import admit_target
+from jobstream.jobtypes.sources.resources import SOURCE_RESOURCES, source_resource
 from jobstream.protocol.documents import FEATURES
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class CandidateSearch(JobType):
     stages = ("searching", "ranking")
     empty_result = MappingProxyType({"candidates": [], "scanned": 0})
     settings_model = CandidateSearchSettings
+    builtin_resources = SOURCE_RESOURCES
     # Every feature the protocol names: exclusions, tag expansion and the target selector too.
     features = FEATURES
     limits = MappingProxyType(
@@ -67,6 +69,9 @@ class CandidateSearch(JobType):
             "max_scan_limit": MAX_SCAN_LIMIT,
         }
     )
+
+    def default_resource(self, target: Target) -> str | None:
+        return source_resource(target)
 
     def parse_params(self, params: Any) -> ParsedParams:
         return parse_params(params)

@@ -1,0 +1,216 @@
+"""Shared resources: slots for jobs, a pace and a back-off for their source requests.
+
+A job on a target with a resource (config/targets.py) runs only while it holds one of the
+resource's `max_concurrent` slots (store/resources.py). A job that finds every slot held waits in
+the resource's queue, still `queued`: its message is done with, no worker holds an invocation
+for it, and the release of a slot grants the slot to the oldest waiter and sends it its message.
+A slot whose holder is gone (its job ended, its worker died, a grant nobody took up) is taken back
+by the sweep (`look_after`), which also wakes waiters a lost message left behind.
+
+Source requests wait for their turn (`wait_turn`): never before the resource's back-off, and,
+with `per_minute`, one every 60,000 / per_minute ms across all workers. A rate limit (429) or a
+Retry-After backs the whole resource off (`back_off`), for every job using it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from jobstream import observability
+from jobstream.config.targets import ResourceLimits
+from jobstream.domain import JobRecord, JobStatus
+from jobstream.jobtypes import registry
+from jobstream.jobtypes.base import Outcome
+from jobstream.protocol.errors import Reason
+from jobstream.queue import JobDispatch
+from jobstream.runtime import Runtime
+from jobstream.service.handoff import dispatch
+from jobstream.store.resources import Waiter
+
+logger = logging.getLogger(__name__)
+
+SLOT_WAIT_STAGE: Final = "slot_wait"
+# A waiter granted a slot has this long to claim its job; a grant older than that which no run
+# took up (its message lost, its job ended) is taken back by the sweep.
+GRANT_TIMEOUT_MS: Final = 120_000
+# A rate limit that names no Retry-After keeps the resource backed off this long.
+DEFAULT_BACKOFF_MS: Final = 30_000
+# Waits for a turn are slept in slices, each after a checkpoint (cancel, lease, deadline).
+WAIT_SLICE_MS: Final = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class JobResource:
+    """The shared resource a job runs against, with its limits as configured now."""
+
+    name: str
+    limits: ResourceLimits
+
+
+def of_job(rt: Runtime, record: JobRecord) -> JobResource | None:
+    """The resource `record`'s target runs against; None for a job that runs unlimited."""
+    found = registry.resource_of(
+        registry.checked_targets(rt.targets()), record.job_type, record.target_id
+    )
+    return JobResource(*found) if found is not None else None
+
+
+def take_slot(rt: Runtime, resource: JobResource, record: JobRecord) -> bool:
+    """True once the job holds one of the resource's slots (or already did). False when every
+    slot is held: the job waits in the resource's queue, and a release sends it again."""
+    store = rt.store.resources()
+    now = rt.clock()
+    if _acquire(rt, resource, record.job_id, now):
+        return True
+    waiter = Waiter(resource.name, record.job_id, record.tenant, record.created_at, since=now)
+    store.add_waiter(waiter)
+    # A slot given back between the refusal and the waiter's write woke nobody: look again.
+    if _acquire(rt, resource, record.job_id, now):
+        store.remove_waiter(waiter)
+        return True
+    observability.count("resource_waits", dimension=resource.name)
+    limit = resource.limits.max_concurrent
+    rt.store.note_waiting(
+        record.job_id,
+        stage=SLOT_WAIT_STAGE,
+        message=f"waiting for a slot of {resource.name} ({limit} at a time)",
+        now=max(now, record.updated_at),
+    )
+    return False
+
+
+def _acquire(rt: Runtime, resource: JobResource, job_id: str, now: int) -> bool:
+    return rt.store.resources().acquire(
+        resource.name, job_id, max_concurrent=resource.limits.max_concurrent, now=now
+    )
+
+
+def give_back(rt: Runtime, resource: JobResource, job_id: str) -> bool:
+    """Release the job's slot, if it holds one, and hand it to the oldest waiter."""
+    left = rt.store.resources().release(resource.name, job_id)
+    if left is None:
+        return False
+    observability.count("resource_slots_in_use", left, dimension=resource.name)
+    wake(rt, resource, free=resource.limits.max_concurrent - left)
+    return True
+
+
+def wake(rt: Runtime, resource: JobResource, *, free: int) -> int:
+    """Grant up to `free` slots to the oldest waiters and send each its message; how many."""
+    if free <= 0:
+        return 0
+    store = rt.store.resources()
+    woken = 0
+    for waiter in store.waiters(resource.name, limit=free):
+        # Granted first, sent next, unqueued last: a crash in between leaves the waiter
+        # queued and granted, and the next waker (a release, the sweep) sends it again.
+        if not _acquire(rt, resource, waiter.job_id, rt.clock()):
+            break  # a new job took the slot first; the next release wakes this waiter
+        dispatch(rt, [JobDispatch(waiter.job_id, waiter.tenant)])
+        store.remove_waiter(waiter)
+        woken += 1
+    return woken
+
+
+def wait_turn(
+    rt: Runtime,
+    resource: JobResource,
+    checkpoint: Callable[[], None],
+    *,
+    on_wait: Callable[[str], None] | None = None,
+) -> None:
+    """Return when the job may start its next source request: not before the resource's
+    back-off, and in its place in the resource's pace. `checkpoint()` is called while waiting
+    (a cancel, a lost lease or the deadline ends the wait); `on_wait` is told a long wait."""
+    start = rt.store.resources().reserve_request(
+        resource.name, interval_ms=resource.limits.request_interval_ms, now=rt.clock()
+    )
+    wait_ms = start - rt.clock()
+    if on_wait is not None and wait_ms > WAIT_SLICE_MS:
+        on_wait(f"waiting {wait_ms / 1000:.1f} s for {resource.name}'s rate limit")
+    pause(wait_ms, checkpoint, rt.sleep)
+
+
+def pause(wait_ms: int, checkpoint: Callable[[], None], sleep: Callable[[float], None]) -> None:
+    """Sleep `wait_ms` in slices, each after a checkpoint, then check once more. Counted in
+    slices, not against the clock: a clock that stands still (a test's) never hangs a wait."""
+    slices = max(0, math.ceil(wait_ms / WAIT_SLICE_MS))
+    for index in range(slices):
+        checkpoint()
+        sleep(min(WAIT_SLICE_MS, wait_ms - index * WAIT_SLICE_MS) / 1000)
+    checkpoint()
+
+
+def back_off(rt: Runtime, resource: JobResource, outcome: Outcome) -> int | None:
+    """After a rate limit or a Retry-After, no request on the resource starts before the time
+    returned, for every job using it; None when the outcome asks for no back-off."""
+    limited = outcome.reason is Reason.RATE_LIMITED
+    if not limited and outcome.retry_after_ms is None:
+        return None
+    if limited:
+        observability.count("resource_rate_limited", dimension=resource.name)
+    wait = outcome.retry_after_ms if outcome.retry_after_ms is not None else DEFAULT_BACKOFF_MS
+    until = rt.clock() + wait
+    reason = "rate limited" if limited else "Retry-After"
+    if rt.store.resources().back_off(resource.name, until=until, reason=reason):
+        observability.count("resource_backoffs", dimension=resource.name)
+        logger.warning(
+            "resource backed off",
+            extra={"resource": resource.name, "until": until, "why": reason},
+        )
+    return until
+
+
+@dataclass
+class ResourceReport:
+    """What the sweep did for the shared resources, and what the job pass must know."""
+
+    slots_reclaimed: int = 0
+    waiters_woken: int = 0
+    # Jobs that wait for a slot (their message is done with: not lost) or hold a fresh grant.
+    waiting: set[str] = field(default_factory=set)
+
+
+def look_after(rt: Runtime, report: ResourceReport) -> None:
+    """For every resource: take back slots whose holders are gone, then wake waiters."""
+    for name, limits in registry.resources(registry.checked_targets(rt.targets())).items():
+        try:
+            _look_after_one(rt, JobResource(name, limits), report)
+        except Exception:
+            # One resource's failure must not starve the rest; it is looked at next sweep.
+            logger.exception("sweep could not look after a resource", extra={"resource": name})
+
+
+def _look_after_one(rt: Runtime, resource: JobResource, report: ResourceReport) -> None:
+    store = rt.store.resources()
+    state = store.state(resource.name)
+    now = rt.clock()
+    held = 0
+    for job_id, since in state.holders.items():
+        if _holder_gone(rt.store.get_job_item(job_id), since, now):
+            if store.release(resource.name, job_id) is not None:
+                report.slots_reclaimed += 1
+                observability.count("resource_slots_reclaimed", dimension=resource.name)
+                logger.warning(
+                    "reclaimed a slot whose holder is gone",
+                    extra={"resource": resource.name, "job_id": job_id},
+                )
+            continue
+        held += 1
+        report.waiting.add(job_id)
+    report.waiters_woken += wake(rt, resource, free=resource.limits.max_concurrent - held)
+    report.waiting.update(store.waiting_jobs(resource.name))
+
+
+def _holder_gone(record: JobRecord | None, since: int, now: int) -> bool:
+    """A slot is its holder's while its job runs under a live lease, or waits for a worker
+    after a grant not older than GRANT_TIMEOUT_MS."""
+    if record is None or record.is_terminal:
+        return True
+    if record.status is JobStatus.RUNNING:
+        return not record.lease_active(now)
+    return now - since >= GRANT_TIMEOUT_MS

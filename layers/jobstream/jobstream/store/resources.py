@@ -1,0 +1,292 @@
+"""Shared resources: who holds a slot, when the next source request may start, and who waits.
+
+    resource   PK=RESOURCE#<name>  SK=#RESOURCE
+               holders           map job_id -> when its slot was taken (ms)
+               next_request_at   the pace: the earliest start of the next source request
+               retry_not_before  the back-off: no source request starts before it
+               backoff_reason    what set the back-off (a 429, a Retry-After)
+    waiter     PK=RESOURCE#<name>  SK=WAIT#<created_at:013>#<job_id>  job_id, tenant, since
+
+A slot is one entry of `holders`, taken by one conditional update (a free place, or the job's
+own entry: a duplicate message of a job that holds its slot finds it held) and given back by
+one removal; however many workers race, `holders` never has more entries than the limit they
+write under. No write here is part of a transaction: a hot resource meets no
+TransactionConflict, only DynamoDB's serialization of single-item writes; a condition that
+fails is an answer, not an error. service/resources.py decides; this module writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+
+from jobstream.store import keys
+from jobstream.store.client import TableStore, error_code
+from jobstream.store.codec import from_item, to_item
+
+HOLDERS: Final = "holders"
+# How many times a pace reservation is tried again after another worker moved the pace first.
+PACE_TRIES: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceState:
+    """A resource as the table holds it (nothing written yet: free, unpaced, not backed off)."""
+
+    name: str
+    holders: Mapping[str, int] = field(default_factory=dict)
+    next_request_at: int = 0
+    retry_not_before: int = 0
+    backoff_reason: str | None = None
+    exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Waiter:
+    """A queued job waiting for one of the resource's slots."""
+
+    resource: str
+    job_id: str
+    tenant: str
+    created_at: int
+    since: int
+
+    @property
+    def sort_key(self) -> str:
+        return keys.waiter_sk(self.created_at, self.job_id)
+
+
+def _state(name: str, item: Mapping[str, Any] | None) -> ResourceState:
+    if not item:
+        return ResourceState(name)
+    values = from_item(item)
+    holders = values.get(HOLDERS) or {}
+    return ResourceState(
+        name,
+        holders={job_id: int(at) for job_id, at in holders.items()},
+        next_request_at=int(values.get("next_request_at", 0)),
+        retry_not_before=int(values.get("retry_not_before", 0)),
+        backoff_reason=values.get("backoff_reason"),
+        exists=True,
+    )
+
+
+def _condition_failed(error: ClientError) -> bool:
+    return error_code(error) == "ConditionalCheckFailedException"
+
+
+class ResourceStore(TableStore):
+    def _key(self, name: str) -> dict[str, Any]:
+        return to_item({keys.PK: keys.resource_pk(name), keys.SK: keys.RESOURCE_SK})
+
+    def state(self, name: str, *, consistent: bool = True) -> ResourceState:
+        response = self.client.get_item(
+            TableName=self.table_name,
+            Key=self._key(name),
+            ConsistentRead=consistent,
+            ReturnConsumedCapacity="TOTAL",
+        )
+        return _state(name, response.get("Item"))
+
+    def acquire(self, name: str, job_id: str, *, max_concurrent: int, now: int) -> bool:
+        """Take a slot for `job_id` (or find the one it holds); False when all are taken."""
+        for _ in range(2):
+            try:
+                self.client.update_item(
+                    TableName=self.table_name,
+                    Key=self._key(name),
+                    UpdateExpression="SET #holders.#job = if_not_exists(#holders.#job, :now)",
+                    # Never more holders than the limit; the job's own slot is already counted.
+                    ConditionExpression=(
+                        "attribute_exists(#holders.#job)"
+                        " OR (attribute_exists(#holders) AND size(#holders) < :max)"
+                    ),
+                    ExpressionAttributeNames={"#holders": HOLDERS, "#job": job_id},
+                    ExpressionAttributeValues=to_item({":now": now, ":max": max_concurrent}),
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    ReturnConsumedCapacity="TOTAL",
+                )
+            except ClientError as error:
+                if not _condition_failed(error):
+                    raise
+                old: Any = dict(error.response).get("Item")
+                if isinstance(old, dict) and HOLDERS in old:
+                    return False  # every slot is held
+                self._create(name)
+                continue
+            return True
+        return False
+
+    def _create(self, name: str) -> None:
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=self._key(name),
+                UpdateExpression="SET #holders = :none",
+                # Created once: a second creator must not wipe the slots the first gave out.
+                ConditionExpression="attribute_not_exists(#holders)",
+                ExpressionAttributeNames={"#holders": HOLDERS},
+                ExpressionAttributeValues=to_item({":none": {}}),
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+
+    def release(self, name: str, job_id: str) -> int | None:
+        """Give back `job_id`'s slot: the holders left, or None when it held none (given back
+        already, reclaimed by the sweep, or never taken)."""
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key=self._key(name),
+                UpdateExpression="REMOVE #holders.#job",
+                # Once: only the release that removes the entry wakes a waiter for it.
+                ConditionExpression="attribute_exists(#holders.#job)",
+                ExpressionAttributeNames={"#holders": HOLDERS, "#job": job_id},
+                ReturnValues="ALL_NEW",
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return None
+            raise
+        return len(_state(name, response.get("Attributes")).holders)
+
+    def reserve_request(self, name: str, *, interval_ms: int | None, now: int) -> int:
+        """When the next source request on the resource may start (not before its back-off),
+        reserved for the caller when the resource is paced: the pace moves on by one interval
+        from that moment, so requests of all workers start at least `interval_ms` apart."""
+        if interval_ms is None:
+            # Unpaced: only the back-off counts, and a read a moment stale is as good.
+            return max(now, self.state(name, consistent=False).retry_not_before)
+        state = ResourceState(name)
+        for _ in range(PACE_TRIES):
+            state = self.state(name)
+            start = max(now, state.retry_not_before, state.next_request_at)
+            try:
+                self.client.update_item(
+                    TableName=self.table_name,
+                    Key=self._key(name),
+                    UpdateExpression="SET next_request_at = :next",
+                    # Compare-and-set: another worker's reservation since the read moves ours.
+                    ConditionExpression=(
+                        "attribute_not_exists(next_request_at) OR next_request_at = :read"
+                        if state.next_request_at == 0
+                        else "next_request_at = :read"
+                    ),
+                    ExpressionAttributeValues=to_item(
+                        {":next": start + interval_ms, ":read": state.next_request_at}
+                    ),
+                    ReturnConsumedCapacity="TOTAL",
+                )
+            except ClientError as error:
+                if _condition_failed(error):
+                    continue
+                raise
+            return start
+        # Twenty workers moved the pace between our read and write: the resource is very busy;
+        # one interval per try lost is a safe estimate of our place.
+        return max(now, state.next_request_at) + PACE_TRIES * interval_ms
+
+    def back_off(self, name: str, *, until: int, reason: str) -> bool:
+        """No request on the resource starts before `until`; False when a later back-off holds."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=self._key(name),
+                UpdateExpression="SET retry_not_before = :until, backoff_reason = :reason",
+                # A back-off only lengthens: an earlier answer's shorter Retry-After never cuts
+                # a later, longer one short.
+                ConditionExpression=(
+                    "attribute_not_exists(retry_not_before) OR retry_not_before < :until"
+                ),
+                ExpressionAttributeValues=to_item({":until": until, ":reason": reason}),
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
+
+    def add_waiter(self, waiter: Waiter) -> None:
+        """Queue `waiter` for a slot (again: the same key, so a job waits in one place)."""
+        self.client.put_item(
+            TableName=self.table_name,
+            Item=to_item(
+                {
+                    keys.PK: keys.resource_pk(waiter.resource),
+                    keys.SK: waiter.sort_key,
+                    "job_id": waiter.job_id,
+                    "tenant": waiter.tenant,
+                    "created_at": waiter.created_at,
+                    "since": waiter.since,
+                }
+            ),
+            ReturnConsumedCapacity="TOTAL",
+        )
+
+    def remove_waiter(self, waiter: Waiter) -> bool:
+        """True when this call removed it: only the one that did sends the job its message."""
+        try:
+            self.client.delete_item(
+                TableName=self.table_name,
+                Key=to_item({keys.PK: keys.resource_pk(waiter.resource), keys.SK: waiter.sort_key}),
+                # Once: two wakers (a release and the sweep) never both send the job.
+                ConditionExpression="attribute_exists(pk)",
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
+
+    def waiters(self, name: str, *, limit: int) -> list[Waiter]:
+        """The oldest jobs waiting for a slot of `name`, oldest first."""
+        response = self.client.query(
+            TableName=self.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues=to_item(
+                {":pk": keys.resource_pk(name), ":prefix": keys.WAITER_PREFIX}
+            ),
+            ConsistentRead=True,
+            Limit=limit,
+            ReturnConsumedCapacity="TOTAL",
+        )
+        found = []
+        for item in response.get("Items", []):
+            values = from_item(item)
+            found.append(
+                Waiter(
+                    name,
+                    values["job_id"],
+                    values["tenant"],
+                    int(values["created_at"]),
+                    int(values["since"]),
+                )
+            )
+        return found
+
+    def waiting_jobs(self, name: str) -> list[str]:
+        """Every job waiting for a slot of `name`, oldest first (the sweep, the operator)."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": to_item(
+                {":pk": keys.resource_pk(name), ":prefix": keys.WAITER_PREFIX}
+            ),
+            "ProjectionExpression": "job_id",
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        found: list[str] = []
+        while True:
+            response = self.client.query(**request)
+            found.extend(from_item(item)["job_id"] for item in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return found
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
