@@ -6,8 +6,8 @@ Consumer: `jobs list|show`, `events JOB_ID [--follow]`, `feed [--consumer NAME] 
 tenant's event feed), `callbacks JOB_ID` (how its callbacks were delivered), `dead-callbacks`
 and `redrive [--job J | --since MS]` (one's own dead letters), `submit`, `cancel`, `ack`,
 `smoke` (one job end to end through any deployment), `conformance` (the protocol conformance
-kit). Operator: `dlq list|redrive` (also `dead-letters`), `sweep`, `tenants …` (the consumer
-registry).
+kit). Operator: `dlq list|redrive` (also `dead-letters`), `sweep`, `resources` (shared resources'
+slots, waiters, pace and back-off), `tenants …` (the consumer registry).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from jobstream_cli.commands import (
     jobs,
     operator,
     redrive,
+    resources,
     smoke,
     submit,
     tenants,
@@ -107,6 +108,7 @@ app.command("smoke")(smoke.smoke)
 app.add_typer(operator.dlq_app, name="dlq")
 app.add_typer(operator.dlq_app, name="dead-letters", help="Alias of `dlq`.", hidden=False)
 app.command("sweep")(operator.sweep)
+app.command("resources")(resources.resources)
 app.command("conformance")(conformance)
 app.add_typer(tenants.app, name="tenants")
 

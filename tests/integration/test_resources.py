@@ -454,3 +454,34 @@ def test_the_sweep_never_sends_a_job_waiting_for_a_slot(
     report = sweep(srt)
     assert (report.jobs_redispatched, report.redispatches_held_back) == (0, 0)
     assert queue.sent == []
+
+
+# -- the operator's view --------------------------------------------------------------------------
+
+
+def test_jobstream_resources_shows_slots_waiters_pace_and_back_off(
+    srt: Runtime, scripted: Script, targets_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobstream import runtime as runtime_module
+    from tests.integration.test_cli import run
+
+    write_targets(targets_path, max_concurrent=1, per_minute=30)
+    monkeypatch.setattr(runtime_module, "runtime", lambda: srt)
+    holder, waiter = submit(srt, "holder"), submit(srt, "waiter")
+    assert resources.take_slot(srt, resource(srt), record(srt, holder))
+    assert execution.execute(srt, waiter) == "waiting"
+    resources.back_off(srt, resource(srt), Outcome(reason=Reason.RATE_LIMITED))
+    shown = run("resources", output="json")
+    assert shown.exit_code == 0, shown.output
+    rows = {row["resource"]: row for row in json.loads(shown.stdout)}
+    # The built-in pixiv resource is listed too, one job at a time.
+    assert rows["pixiv"]["max_concurrent"] == 1
+    row = rows[RESOURCE]
+    assert (row["max_concurrent"], row["per_minute"], row["slots_in_use"]) == (1, 30, 1)
+    assert (row["holders"], row["waiting"]) == ([holder], 1)
+    assert row["backed_off_ms"] == resources.DEFAULT_BACKOFF_MS
+    assert row["backoff_reason"] == "rate limited"
+    table = run("resources")
+    assert table.exit_code == 0, table.output
+    assert RESOURCE in table.stdout
+    assert f"held by {holder}" in table.stdout

@@ -613,3 +613,69 @@ def test_a_valid_targets_file_is_loaded(tmp_path: Path) -> None:
     )
     settings = load_settings(env(JOBSTREAM_TARGETS=str(path)))
     assert settings.targets_path == path
+
+
+# -- shared resources -------------------------------------------------------------------------
+
+
+def pixiv_target(target_id: str = "p1", **more: Any) -> dict[str, Any]:
+    return {**target(target_id), "source": "pixiv", **more}
+
+
+def test_a_pixiv_target_runs_against_the_builtin_pixiv_resource_one_job_at_a_time() -> None:
+    file = registry.check_targets(targets_file(pixiv_target(), target("catalog-1")))
+    name, limits = registry.resource_of(file, CANDIDATE_SEARCH, "p1") or ("", None)
+    assert name == "pixiv"
+    assert limits is not None
+    assert (limits.max_concurrent, limits.per_minute) == (1, None)
+    # A catalog target has no limit unless it names one.
+    assert registry.resource_of(file, CANDIDATE_SEARCH, "catalog-1") is None
+    assert registry.resource_of(file, "asset_fetch", "p1") == (name, limits)
+
+
+def test_the_file_defines_resources_and_may_redefine_the_builtin_one() -> None:
+    file = TargetsFile.model_validate(
+        {
+            "resources": {
+                "pixiv": {"max_concurrent": 2, "per_minute": 90},
+                "mirror": {"max_concurrent": 4},
+            },
+            "targets": [pixiv_target(), {**target("c1"), "resource": "mirror"}],
+        }
+    )
+    registry.check_targets(file)
+    pixiv = registry.resource_of(file, CANDIDATE_SEARCH, "p1")
+    assert pixiv is not None
+    assert (pixiv[1].max_concurrent, pixiv[1].request_interval_ms) == (2, 667)
+    mirror = registry.resource_of(file, CANDIDATE_SEARCH, "c1")
+    assert mirror is not None
+    assert (mirror[0], mirror[1].max_concurrent) == ("mirror", 4)
+
+
+def test_a_target_naming_an_undefined_resource_is_refused_with_its_name() -> None:
+    file = targets_file({**target("c1"), "resource": "nowhere"})
+    with pytest.raises(ValueError, match=r"target 'c1' names resource 'nowhere'"):
+        registry.check_targets(file)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"resources": {"a": {"max_concurrent": 0}}, "targets": []},
+        {"resources": {"a": {"max_concurrent": 501}}, "targets": []},
+        {"resources": {"a": {"max_concurrent": 1, "per_minute": 0}}, "targets": []},
+        {"resources": {"a": {"max_concurrent": 1, "burst": 3}}, "targets": []},
+        {"resources": {"a#b": {"max_concurrent": 1}}, "targets": []},
+        {"resources": {"a": {"max_concurrent": "2"}}, "targets": []},
+        {"targets": [{**target("c1"), "resource": ""}]},
+        {"targets": [{**target("c1"), "max_attempts": 0}]},
+        {"targets": [{**target("c1"), "max_attempts": 11}]},
+    ],
+)
+def test_invalid_resources_and_attempts_are_refused(document: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        TargetsFile.model_validate(document)
+
+
+def test_max_attempts_defaults_to_three() -> None:
+    assert targets_file(target("c1")).targets[0].max_attempts == 3

@@ -165,6 +165,30 @@ def back_off(rt: Runtime, resource: JobResource, outcome: Outcome) -> int | None
     return until
 
 
+def report(rt: Runtime) -> list[dict[str, object]]:
+    """Every resource as it is now, for the operator: its limits, its slots and their holders,
+    its waiters, its pace and its back-off."""
+    rows: list[dict[str, object]] = []
+    now = rt.clock()
+    store = rt.store.resources()
+    for name, limits in sorted(registry.resources(registry.checked_targets(rt.targets())).items()):
+        state = store.state(name)
+        rows.append(
+            {
+                "resource": name,
+                "max_concurrent": limits.max_concurrent,
+                "per_minute": limits.per_minute,
+                "slots_in_use": len(state.holders),
+                "holders": sorted(state.holders),
+                "waiting": len(store.waiting_jobs(name)),
+                "backed_off_ms": max(0, state.retry_not_before - now),
+                "backoff_reason": state.backoff_reason if state.retry_not_before > now else None,
+                "next_request_in_ms": max(0, state.next_request_at - now),
+            }
+        )
+    return rows
+
+
 @dataclass
 class ResourceReport:
     """What the sweep did for the shared resources, and what the job pass must know."""
