@@ -126,7 +126,12 @@ def rt(
         targets_path=targets_path,
     )
     runtime = Runtime(
-        settings=settings, store=JobStore(table_name), clock=clock, resolver=public_resolver
+        settings=settings,
+        store=JobStore(table_name),
+        clock=clock,
+        resolver=public_resolver,
+        # A run's waits (a retry's backoff, a resource's turn) move the test's clock instead.
+        sleep=lambda seconds: clock.advance(round(seconds * 1000)),
     )
     # The real handlers build their runtime from the environment; hand them this one.
     monkeypatch.setattr(runtime_module, "runtime", lambda: runtime)

@@ -427,7 +427,10 @@ def test_the_sweep_sends_again_only_messages_that_are_lost(
     srt: Runtime, scripted: Script, clock: Clock, queue: WorkQueue, targets_path: Path
 ) -> None:
     write_targets(targets_path, max_concurrent=100)
-    job_ids = [submit(srt, f"backlog-{n}") for n in range(6)]
+    job_ids = []
+    for n in range(6):
+        job_ids.append(submit(srt, f"backlog-{n}"))
+        clock.advance(1)  # dispatched one after another
     queue.held = len(job_ids)  # their messages wait in the queue behind busy workers
     for _ in range(5):
         clock.advance(keys.HANDOFF_GRACE_MS)
@@ -436,8 +439,16 @@ def test_the_sweep_sends_again_only_messages_that_are_lost(
     assert queue.sent == []
     queue.held = 4  # two messages were lost
     clock.advance(keys.HANDOFF_GRACE_MS)
-    assert sweep(srt).jobs_redispatched == 6  # which two, the queue cannot say
-    assert sorted(sent.job_id for sent in queue.sent) == sorted(job_ids)
+    report = sweep(srt)
+    assert (report.jobs_redispatched, report.redispatches_held_back) == (2, 4)
+    # Which two the queue cannot say: the two dispatched longest ago go first.
+    assert [sent.job_id for sent in queue.sent] == job_ids[:2]
+    clock.advance(keys.HANDOFF_GRACE_MS)
+    assert sweep(srt).jobs_redispatched == 0  # as many messages as overdue jobs again
+    queue.held = 0  # the backlog drained: whatever is still queued lost its message
+    clock.advance(keys.HANDOFF_GRACE_MS)
+    assert sweep(srt).jobs_redispatched == 6
+    assert sorted(sent.job_id for sent in queue.sent[2:]) == sorted(job_ids)
 
 
 def test_the_sweep_never_sends_a_job_waiting_for_a_slot(

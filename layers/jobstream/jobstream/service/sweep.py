@@ -184,11 +184,13 @@ def _reconcile_open_jobs(
 
 
 def _redispatch_lost(rt: Runtime, report: SweepReport, seen: _OpenJobs) -> None:
-    """Send overdue queued jobs again, only when their messages may really be lost: a backlog
-    (workers at their cap) leaves many jobs queued long after their dispatch with their messages
-    waiting in the queue, and sending those again would only multiply them. So the overdue are
-    sent again when the work queue holds fewer messages (running jobs' own apart) than there are
-    of them: some message is missing, and which one the queue cannot tell."""
+    """Send overdue queued jobs again, as many as messages may be lost: a backlog (workers at
+    their cap) leaves many jobs queued long after their dispatch with their messages waiting in
+    the queue, and sending those again would only multiply them. The work queue's depth, less
+    the messages running jobs hold, is how many of the overdue still have one; the rest are sent
+    again, those dispatched longest ago first. Which messages are lost the queue cannot tell: a
+    job sent again in another's place is served by its first message and its copy is harmless,
+    and the lost one is sent once the backlog has drained below its count."""
     if not seen.overdue:
         return
     try:
@@ -197,11 +199,15 @@ def _redispatch_lost(rt: Runtime, report: SweepReport, seen: _OpenJobs) -> None:
         # Unknown: sending again is safe (a duplicate is harmless), waiting might not be.
         logger.warning("could not read the work queue's depth", exc_info=True)
         depth = None
-    if depth is not None and depth - seen.leased >= len(seen.overdue):
-        report.redispatches_held_back += len(seen.overdue)
+    missing = len(seen.overdue)
+    if depth is not None:
+        missing -= max(0, depth - seen.leased)
+    report.redispatches_held_back += len(seen.overdue) - max(0, missing)
+    if missing <= 0:
         return
     now = rt.clock()
-    for record in seen.overdue:
+    oldest = sorted(seen.overdue, key=lambda record: record.dispatched_at or record.created_at)
+    for record in oldest[:missing]:
         if rt.store.mark_dispatched(record.job_id, now=now):
             # A duplicate is harmless: the claim is conditional.
             dispatch(rt, [JobDispatch(record.job_id, record.tenant)])
