@@ -202,28 +202,43 @@ def _finish(rt: Any, job_id: str) -> None:
 
 
 def report_lines(figures: Figures) -> list[str]:
-    return [
-        SECTION,
-        "",
+    per_job = figures.jobs
+    intro = (
         f"Written by `python -m bench.backlog` (in `make load`): {figures.jobs:,} jobs admitted "
         f"and dispatched, no worker free for {figures.sweeps} minutes (a sweep a minute), then "
-        f"{figures.lost} messages lost and the backlog drained at 250 messages a minute.",
-        "",
-        "| | work messages sent | per job |",
-        "|---|---:|---:|",
-        f"| the dispatcher | {figures.dispatched:,} | {figures.dispatched / figures.jobs:.2f} |",
-        f"| the sweep during the backlog | {figures.resent_during_backlog:,} | "
-        f"{figures.resent_during_backlog / figures.jobs:.2f} |",
-        f"| the rule before (every queued job 60 s past its dispatch, every sweep) | "
-        f"{figures.rule_before:,} | {figures.rule_before / figures.jobs:.2f} |",
-        f"| the sweep after {figures.lost} messages were lost, until the backlog drained | "
-        f"{figures.resent_after_loss:,} | {figures.resent_after_loss / figures.jobs:.3f} |",
-        "",
+        f"{figures.lost} messages lost and the backlog drained at 250 messages a minute."
+    )
+    rows = [
+        ("the dispatcher", figures.dispatched),
+        ("the sweep during the backlog", figures.resent_during_backlog),
+        (
+            "the rule before (every queued job 60 s past its dispatch, every sweep)",
+            figures.rule_before,
+        ),
+        (
+            f"the sweep after {figures.lost} messages were lost, until the backlog drained",
+            figures.resent_after_loss,
+        ),
+    ]
+    verdict = "PASS" if figures.passed() else "FAIL"
+    summary = (
         f"Sends per job during the backlog: {figures.sends_per_job:.2f} (the rule before: "
         f"{figures.sends_per_job_before:.2f}); {figures.held_back:,} re-sends held back because "
         f"the queue held the jobs' messages. Every job served in {figures.sweeps_to_recover} "
-        f"minutes of drain, the {figures.lost} lost ones included: "
-        f"{'PASS' if figures.passed() else 'FAIL'} ({figures.unserved} never served).",
+        f"minutes of drain, the {figures.lost} lost ones included: {verdict} "
+        f"({figures.unserved} never served)."
+    )
+    table = [f"| {what} | {sent:,} | {sent / per_job:.3f} |" for what, sent in rows]
+    return [
+        SECTION,
+        "",
+        intro,
+        "",
+        "| | work messages sent | per job |",
+        "|---|---:|---:|",
+        *table,
+        "",
+        summary,
         "",
     ]
 

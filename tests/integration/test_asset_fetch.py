@@ -20,6 +20,7 @@ import requests
 from botocore.exceptions import ClientError
 from rich.console import Console
 
+from jobstream.config.targets import DEFAULT_MAX_ATTEMPTS
 from jobstream.jobtypes.asset_fetch import storage
 from jobstream.jobtypes.asset_fetch.fetch import fetch
 from jobstream.jobtypes.context import DeadlineReachedError, JobInterruptedError
@@ -213,7 +214,9 @@ def test_a_slow_down_that_outlasts_the_retries_fails_the_job_retryably(
     assert (error["code"], error["retryable"]) == ("source_error", True)
     assert error["detail"]["internal_code"] == "network_error"
     assert error["message"] == "asset 118416466_p0 could not be stored; S3 may accept it on a retry"
-    assert fault.calls == RetryPolicy().attempts  # the retry policy's attempts, then no more
+    assert job["attempt"] == DEFAULT_MAX_ATTEMPTS  # a transient failure: the job ran again
+    # Each run: the retry policy's attempts, then no more.
+    assert fault.calls == RetryPolicy().attempts * DEFAULT_MAX_ATTEMPTS
 
 
 def test_a_bucket_that_does_not_exist_fails_the_job_as_misconfigured(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from jobstream.config.settings import (
     ConfigurationError,
@@ -673,7 +674,7 @@ def test_a_target_naming_an_undefined_resource_is_refused_with_its_name() -> Non
     ],
 )
 def test_invalid_resources_and_attempts_are_refused(document: dict[str, Any]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError):
         TargetsFile.model_validate(document)
 
 

@@ -53,6 +53,7 @@ def test_claim_takes_a_queued_job_under_a_fresh_lease_at_the_first_stage() -> No
         "lease_owner": "w1",
         "lease_expires_at": 7_000 + LEASE_MS,
         "progress_stage": "searching",
+        "progress_message": None,  # a wait for a slot said so while queued
         "updated_at": 7_000,
     }
     assert move.change.require_status == frozenset({JobStatus.QUEUED})

@@ -23,6 +23,8 @@ TERMINAL_STATUSES: Final = frozenset(
     {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED}
 )
 ACTIVE_STATUSES: Final = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
+# The stage a queued job shows while it waits for a slot of a shared resource.
+SLOT_WAIT_STAGE: Final = "slot_wait"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
-from jobstream.domain import JobRecord, JobStatus, StoredEvent
+from jobstream.domain import SLOT_WAIT_STAGE, JobRecord, JobStatus, StoredEvent
 from jobstream.protocol.errors import (
     REASON_MESSAGES,
     code_for_reason,
@@ -86,8 +86,8 @@ def job_document(
     # every other status names its stage.
     if record.status is JobStatus.RUNNING:
         stage = record.progress_stage or words.first_stage(record.job_type)
-    elif record.status is JobStatus.QUEUED and record.progress_stage:
-        stage = record.progress_stage  # waiting for a slot of a shared resource
+    elif record.status is JobStatus.QUEUED and record.progress_stage == SLOT_WAIT_STAGE:
+        stage = SLOT_WAIT_STAGE
     else:
         stage = _STAGE_BY_STATUS[record.status]
     progress = progress_document(stage, record.progress_message, record.updated_at)

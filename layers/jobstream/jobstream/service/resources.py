@@ -22,18 +22,17 @@ from typing import Final
 
 from jobstream import observability
 from jobstream.config.targets import ResourceLimits
-from jobstream.domain import JobRecord, JobStatus
+from jobstream.domain import SLOT_WAIT_STAGE, JobRecord, JobStatus
 from jobstream.jobtypes import registry
 from jobstream.jobtypes.base import Outcome
 from jobstream.protocol.errors import Reason
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 from jobstream.service.handoff import dispatch
-from jobstream.store.resources import Waiter
+from jobstream.store.ports import Waiter
 
 logger = logging.getLogger(__name__)
 
-SLOT_WAIT_STAGE: Final = "slot_wait"
 # A waiter granted a slot has this long to claim its job; a grant older than that which no run
 # took up (its message lost, its job ended) is taken back by the sweep.
 GRANT_TIMEOUT_MS: Final = 120_000

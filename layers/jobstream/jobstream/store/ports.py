@@ -14,7 +14,7 @@ the same contract.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from jobstream.domain import JobChange, JobRecord, JobStatus, StoredEvent
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
         IntentRef,
     )
     from jobstream.store.listing import JobListing
-    from jobstream.store.resources import ResourceState, Waiter
 
 __all__ = [
     "HANDOFF_GRACE_MS",
@@ -302,6 +301,33 @@ class EndpointStorePort(Protocol):
     def settle(self, endpoint: Endpoint, *, settled_before: int) -> bool: ...
 
     def held(self, *, now: int) -> Iterator[Endpoint]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceState:
+    """A resource as the table holds it (nothing written yet: free, unpaced, not backed off)."""
+
+    name: str
+    holders: Mapping[str, int] = field(default_factory=dict)
+    next_request_at: int = 0
+    retry_not_before: int = 0
+    backoff_reason: str | None = None
+    exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Waiter:
+    """A queued job waiting for one of the resource's slots."""
+
+    resource: str
+    job_id: str
+    tenant: str
+    created_at: int
+    since: int
+
+    @property
+    def sort_key(self) -> str:
+        return keys.waiter_sk(self.created_at, self.job_id)
 
 
 class ResourceStorePort(Protocol):

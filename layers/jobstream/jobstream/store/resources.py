@@ -18,7 +18,6 @@ fails is an answer, not an error. service/resources.py decides; this module writ
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from botocore.exceptions import ClientError
@@ -26,37 +25,11 @@ from botocore.exceptions import ClientError
 from jobstream.store import keys
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
+from jobstream.store.ports import ResourceState, Waiter
 
 HOLDERS: Final = "holders"
 # How many times a pace reservation is tried again after another worker moved the pace first.
 PACE_TRIES: Final = 20
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceState:
-    """A resource as the table holds it (nothing written yet: free, unpaced, not backed off)."""
-
-    name: str
-    holders: Mapping[str, int] = field(default_factory=dict)
-    next_request_at: int = 0
-    retry_not_before: int = 0
-    backoff_reason: str | None = None
-    exists: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Waiter:
-    """A queued job waiting for one of the resource's slots."""
-
-    resource: str
-    job_id: str
-    tenant: str
-    created_at: int
-    since: int
-
-    @property
-    def sort_key(self) -> str:
-        return keys.waiter_sk(self.created_at, self.job_id)
 
 
 def _state(name: str, item: Mapping[str, Any] | None) -> ResourceState:
