@@ -225,6 +225,10 @@ class Lease:
         if deadline is not None and self.rt.clock() >= deadline:
             raise DeadlineReachedError(f"the job passed its deadline ({deadline})")
 
+    def before_source_request(self) -> None:
+        # The resource gate replaces this: until then a request waits for nothing but may stop.
+        self.checkpoint()
+
     def progress(self, stage: str, message: str | None = None) -> None:
         """A `job.progress` event, at most one per 5 s and 50 per job; the rest is dropped."""
         with self._lock:

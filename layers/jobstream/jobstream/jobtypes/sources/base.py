@@ -62,16 +62,18 @@ class SearchRequest:
 
 class SourceError(JobstreamError):
     """A source failure, with the internal reason the job ends with (rate_limited, auth_failed,
-    remote_http_error, network_error, metadata_failed, ...)."""
+    remote_http_error, network_error, metadata_failed, ...) and the wait the source asked for
+    before the next request (its Retry-After, in milliseconds), when it said."""
 
-    def __init__(self, reason: Reason, message: str) -> None:
+    def __init__(self, reason: Reason, message: str, *, retry_after_ms: int | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.retry_after_ms = retry_after_ms
 
     def outcome(self) -> Outcome:
         """How the job ends when this failure stops it."""
-        return Outcome(reason=self.reason, message=self.message)
+        return Outcome(reason=self.reason, message=self.message, retry_after_ms=self.retry_after_ms)
 
 
 class Source(Protocol):
