@@ -36,6 +36,8 @@ from bench import fake_pixiv_works as works
 MINUTE_S: Final = 60.0
 # A client that opens a connection and sends nothing must not hold a thread past stop().
 _SOCKET_TIMEOUT_S: Final = 5.0
+# How soon stop() is noticed (the standard library's default waits half a second).
+_POLL_S: Final = 0.05
 _SEARCHES: Final[dict[str, works.Kind]] = {
     "/v1/search/illust": "illust",
     "/v1/search/novel": "novel",
@@ -149,7 +151,9 @@ class FakePixiv:
         server.block_on_close = True
         self._server = server
         self._started_at = self._clock()
-        self._thread = threading.Thread(target=server.serve_forever, name="fake-pixiv")
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(_POLL_S,), name="fake-pixiv"
+        )
         self._thread.start()
         return self
 

@@ -22,16 +22,7 @@ PIXIV_API_HOST: Final = "https://app-api.pixiv.net"
 def parse_api_host(text: str) -> str:
     """`text` as the origin pixivpy3 is given: `scheme://host[:port]`, the host lower-case, the
     scheme's default port left out. ValueError says what is wrong with it."""
-    try:
-        parts = urlsplit(text)
-    except ValueError as error:
-        raise ValueError(f"api_host {text!r} is not an origin: {error}") from None
-    if "@" in parts.netloc:
-        raise ValueError(f"api_host {text!r} must not carry a user name or password")
-    if parts.query or parts.fragment or "?" in text or "#" in text:
-        raise ValueError(f"api_host {text!r} must have no query or fragment")
-    if parts.path not in {"", "/"}:
-        raise ValueError(f"api_host {text!r} must have no path: scheme://host[:port]")
+    _check_nothing_but_an_origin(text)
     try:
         origin = OriginPattern.parse(text)
     except ValueError as error:
@@ -44,3 +35,19 @@ def parse_api_host(text: str) -> str:
     host = f"[{origin.host}]" if ":" in origin.host else origin.host
     port = "" if origin.port == DEFAULT_PORTS[origin.scheme] else f":{origin.port}"
     return f"{origin.scheme}://{host}{port}"
+
+
+def _check_nothing_but_an_origin(text: str) -> None:
+    """What OriginPattern would call a bad host, named for what it is (a credential, a query)."""
+    try:
+        parts = urlsplit(text)
+    except ValueError as error:
+        raise ValueError(f"api_host {text!r} is not an origin: {error}") from None
+    if not parts.scheme or not parts.netloc:
+        raise ValueError(f"api_host {text!r} is not an origin: expected scheme://host[:port]")
+    if "@" in parts.netloc:
+        raise ValueError(f"api_host {text!r} must not carry a user name or password")
+    if parts.query or parts.fragment or "?" in text or "#" in text:
+        raise ValueError(f"api_host {text!r} must have no query or fragment")
+    if parts.path not in {"", "/"}:
+        raise ValueError(f"api_host {text!r} must have no path: scheme://host[:port]")
