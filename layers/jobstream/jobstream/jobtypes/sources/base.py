@@ -76,6 +76,10 @@ class SourceError(JobstreamError):
         return Outcome(reason=self.reason, message=self.message, retry_after_ms=self.retry_after_ms)
 
 
+def ungated() -> None:
+    """The request gate of a source no job paces (a test, a one-off call): never waits."""
+
+
 class Source(Protocol):
     def search(self, request: SearchRequest) -> Iterator[Work]:
         """Works matching the request, at most `scan_limit`; raises SourceError."""

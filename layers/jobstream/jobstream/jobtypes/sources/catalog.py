@@ -15,6 +15,7 @@ from jobstream.jobtypes.sources.base import (
     SourceAsset,
     SourceError,
     Work,
+    ungated,
 )
 from jobstream.protocol.errors import Reason
 
@@ -94,10 +95,6 @@ def _matches(work: Work, wanted: list[str], match_any: bool) -> bool:
     return any(hits) if match_any else all(hits)
 
 
-def _no_wait() -> None:
-    """The gate of a catalog no job's resource paces (a test, the CLI)."""
-
-
 class CatalogSource:
     """Implements `Source` over a JSON file `{"works": [...]}`.
 
@@ -115,7 +112,7 @@ class CatalogSource:
         self._path = path
         self._scan_delay_s = max(scan_delay_ms, 0) / 1000
         self._sleep = sleep
-        self._before_request = before_request or _no_wait
+        self._before_request = before_request or ungated
 
     def _works(self) -> tuple[Work, ...]:
         try:

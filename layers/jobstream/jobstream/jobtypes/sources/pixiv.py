@@ -30,7 +30,7 @@ from jobstream.errors import JobstreamError
 from jobstream.jobtypes.sources.settings import WorkType
 from jobstream.protocol.errors import Reason
 
-from .base import SearchRequest, SourceAsset, SourceError, Work
+from .base import SearchRequest, SourceAsset, SourceError, Work, ungated
 from .retry_after import retry_after_ms
 
 # Where the refresh token (or the SSM/Secrets Manager name holding it) is configured.
@@ -83,10 +83,6 @@ def _default_api() -> Any:
     return AppPixivAPI(timeout=REQUEST_TIMEOUT_S)
 
 
-def _no_wait() -> None:
-    """The gate of a source no job's resource paces (a test, a one-off call)."""
-
-
 class _AccessTokenRejectedError(JobstreamError):
     """The API refused the bearer token (it expires after an hour); re-authenticating may fix it."""
 
@@ -108,7 +104,7 @@ class PixivSource:
         self._page_delay_s = page_delay_s
         # An origin SourceSettings checked (api_host.py): a proxy or mirror; None: Pixiv's hosts.
         self._api_host = api_host
-        self._before_request = before_request or _no_wait
+        self._before_request = before_request or ungated
         self._api: Any = None
         self._last_status: int | None = None
         self._last_retry_after_ms: int | None = None
