@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from typing import Final
 
 from jobstream.backoff import parse_retry_after
+from jobstream.clock import now_ms as wall_clock_ms
 
 # Statuses whose Retry-After says when to ask again (RFC 9110 §10.2.3).
 RETRY_AFTER_STATUSES: Final = frozenset({429, 503})
@@ -20,6 +20,6 @@ def retry_after_ms(
     0..3600 s; None for another status, no header, or one that says nothing parseable."""
     if status not in RETRY_AFTER_STATUSES:
         return None
-    now = round(time.time() * 1000) if now_ms is None else now_ms
+    now = wall_clock_ms() if now_ms is None else now_ms
     wait = parse_retry_after(header, now_ms=now)
     return None if wait is None else min(max(wait, 0), MAX_RETRY_AFTER_MS)
