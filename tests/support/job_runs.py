@@ -8,7 +8,9 @@ the worker's own context has, and the `JobRun` an executor is given.
 
 A switch makes `checkpoint()` raise as the worker's does (service/execution.py): a cancel or a
 lost lease raises JobInterruptedError, a passed deadline DeadlineReachedError (an
-interruption too); the executor lets either propagate.
+interruption too); the executor lets either propagate. `before_source_request()` is counted
+(`source_requests`); its own switch, `stop_source_requests(...)`, makes it raise the same way
+(the job stopped while it waited for its resource), and leaves the checkpoints alone.
 """
 
 from __future__ import annotations
@@ -27,13 +29,18 @@ from jobstream.jobtypes import (
 
 @dataclass
 class RecordingContext:
-    """An ExecutionContext that records every progress report and counts checkpoints."""
+    """An ExecutionContext that records every progress report and counts checkpoints and
+    source requests."""
 
     progress_log: list[tuple[str, str | None]] = field(default_factory=list)
     checkpoints: int = 0
+    source_requests: int = 0
     # The armed switch: the checkpoint (1-based) from which `checkpoint()` raises, and what.
     _stop_at: int | None = field(default=None, init=False, repr=False)
     _stop: JobInterruptedError | None = field(default=None, init=False, repr=False)
+    # The gate's own switch: the source request (1-based) from which it raises, and what.
+    _gate_stop_at: int | None = field(default=None, init=False, repr=False)
+    _gate_stop: JobInterruptedError | None = field(default=None, init=False, repr=False)
 
     def progress(self, stage: str, message: str | None = None) -> None:
         self.progress_log.append((stage, message))
@@ -46,6 +53,23 @@ class RecordingContext:
             and self.checkpoints >= self._stop_at
         ):
             raise self._stop
+
+    def before_source_request(self) -> None:
+        self.source_requests += 1
+        if (
+            self._gate_stop is not None
+            and self._gate_stop_at is not None
+            and self.source_requests >= self._gate_stop_at
+        ):
+            raise self._gate_stop
+
+    def stop_source_requests(
+        self, at_request: int | None = None, stop: JobInterruptedError | None = None
+    ) -> None:
+        """The gate raises from source request `at_request` (the next by default) on: `stop`,
+        by default a lost lease's JobInterruptedError."""
+        self._gate_stop = stop or JobInterruptedError("the job's lease was lost")
+        self._gate_stop_at = at_request if at_request is not None else self.source_requests + 1
 
     @property
     def stages(self) -> list[str]:

@@ -202,6 +202,22 @@ def test_statuses_other_than_200_fail_and_redirects_are_not_followed(
     assert len(server.requests) == 1  # the Location was never requested
 
 
+@pytest.mark.parametrize(
+    ("status", "retry_after", "reason", "wait_ms"),
+    [(429, "7", "rate_limited", 7000), (503, "30", "remote_http_error", 30_000),
+     (429, "tomorrow", "rate_limited", None), (503, "99999", "remote_http_error", 3_600_000),
+     (500, "5", "remote_http_error", None)],
+)  # fmt: skip
+def test_a_refusal_keeps_the_wait_its_retry_after_asked_for(
+    status: int, retry_after: str, reason: str, wait_ms: int | None
+) -> None:
+    answers = {"/x": Canned(status=status, headers={"Retry-After": retry_after})}
+    with recorded_server(answers) as server:
+        error = fetch_failure(server.url("/x"), (server.base_url,))
+    assert (error.reason, error.retry_after_ms) == (reason, wait_ms)
+    assert error.outcome().retry_after_ms == wait_ms
+
+
 def test_a_long_download_stops_at_a_checkpoint() -> None:
     def interrupted() -> None:
         raise JobInterruptedError("cancelled")
@@ -325,6 +341,17 @@ def write_catalog(folder: Path, file: str) -> CatalogSource:
     path = folder / "catalog.json"
     path.write_text(json.dumps(document), encoding="utf-8")
     return CatalogSource(path)
+
+
+def test_the_catalog_passes_the_gate_for_a_works_assets_only(tmp_path: Path) -> None:
+    context = RecordingContext()
+    write_catalog(tmp_path, "img.png")
+    catalog = CatalogSource(tmp_path / "catalog.json", before_request=context.before_source_request)
+    source = CatalogAssets(catalog)
+    first, _ = source.assets_of("7")
+    assert context.source_requests == 1
+    source.read(first, 10_000, never_stop)  # a local file: no request to a source
+    assert context.source_requests == 1
 
 
 def test_the_catalog_reads_only_files_it_lists(tmp_path: Path) -> None:

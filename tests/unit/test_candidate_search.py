@@ -12,6 +12,7 @@ import pytest
 
 from jobstream.config.targets import Target
 from jobstream.jobtypes.candidate_search import executor
+from jobstream.jobtypes.candidate_search.definition import JOB_TYPE
 from jobstream.jobtypes.candidate_search.executor import Outcome, run
 from jobstream.jobtypes.candidate_search.plan import SearchPlan, build_plan
 from jobstream.jobtypes.candidate_search.settings import CandidateSearchSettings, search_settings
@@ -29,7 +30,7 @@ from jobstream.jobtypes.sources.catalog import (
     load_catalog,
 )
 from jobstream.protocol.errors import Reason
-from tests.support.job_runs import RecordingContext
+from tests.support.job_runs import RecordingContext, job_run
 from tests.support.validation import validate
 
 # --- fakes ---------------------------------------------------------------------------------------
@@ -576,6 +577,29 @@ def test_catalog_missing_file_is_a_configuration_error(tmp_path: Path) -> None:
     assert outcome.reason == "configuration_error"
     assert outcome.message is not None
     assert "nope.json" in outcome.message
+
+
+def test_the_catalog_passes_the_gate_once_per_search_and_once_per_work(catalog: Path) -> None:
+    context = RecordingContext()
+    source = CatalogSource(catalog, before_request=context.before_source_request)
+    assert ids(source, ("landscape",), False) == ["100", "9", "7"]
+    assert context.source_requests == 1
+    assert source.work("9") is not None
+    assert context.source_requests == 2
+    context.stop_source_requests()
+    with pytest.raises(JobInterruptedError):
+        ids(source, ("landscape",), False)
+
+
+def test_a_catalog_job_passes_the_jobs_gate(monkeypatch: pytest.MonkeyPatch, catalog: Path) -> None:
+    monkeypatch.setenv("JOBSTREAM_CATALOG", str(catalog))
+    target = Target.model_validate(
+        {"id": "t", "work_type": "illustration", "source": "catalog", "query": {"tags": ["night"]}}
+    )
+    context = RecordingContext()
+    outcome = JOB_TYPE.run(job_run({}, target=target, context=context))
+    assert outcome.result is not None, outcome
+    assert context.source_requests == 1
 
 
 def test_catalog_path_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -41,7 +41,8 @@ TRANSIENT_REASONS: Final = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """Exactly one of `result` (succeeded) or `reason` (the internal reason it failed) is set."""
+    """Exactly one of `result` (succeeded) or `reason` (the internal reason it failed) is set;
+    `retry_after_ms` is the wait the source asked for (its Retry-After) when it refused."""
 
     result: dict[str, Any] | None = None
     reason: Reason | None = None

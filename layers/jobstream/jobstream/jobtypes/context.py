@@ -1,4 +1,5 @@
-"""What an executor may do while it runs: report progress and stop when told to."""
+"""What an executor may do while it runs: report progress, stop when told to, and wait for its
+source's leave before each request."""
 
 from __future__ import annotations
 
@@ -21,3 +22,8 @@ class ExecutionContext(Protocol):
 
     def checkpoint(self) -> None:
         """Raise JobInterruptedError if the job must stop; call it between units of work."""
+
+    def before_source_request(self) -> None:
+        """Called before every request to the job's source: blocks until the target's resource
+        allows one more (its per-minute pace, its back-off); raises JobInterruptedError /
+        DeadlineReachedError like checkpoint()."""

@@ -48,7 +48,8 @@ class AssetFetch(JobType):
             raise TypeError("an asset_fetch job runs on a target")
         try:
             config = load_config()
-            source = open_asset_source(SourceSettings.model_validate(job.target.settings), config)
+            settings = SourceSettings.model_validate(job.target.settings)
+            source = open_asset_source(settings, config, job.context.before_source_request)
         except SourceError as error:
             return error.outcome()
         # Wall-clock time: S3 judges a presigned URL's expiry by it.

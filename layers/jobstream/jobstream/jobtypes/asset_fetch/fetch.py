@@ -17,6 +17,7 @@ from typing import Final
 
 from jobstream.deadline import request_deadline
 from jobstream.jobtypes.sources.base import SourceError
+from jobstream.jobtypes.sources.retry_after import retry_after_ms
 from jobstream.outbound.guard import PinnedTarget, Resolver, check_at_delivery, system_resolver
 from jobstream.outbound.http import exchange
 from jobstream.outbound.origins import OriginPattern
@@ -57,7 +58,7 @@ def fetch(
     target = _checked_target(url, asset_id, origins, resolver)
 
     def read(response: HTTPResponse) -> Fetched:
-        _check_status(asset_id, response.status)
+        _check_status(asset_id, response.status, response.getheader("Retry-After"))
         body = _read_bounded(response, asset_id, max_bytes, checkpoint)
         return Fetched(body, response.getheader("Content-Type"))
 
@@ -110,12 +111,19 @@ def _read_bounded(
     return bytes(body)
 
 
-def _check_status(asset_id: str, status: int) -> None:
+def _check_status(asset_id: str, status: int, retry_after: str | None) -> None:
     if status == 200:
         return
+    # A 429's or 503's Retry-After: when the job's retry may ask again.
+    wait = retry_after_ms(status, retry_after)
     if status == 429:
-        raise SourceError(Reason.RATE_LIMITED, f"asset {asset_id}: the source answered 429")
+        raise SourceError(
+            Reason.RATE_LIMITED, f"asset {asset_id}: the source answered 429", retry_after_ms=wait
+        )
     # Redirects are refused: their target would escape the checks above.
     raise SourceError(
-        Reason.REMOTE_HTTP_ERROR, f"asset {asset_id}: the source answered HTTP {status}"
+        Reason.REMOTE_HTTP_ERROR,
+        f"asset {asset_id}: the source answered HTTP {status}",
+        retry_after_ms=wait,
+        status=status,
     )

@@ -96,10 +96,13 @@ class PixivAssets:
         settings: SourceSettings,
         config: AssetFetchConfig,
         resolver: Resolver = system_resolver,
+        before_request: Callable[[], None] | None = None,
     ) -> None:
         self._settings = settings
         self._config = config
         self._resolver = resolver
+        # The job's resource gate, before each request to Pixiv's app API (not its image hosts).
+        self._before_request = before_request
 
     def assets_of(self, work_id: str) -> tuple[SourceAsset, ...]:
         from jobstream.jobtypes.sources.pixiv import (  # noqa: PLC0415
@@ -107,7 +110,11 @@ class PixivAssets:
             refresh_token_from_environment,
         )
 
-        source = PixivSource(refresh_token_from_environment())
+        source = PixivSource(
+            refresh_token_from_environment(),
+            api_host=self._settings.api_host,
+            before_request=self._before_request,
+        )
         return source.work(work_id, self._settings.work_type).assets
 
     def read(self, asset: SourceAsset, max_bytes: int, checkpoint: Callable[[], None]) -> Read:
@@ -125,8 +132,11 @@ class PixivAssets:
         return Read(fetched.body, mime, source_url=asset.url)
 
 
-def open_asset_source(settings: SourceSettings, config: AssetFetchConfig) -> AssetSource:
-    """The source the target's settings name."""
+def open_asset_source(
+    settings: SourceSettings, config: AssetFetchConfig, before_request: Callable[[], None]
+) -> AssetSource:
+    """The source the target's settings name, calling `before_request` (the job's resource
+    gate) before each request for a work's metadata."""
     if settings.source == "pixiv":
-        return PixivAssets(settings, config)
-    return CatalogAssets(CatalogSource(catalog_path()))
+        return PixivAssets(settings, config, before_request=before_request)
+    return CatalogAssets(CatalogSource(catalog_path(), before_request=before_request))

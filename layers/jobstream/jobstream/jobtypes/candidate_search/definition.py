@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -34,21 +34,28 @@ if TYPE_CHECKING:
     from jobstream.jobtypes.sources.base import Source
 
 
-def open_source(kind: str, scan_delay_ms: int = 0) -> Source:
-    """The target's source. Imported on demand: each source pulls in its own client code."""
-    if kind == "pixiv":
+def open_source(settings: CandidateSearchSettings, before_request: Callable[[], None]) -> Source:
+    """The target's source, calling `before_request` (the job's resource gate) before each of
+    its requests. Imported on demand: each source pulls in its own client code."""
+    if settings.source == "pixiv":
         from jobstream.jobtypes.sources.pixiv import (  # noqa: PLC0415
             PixivSource,
             refresh_token_from_environment,
         )
 
-        return PixivSource(refresh_token_from_environment())
+        return PixivSource(
+            refresh_token_from_environment(),
+            api_host=settings.api_host,
+            before_request=before_request,
+        )
     from jobstream.jobtypes.sources.catalog import (  # noqa: PLC0415
         CatalogSource,
         catalog_path,
     )
 
-    return CatalogSource(catalog_path(), scan_delay_ms=scan_delay_ms)
+    return CatalogSource(
+        catalog_path(), scan_delay_ms=settings.scan_delay_ms, before_request=before_request
+    )
 
 
 class CandidateSearch(JobType):
@@ -89,7 +96,7 @@ class CandidateSearch(JobType):
         settings = search_settings(job.target)
         plan = build_plan(job.params, settings)
         try:
-            source = open_source(settings.source, settings.scan_delay_ms)
+            source = open_source(settings, job.context.before_source_request)
         except SourceError as error:
             return error.outcome()
         return search(plan, source, job.context)

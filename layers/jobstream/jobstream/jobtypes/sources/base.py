@@ -62,16 +62,45 @@ class SearchRequest:
 
 class SourceError(JobstreamError):
     """A source failure, with the internal reason the job ends with (rate_limited, auth_failed,
-    remote_http_error, network_error, metadata_failed, ...)."""
+    remote_http_error, network_error, metadata_failed, ...) and the wait the source asked for
+    before the next request (its Retry-After, in milliseconds), when it said."""
 
-    def __init__(self, reason: Reason, message: str) -> None:
+    def __init__(
+        self,
+        reason: Reason,
+        message: str,
+        *,
+        retry_after_ms: int | None = None,
+        status: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.retry_after_ms = retry_after_ms
+        # The HTTP status that failed, when one did: a 4xx other than 429 no retry cures.
+        self.status = status
+
+    @property
+    def transient(self) -> bool | None:
+        """False for an answer another run would get again (a 4xx that is no rate limit: Pixiv
+        says "Rate Limit" with a 403 too); None: the reason decides (`Outcome.retryable`)."""
+        limited = self.reason is Reason.RATE_LIMITED or self.status == 429
+        if not limited and self.status is not None and 400 <= self.status < 500:
+            return False
+        return None
 
     def outcome(self) -> Outcome:
-        """How the job ends when this failure stops it."""
-        return Outcome(reason=self.reason, message=self.message)
+        """How the job's run ends when this failure stops it."""
+        return Outcome(
+            reason=self.reason,
+            message=self.message,
+            retry_after_ms=self.retry_after_ms,
+            transient=self.transient,
+        )
+
+
+def ungated() -> None:
+    """The request gate of a source no job paces (a test, a one-off call): never waits."""
 
 
 class Source(Protocol):

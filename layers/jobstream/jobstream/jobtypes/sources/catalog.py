@@ -15,6 +15,7 @@ from jobstream.jobtypes.sources.base import (
     SourceAsset,
     SourceError,
     Work,
+    ungated,
 )
 from jobstream.protocol.errors import Reason
 
@@ -95,17 +96,23 @@ def _matches(work: Work, wanted: list[str], match_any: bool) -> bool:
 
 
 class CatalogSource:
-    """Implements `Source` over a JSON file `{"works": [...]}`."""
+    """Implements `Source` over a JSON file `{"works": [...]}`.
+
+    `before_request` (the job's resource gate) is called once per `search()` and once per
+    `work()`, where a remote source would make its requests, so the catalog exercises the gate.
+    """
 
     def __init__(
         self,
         path: Path,
         scan_delay_ms: int = 0,
         sleep: Callable[[float], None] = time.sleep,
+        before_request: Callable[[], None] | None = None,
     ) -> None:
         self._path = path
         self._scan_delay_s = max(scan_delay_ms, 0) / 1000
         self._sleep = sleep
+        self._before_request = before_request or ungated
 
     def _works(self) -> tuple[Work, ...]:
         try:
@@ -118,6 +125,7 @@ class CatalogSource:
 
     def work(self, work_id: str) -> Work | None:
         """One work by id, or None when the catalog has no such work."""
+        self._before_request()
         return next((work for work in self._works() if work.work_id == work_id), None)
 
     def assets(self) -> Iterator[SourceAsset]:
@@ -150,6 +158,7 @@ class CatalogSource:
 
     def search(self, request: SearchRequest) -> Iterator[Work]:
         """Works of the requested type carrying all (or any) of the tags, newest first."""
+        self._before_request()
         works = self._works()  # eagerly, so a bad file fails at search(), not mid-scan
         return self._scan(works, request)
 

@@ -2,8 +2,14 @@
 
 pixivpy3 turns every transport failure into a bare `PixivError` and never looks at HTTP
 statuses on API calls, so this module watches the statuses itself (a `requests` response hook
-on the client's session) and classifies failures into SourceError reasons. The refresh token
-is a credential: it never goes into a message, a log line or a chained exception.
+on the client's session, which also keeps a 429's or 503's Retry-After) and classifies failures
+into SourceError reasons. The refresh token is a credential: it never goes into a message, a log
+line or a chained exception.
+
+Every HTTP request (the token refresh, each search page, each detail) first waits for
+`before_request` (the job's resource gate). A target's `api_host` sends both the token refresh
+and the API calls to a proxy or mirror (pixivpy3's `set_api_proxy`, which also points `auth()`
+there, with Pixiv's own names in the Host header as pixivpy3 sends them).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from jobstream.errors import JobstreamError
 from jobstream.jobtypes.sources.settings import WorkType
 from jobstream.protocol.errors import Reason
 
-from .base import SearchRequest, SourceAsset, SourceError, Work
+from .base import SearchRequest, SourceAsset, SourceError, Work, ungated
+from .retry_after import retry_after_ms
 
 # Where the refresh token (or the SSM/Secrets Manager name holding it) is configured.
 ENV_PLAIN = "JOBSTREAM_PIXIV_REFRESH_TOKEN"
@@ -89,12 +96,18 @@ class PixivSource:
         *,
         api_factory: Callable[[], Any] | None = None,
         page_delay_s: float = 0.0,
+        api_host: str | None = None,
+        before_request: Callable[[], None] | None = None,
     ) -> None:
         self._refresh_token = refresh_token
         self._api_factory = api_factory or _default_api
         self._page_delay_s = page_delay_s
+        # An origin SourceSettings checked (api_host.py): a proxy or mirror; None: Pixiv's hosts.
+        self._api_host = api_host
+        self._before_request = before_request or ungated
         self._api: Any = None
         self._last_status: int | None = None
+        self._last_retry_after_ms: int | None = None
 
     def __repr__(self) -> str:
         # The default repr would be harmless today; this keeps it so if fields are added.
@@ -200,17 +213,24 @@ class PixivSource:
         if error:
             text = _error_text(error)
             if status == 429 or "rate limit" in text.lower():
-                raise SourceError(Reason.RATE_LIMITED, f"Pixiv rate limit (HTTP {status})")
+                raise self._failure(Reason.RATE_LIMITED, f"Pixiv rate limit (HTTP {status})")
             if "invalid_grant" in text or "OAuth" in text:
                 raise _AccessTokenRejectedError
-            raise SourceError(
+            raise self._failure(
                 Reason.REMOTE_HTTP_ERROR,
                 f"Pixiv search failed (HTTP {status}): {text[:_ERROR_TEXT_LIMIT]}",
             )
         if status is not None and status >= 400:
             reason = Reason.RATE_LIMITED if status == 429 else Reason.REMOTE_HTTP_ERROR
-            raise SourceError(reason, f"Pixiv search failed (HTTP {status})")
+            raise self._failure(reason, f"Pixiv search failed (HTTP {status})")
         return body
+
+    def _failure(self, reason: Reason, message: str) -> SourceError:
+        """A failure of the last response, with the wait it asked for (a 429's or 503's
+        Retry-After)."""
+        return SourceError(
+            reason, message, retry_after_ms=self._last_retry_after_ms, status=self._last_status
+        )
 
     # -- client and failure classification ----------------------------------------------------
 
@@ -220,6 +240,8 @@ class PixivSource:
         if not self._refresh_token:
             raise SourceError(Reason.AUTH_FAILED, "no Pixiv refresh token is configured")
         api = self._api_factory()
+        if self._api_host is not None:
+            api.set_api_proxy(self._api_host)
         hooks = getattr(getattr(api, "requests", None), "hooks", None)
         if isinstance(hooks, dict):
             hooks.setdefault("response", []).append(self._record_status)
@@ -233,9 +255,17 @@ class PixivSource:
     def _record_status(self, response: Any, *_args: Any, **_kwargs: Any) -> None:
         status = getattr(response, "status_code", None)
         self._last_status = status if isinstance(status, int) else None
+        headers = getattr(response, "headers", None)
+        header = headers.get("Retry-After") if headers is not None else None
+        self._last_retry_after_ms = retry_after_ms(
+            self._last_status, header if isinstance(header, str) else None
+        )
 
     def _call(self, call: Callable[[], Any], *, during_auth: bool) -> Any:
+        # Each call is one HTTP request: it waits for the job's resource first (or stops).
+        self._before_request()
         self._last_status = None
+        self._last_retry_after_ms = None
         try:
             return call()
         except PixivError as exc:
@@ -254,13 +284,13 @@ class PixivSource:
             # requests' ConnectionError/Timeout are OSErrors; pixivpy3 wraps them as context.
             return SourceError(Reason.NETWORK_ERROR, f"{what}: {type(cause).__name__}")
         if status == 429:
-            return SourceError(Reason.RATE_LIMITED, f"{what}: HTTP 429")
+            return self._failure(Reason.RATE_LIMITED, f"{what}: HTTP 429")
         if during_auth and status in {400, 401, 403}:
             return SourceError(
                 Reason.AUTH_FAILED, f"Pixiv rejected the refresh token (HTTP {status}{_grant(exc)})"
             )
         if status is not None and status >= 400:
-            return SourceError(Reason.REMOTE_HTTP_ERROR, f"{what} failed: HTTP {status}")
+            return self._failure(Reason.REMOTE_HTTP_ERROR, f"{what} failed: HTTP {status}")
         if status is None:
             return SourceError(Reason.NETWORK_ERROR, f"{what}: no response")
         return SourceError(Reason.METADATA_FAILED, f"{what}: the response is not valid JSON")
