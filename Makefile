@@ -94,12 +94,15 @@ bench: setup
 
 # The bounded load test against the local stack (LOAD_ARGS="--jobs 200" for a quicker run),
 # then the fairness run (a quiet tenant's jobs behind another's backlog of 1,000) and the endpoint
-# outage run (one tenant's receiver down, another's callbacks unaffected); rewrites docs/load.md
-# (tracked).
+# outage run (one tenant's receiver down, another's callbacks unaffected), the backlog run (what
+# the sweep sends while 1,000 jobs wait) and the rate-limited source (40 jobs on one fake Pixiv
+# account); rewrites docs/load.md (tracked).
 load: setup
 	$(BIN)/python -m bench.load $(LOAD_ARGS)
 	$(BIN)/python -m bench.fairness
 	$(BIN)/python -m bench.endpoint_outage
+	$(BIN)/python -m bench.backlog
+	$(BIN)/python -m bench.source_limits
 
 # Everything: every gate and suite (conformance, fuzzing, faults), the coverage floor, the
 # benchmarks, the load test.

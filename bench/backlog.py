@@ -13,6 +13,7 @@ docs/load.md; exit status 1 when a criterion failed.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Final
@@ -52,6 +53,17 @@ class Figures:
 
 
 def measure() -> Figures:
+    # moto in-process, never a real account: the same fake credentials as `python -m bench`.
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+        }
+    )
+    for variable in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        os.environ.pop(variable, None)
     import boto3
     from moto import mock_aws
 
@@ -146,8 +158,8 @@ def _count_sends(client: Any) -> _Sends:
     def count(params: dict[str, Any], **_: Any) -> None:
         counted.messages += len(params.get("Entries", [])) or 1
 
-    client.meta.events.register("before-call.sqs.SendMessageBatch", count)
-    client.meta.events.register("before-call.sqs.SendMessage", count)
+    client.meta.events.register("before-parameter-build.sqs.SendMessageBatch", count)
+    client.meta.events.register("before-parameter-build.sqs.SendMessage", count)
     return counted
 
 
