@@ -139,9 +139,8 @@ def _wait_for_the_end(api: Api, job_ids: list[str], started: float) -> list[dict
 
 
 def passed(figures: dict[str, Any]) -> bool:
-    return (
-        figures["statuses"] == {"succeeded": JOBS} and figures["peak_concurrency"] <= MAX_CONCURRENT
-    )
+    every_one_succeeded = bool(figures["statuses"] == {"succeeded": JOBS})
+    return every_one_succeeded and int(figures["peak_concurrency"]) <= MAX_CONCURRENT
 
 
 def report_lines(figures: dict[str, Any]) -> list[str]:

@@ -44,8 +44,9 @@ def resources(ctx: typer.Context) -> None:
         table.add_row(*(_cell(name, row[name]) for name in _COLUMNS))
     state.out.print(table)
     for row in rows:
-        if row["holders"]:
-            state.out.print(f"{row['resource']}: held by {', '.join(row['holders'])}")
+        holders = row["holders"]
+        if isinstance(holders, list) and holders:
+            state.out.print(f"{row['resource']}: held by {', '.join(map(str, holders))}")
 
 
 def _cell(name: str, value: Any) -> str:
