@@ -6,7 +6,6 @@ Numbers, not assertions: the report goes to docs/performance.md and to stdout.
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
@@ -17,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.billing import BillingMeter
+from bench.billing import BillingMeter, use_moto_credentials
 from bench.capacity import report_lines as capacity_lines
 from bench.cold_start import ColdImport, cold_imports
 from bench.cold_start import report_lines as cold_start_lines
@@ -30,16 +29,7 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 REPORT = REPOSITORY / "docs" / "performance.md"
 PRIOR_EVENT_COUNTS = (10, 10_000)
 
-os.environ.update(
-    {
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-    }
-)
-for variable in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
-    os.environ.pop(variable, None)
+use_moto_credentials()
 
 
 # The wait given to every AWS call to count an operation's round trips (below).

@@ -13,12 +13,12 @@ docs/load.md; exit status 1 when a criterion failed.
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Final
 
-from bench.fairness import write_section
+from bench.billing import use_moto_credentials
+from bench.fairness import report_section
 
 SECTION: Final = "## Backlog: the sweep's re-dispatch"
 JOBS: Final = 1_000
@@ -53,17 +53,7 @@ class Figures:
 
 
 def measure() -> Figures:
-    # moto in-process, never a real account: the same fake credentials as `python -m bench`.
-    os.environ.update(
-        {
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-        }
-    )
-    for variable in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
-        os.environ.pop(variable, None)
+    use_moto_credentials()
     import boto3
     from moto import mock_aws
 
@@ -257,10 +247,7 @@ def report_lines(figures: Figures) -> list[str]:
 
 def main() -> int:
     figures = measure()
-    lines = report_lines(figures)
-    print("\n".join(lines))
-    write_section("\n".join(lines), SECTION)
-    return 0 if figures.passed() else 1
+    return report_section(report_lines(figures), SECTION, passed=figures.passed())
 
 
 if __name__ == "__main__":

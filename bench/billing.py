@@ -25,6 +25,7 @@ plus 1; booleans and null are 1 byte; a list or map is 3 bytes plus its elements
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -322,3 +323,18 @@ class BillingMeter:
         reader = getattr(self.reader, operation.lower())
         evaluated: list[Item] = reader(**unfiltered).get("Items", [])
         return evaluated
+
+
+def use_moto_credentials() -> None:
+    """The benches run against moto in-process, never an account: fake credentials, one
+    region, and no endpoint or profile of the caller's environment."""
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+        }
+    )
+    for variable in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        os.environ.pop(variable, None)

@@ -165,6 +165,14 @@ def write_section(text: str, heading: str = SECTION) -> None:
     REPORT.write_text((kept + "\n\n" if kept else "") + text, encoding="utf-8")
 
 
+def report_section(lines: list[str], heading: str, *, passed: bool) -> int:
+    """Print a run's section, write it into docs/load.md, and its exit status."""
+    text = "\n".join(lines)
+    print(text)
+    write_section(text, heading)
+    return 0 if passed else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fairness", description=__doc__)
     parser.add_argument("--backlog", type=int, default=1000, help="noisy's jobs (1000)")

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from bench.fairness import write_section
+from bench.fairness import report_section
 from bench.fake_pixiv import FakePixiv
 from bench.load import Api, Calls
 from jobstream.config.tenants import token_digest
@@ -36,9 +36,30 @@ MAX_CONCURRENT: Final = 2
 OUTAGE_AFTER_S: Final = 4.0
 OUTAGE_S: Final = 5.0
 TIMEOUT_S: Final = 600.0
+TARGET: Final = "pixiv-illust"
 TOKEN: Final = "source-bench-token"  # noqa: S105 - the local stack's bench tenant
 ACCOUNT: Final = "source-bench-account"  # the fake Pixiv's refresh token
 TERMINAL: Final = {"succeeded", "failed", "expired", "cancelled"}
+
+
+def pixiv_targets(api_host: str) -> dict[str, Any]:
+    """A targets file of one pixiv target reading `api_host`, on the resource `pixiv` with
+    MAX_CONCURRENT slots, with room in its retries for a 503 stretch (waits of 1-2, 2-4, 4-8 s
+    before attempts 2 to 4)."""
+    return {
+        "resources": {"pixiv": {"max_concurrent": MAX_CONCURRENT}},
+        "targets": [
+            {
+                "id": TARGET,
+                "work_type": "illustration",
+                "source": "pixiv",
+                "api_host": api_host,
+                "query": {"tags": ["landscape"]},
+                "scan_limit": 5,
+                "max_attempts": 5,
+            }
+        ],
+    }
 
 
 @contextmanager
@@ -50,25 +71,7 @@ def stack(api_host: str) -> Iterator[str]:
         encoding="utf-8",
     )
     targets = folder / "targets.json"
-    targets.write_text(
-        json.dumps(
-            {
-                "resources": {"pixiv": {"max_concurrent": MAX_CONCURRENT}},
-                "targets": [
-                    {
-                        "id": "pixiv-illust",
-                        "work_type": "illustration",
-                        "source": "pixiv",
-                        "api_host": api_host,
-                        "query": {"tags": ["landscape"]},
-                        "scan_limit": 5,
-                        "max_attempts": 5,
-                    }
-                ],
-            }
-        ),
-        encoding="utf-8",
-    )
+    targets.write_text(json.dumps(pixiv_targets(api_host)), encoding="utf-8")
     child = start_child(
         child_environment(
             JOBSTREAM_LOCAL_CONCURRENCY="8",
@@ -99,7 +102,7 @@ def measure() -> dict[str, Any]:
                         "protocol_version": "1",
                         "job_type": "candidate_search",
                         "idempotency_key": f"source-{n:03d}",
-                        "params": {"target_id": "pixiv-illust"},
+                        "params": {"target_id": TARGET},
                     },
                 )
                 if status != 202 or not isinstance(body, dict):
@@ -187,10 +190,7 @@ def report_lines(figures: dict[str, Any]) -> list[str]:
 
 def main() -> int:
     figures = measure()
-    lines = report_lines(figures)
-    print("\n".join(lines))
-    write_section("\n".join(lines), SECTION)
-    return 0 if passed(figures) else 1
+    return report_section(report_lines(figures), SECTION, passed=passed(figures))
 
 
 if __name__ == "__main__":

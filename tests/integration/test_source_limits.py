@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from bench.fake_pixiv import FakePixiv
+from bench.source_limits import MAX_CONCURRENT, TARGET, pixiv_targets
 from jobstream.clock import now_ms
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
@@ -52,29 +53,6 @@ class Messages:
         del receipt_handle, delay_ms
 
 
-def targets(path: Path, api_host: str) -> None:
-    path.write_text(
-        json.dumps(
-            {
-                "resources": {"pixiv": {"max_concurrent": 2}},
-                "targets": [
-                    {
-                        "id": "pixiv-illust",
-                        "work_type": "illustration",
-                        "source": "pixiv",
-                        "api_host": api_host,
-                        "query": {"tags": ["landscape"]},
-                        "scan_limit": 5,
-                        # Room for a 503 stretch: waits of 1-2, 2-4, 4-8 s before attempts 2-4.
-                        "max_attempts": 5,
-                    }
-                ],
-            }
-        ),
-        encoding="utf-8",
-    )
-
-
 def work(
     rt: Runtime, messages: Messages, outcomes: Counter[str], stopping: threading.Event
 ) -> None:
@@ -91,8 +69,8 @@ def test_forty_jobs_on_two_slots_all_succeed_within_the_accounts_limits(
 ) -> None:
     monkeypatch.setenv("JOBSTREAM_PIXIV_REFRESH_TOKEN", TOKEN)
     messages = Messages()
-    with FakePixiv(max_concurrent=2, retry_after_s=2, latency_s=0.05) as pixiv:
-        targets(targets_path, pixiv.url)
+    with FakePixiv(max_concurrent=MAX_CONCURRENT, retry_after_s=2, latency_s=0.05) as pixiv:
+        targets_path.write_text(json.dumps(pixiv_targets(pixiv.url)), encoding="utf-8")
         live = replace(rt, clock=now_ms, sleep=time.sleep, work=messages)  # type: ignore[arg-type]
         job_ids = []
         for n in range(JOBS):
@@ -100,7 +78,7 @@ def test_forty_jobs_on_two_slots_all_succeed_within_the_accounts_limits(
                 "protocol_version": "1",
                 "job_type": "candidate_search",
                 "idempotency_key": f"forty-{n:02d}",
-                "params": {"target_id": "pixiv-illust"},
+                "params": {"target_id": TARGET},
             }
             status, body = admission.submit(live, "acme", task, None)
             assert status == 202, body
@@ -131,7 +109,7 @@ def test_forty_jobs_on_two_slots_all_succeed_within_the_accounts_limits(
             worker.join(timeout=10)
         stats = pixiv.stats()
     assert Counter(statuses.values()) == {"succeeded": JOBS}, (statuses, outcomes)
-    assert stats.peak_concurrency[TOKEN] <= 2
+    assert stats.peak_concurrency[TOKEN] <= MAX_CONCURRENT
     assert stats.rate_limited == 0  # the slots kept the account within its limit
     assert stats.unavailable >= 1  # the outage was met, and retried through
     assert outcomes["waiting"] >= JOBS - 2  # jobs waited for a slot without holding a worker

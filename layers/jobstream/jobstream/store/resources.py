@@ -17,7 +17,7 @@ fails is an answer, not an error. service/resources.py decides; this module writ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from botocore.exceptions import ClientError
@@ -64,70 +64,65 @@ class ResourceStore(TableStore):
         )
         return _state(name, response.get("Item"))
 
+    def _update(self, name: str, **request: Any) -> tuple[Mapping[str, Any] | None, Any]:
+        """One conditional update of the resource's item: (its answer, None), or (None, the item
+        as it was when ALL_OLD was asked) when the condition did not hold (nothing written)."""
+        try:
+            answer = self.client.update_item(
+                TableName=self.table_name,
+                Key=self._key(name),
+                ReturnConsumedCapacity="TOTAL",
+                **request,
+            )
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+            return None, dict(error.response).get("Item")
+        return answer, None
+
     def acquire(self, name: str, job_id: str, *, max_concurrent: int, now: int) -> bool:
         """Take a slot for `job_id` (or find the one it holds); False when all are taken."""
         for _ in range(2):
-            try:
-                self.client.update_item(
-                    TableName=self.table_name,
-                    Key=self._key(name),
-                    UpdateExpression="SET #holders.#job = if_not_exists(#holders.#job, :now)",
-                    # Never more holders than the limit; the job's own slot is already counted.
-                    ConditionExpression=(
-                        "attribute_exists(#holders.#job)"
-                        " OR (attribute_exists(#holders) AND size(#holders) < :max)"
-                    ),
-                    ExpressionAttributeNames={"#holders": HOLDERS, "#job": job_id},
-                    ExpressionAttributeValues=to_item({":now": now, ":max": max_concurrent}),
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                    ReturnConsumedCapacity="TOTAL",
-                )
-            except ClientError as error:
-                if not _condition_failed(error):
-                    raise
-                old: Any = dict(error.response).get("Item")
-                if isinstance(old, dict) and HOLDERS in old:
-                    return False  # every slot is held
-                self._create(name)
-                continue
-            return True
-        return False
-
-    def _create(self, name: str) -> None:
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key=self._key(name),
+            taken, old = self._update(
+                name,
+                UpdateExpression="SET #holders.#job = if_not_exists(#holders.#job, :now)",
+                # Never more holders than the limit; the job's own slot is already counted.
+                ConditionExpression=(
+                    "attribute_exists(#holders.#job)"
+                    " OR (attribute_exists(#holders) AND size(#holders) < :max)"
+                ),
+                ExpressionAttributeNames={"#holders": HOLDERS, "#job": job_id},
+                ExpressionAttributeValues=to_item({":now": now, ":max": max_concurrent}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            if taken is not None:
+                return True
+            if isinstance(old, dict) and HOLDERS in old:
+                return False  # every slot is held
+            self._update(
+                name,
                 UpdateExpression="SET #holders = :none",
                 # Created once: a second creator must not wipe the slots the first gave out.
                 ConditionExpression="attribute_not_exists(#holders)",
                 ExpressionAttributeNames={"#holders": HOLDERS},
                 ExpressionAttributeValues=to_item({":none": {}}),
-                ReturnConsumedCapacity="TOTAL",
             )
-        except ClientError as error:
-            if not _condition_failed(error):
-                raise
+        return False
 
     def release(self, name: str, job_id: str) -> int | None:
         """Give back `job_id`'s slot: the holders left, or None when it held none (given back
         already, reclaimed by the sweep, or never taken)."""
-        try:
-            response = self.client.update_item(
-                TableName=self.table_name,
-                Key=self._key(name),
-                UpdateExpression="REMOVE #holders.#job",
-                # Once: only the release that removes the entry wakes a waiter for it.
-                ConditionExpression="attribute_exists(#holders.#job)",
-                ExpressionAttributeNames={"#holders": HOLDERS, "#job": job_id},
-                ReturnValues="ALL_NEW",
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except ClientError as error:
-            if _condition_failed(error):
-                return None
-            raise
-        return len(_state(name, response.get("Attributes")).holders)
+        released, _ = self._update(
+            name,
+            UpdateExpression="REMOVE #holders.#job",
+            # Once: only the release that removes the entry wakes a waiter for it.
+            ConditionExpression="attribute_exists(#holders.#job)",
+            ExpressionAttributeNames={"#holders": HOLDERS, "#job": job_id},
+            ReturnValues="ALL_NEW",
+        )
+        if released is None:
+            return None
+        return len(_state(name, released.get("Attributes")).holders)
 
     def reserve_request(self, name: str, *, interval_ms: int | None, now: int) -> int:
         """When the next source request on the resource may start (not before its back-off),
@@ -140,51 +135,38 @@ class ResourceStore(TableStore):
         for _ in range(PACE_TRIES):
             state = self.state(name)
             start = max(now, state.retry_not_before, state.next_request_at)
-            try:
-                self.client.update_item(
-                    TableName=self.table_name,
-                    Key=self._key(name),
-                    UpdateExpression="SET next_request_at = :next",
-                    # Compare-and-set: another worker's reservation since the read moves ours.
-                    ConditionExpression=(
-                        "attribute_not_exists(next_request_at) OR next_request_at = :read"
-                        if state.next_request_at == 0
-                        else "next_request_at = :read"
-                    ),
-                    ExpressionAttributeValues=to_item(
-                        {":next": start + interval_ms, ":read": state.next_request_at}
-                    ),
-                    ReturnConsumedCapacity="TOTAL",
-                )
-            except ClientError as error:
-                if _condition_failed(error):
-                    continue
-                raise
-            return start
+            reserved, _ = self._update(
+                name,
+                UpdateExpression="SET next_request_at = :next",
+                # Compare-and-set: another worker's reservation since the read moves ours.
+                ConditionExpression=(
+                    "attribute_not_exists(next_request_at) OR next_request_at = :read"
+                    if state.next_request_at == 0
+                    else "next_request_at = :read"
+                ),
+                ExpressionAttributeValues=to_item(
+                    {":next": start + interval_ms, ":read": state.next_request_at}
+                ),
+            )
+            if reserved is not None:
+                return start
         # Twenty workers moved the pace between our read and write: the resource is very busy;
         # one interval per try lost is a safe estimate of our place.
         return max(now, state.next_request_at) + PACE_TRIES * interval_ms
 
     def back_off(self, name: str, *, until: int, reason: str) -> bool:
         """No request on the resource starts before `until`; False when a later back-off holds."""
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key=self._key(name),
-                UpdateExpression="SET retry_not_before = :until, backoff_reason = :reason",
-                # A back-off only lengthens: an earlier answer's shorter Retry-After never cuts
-                # a later, longer one short.
-                ConditionExpression=(
-                    "attribute_not_exists(retry_not_before) OR retry_not_before < :until"
-                ),
-                ExpressionAttributeValues=to_item({":until": until, ":reason": reason}),
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            raise
-        return True
+        extended, _ = self._update(
+            name,
+            UpdateExpression="SET retry_not_before = :until, backoff_reason = :reason",
+            # A back-off only lengthens: an earlier answer's shorter Retry-After never cuts a
+            # later, longer one short.
+            ConditionExpression=(
+                "attribute_not_exists(retry_not_before) OR retry_not_before < :until"
+            ),
+            ExpressionAttributeValues=to_item({":until": until, ":reason": reason}),
+        )
+        return extended is not None
 
     def add_waiter(self, waiter: Waiter) -> None:
         """Queue `waiter` for a slot (again: the same key, so a job waits in one place)."""
@@ -221,45 +203,42 @@ class ResourceStore(TableStore):
 
     def waiters(self, name: str, *, limit: int) -> list[Waiter]:
         """The oldest jobs waiting for a slot of `name`, oldest first."""
-        response = self.client.query(
-            TableName=self.table_name,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues=to_item(
-                {":pk": keys.resource_pk(name), ":prefix": keys.WAITER_PREFIX}
-            ),
-            ConsistentRead=True,
-            Limit=limit,
-            ReturnConsumedCapacity="TOTAL",
-        )
-        found = []
-        for item in response.get("Items", []):
-            values = from_item(item)
-            found.append(
-                Waiter(
-                    name,
-                    values["job_id"],
-                    values["tenant"],
-                    int(values["created_at"]),
-                    int(values["since"]),
-                )
+        return [
+            Waiter(
+                name,
+                values["job_id"],
+                values["tenant"],
+                int(values["created_at"]),
+                int(values["since"]),
             )
-        return found
+            for values in self._waiter_items(name, limit=limit)
+        ]
 
     def waiting_jobs(self, name: str) -> list[str]:
         """Every job waiting for a slot of `name`, oldest first (the sweep, the operator)."""
+        return [values["job_id"] for values in self._waiter_items(name, projection="job_id")]
+
+    def _waiter_items(
+        self, name: str, *, limit: int | None = None, projection: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The waiters' items, oldest first: `limit` of them, else all, page after page."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
             "ExpressionAttributeValues": to_item(
                 {":pk": keys.resource_pk(name), ":prefix": keys.WAITER_PREFIX}
             ),
-            "ProjectionExpression": "job_id",
+            # A wake-up reads the waiters as they are: one just queued must not be missed.
+            "ConsistentRead": True,
             "ReturnConsumedCapacity": "TOTAL",
         }
-        found: list[str] = []
+        if limit is not None:
+            request["Limit"] = limit
+        if projection is not None:
+            request["ProjectionExpression"] = projection
         while True:
             response = self.client.query(**request)
-            found.extend(from_item(item)["job_id"] for item in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return found
+            yield from (from_item(item) for item in response.get("Items", []))
+            if limit is not None or "LastEvaluatedKey" not in response:
+                return
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
