@@ -202,6 +202,15 @@ class FakePixiv:
         with self._lock:
             self._access.clear()
 
+    def wait_in_flight(self, account: str, count: int, timeout_s: float = 10.0) -> None:
+        """Return once `count` requests of `account` are in flight at once; TimeoutError when
+        that is not seen within `timeout_s` (a latency too short for a loaded machine)."""
+        deadline = time.monotonic() + timeout_s
+        while self.stats().in_flight.get(account) != count:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{count} requests of the account were never in flight at once")
+            time.sleep(0.01)
+
     def stats(self) -> FakePixivStats:
         with self._lock:
             return FakePixivStats(

@@ -4,7 +4,6 @@ per-account limits, goes out on demand, counts what it saw, and stops cleanly.""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -108,11 +107,11 @@ def test_only_the_known_refresh_tokens_are_accounts() -> None:
 def test_more_than_max_concurrent_requests_of_an_account_are_answered_429() -> None:
     with FakePixiv(max_concurrent=2, retry_after_s=3) as pixiv:
         token, other = access_token(pixiv), access_token(pixiv, OTHER)
-        pixiv.latency_s = 0.5
+        # Long enough that a loaded machine still sees both held at once (and bounded).
+        pixiv.latency_s = 2.0
         with ThreadPoolExecutor(max_workers=2) as pool:
             held = [pool.submit(search, pixiv, token) for _ in range(2)]
-            while pixiv.stats().in_flight.get(TOKEN) != 2:
-                time.sleep(0.01)
+            pixiv.wait_in_flight(TOKEN, 2)
             refused = search(pixiv, token)
             # Another account has slots of its own.
             assert search(pixiv, other).status_code == 200
@@ -163,12 +162,11 @@ def test_an_outage_answers_503_until_it_ends() -> None:
 
 def test_stop_leaves_no_thread_behind_even_with_requests_in_flight() -> None:
     before = set(threading.enumerate())
-    pixiv = FakePixiv(latency_s=0.3, max_concurrent=5).start()
+    pixiv = FakePixiv(latency_s=2.0, max_concurrent=5).start()
     token = access_token(pixiv)
     with ThreadPoolExecutor(max_workers=3) as pool:
         pending = [pool.submit(search, pixiv, token) for _ in range(3)]
-        while pixiv.stats().in_flight.get(TOKEN) != 3:
-            time.sleep(0.01)
+        pixiv.wait_in_flight(TOKEN, 3)
         pixiv.stop()
         assert all(future.result().status_code == 200 for future in pending)
     assert set(threading.enumerate()) <= before
