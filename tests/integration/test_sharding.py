@@ -11,9 +11,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from jobstream.domain import JobRecord
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.runtime import Runtime
 from jobstream.service import admission, execution
+from jobstream.service import sweep as sweep_module
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import to_item
@@ -104,7 +106,9 @@ def test_open_jobs_and_pending_callbacks_spread_over_the_sweep_shards(rt: Runtim
     assert all(pk in keys.tenant_partitions("acme") for pk in tenant_keys)
 
 
-def test_the_sweep_reads_every_shard_oldest_first(rt: Runtime, clock: Clock) -> None:
+def test_the_sweep_reads_every_shard_oldest_first(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     created = []
     for n in range(30):
         clock.advance(1_000)
@@ -112,24 +116,21 @@ def test_the_sweep_reads_every_shard_oldest_first(rt: Runtime, clock: Clock) -> 
     assert list(rt.store.active_jobs()) == created
     due = rt.callbacks.due(now=clock.advance(keys.HANDOFF_GRACE_MS + 1))
     assert [ref.job_id for ref in due] == created
-    # A budget for ten jobs visits the ten oldest, whichever shards they are on.
+    # A budget for ten jobs visits the oldest, whichever shards they are on.
     ticks = itertools.count()
     visited: list[str] = []
-    checked = rt.store.get_job_item
+    checked = sweep_module._check_job
 
-    def spy(job_id: str) -> Any:
-        visited.append(job_id)
-        return checked(job_id)
+    def spy(runtime: Runtime, record: JobRecord, report: sweep_module.SweepReport) -> None:
+        visited.append(record.job_id)
+        checked(runtime, record, report)
 
-    rt.store.get_job_item = spy  # type: ignore[method-assign]
-    try:
-        # 30 callbacks re-sent first (each one tick), then jobs until the budget ends.
-        report = sweep(rt, budget_ms=(30 + 10 + 1) * 1000, monotonic=lambda: next(ticks))
-    finally:
-        del rt.store.get_job_item
+    monkeypatch.setattr(sweep_module, "_check_job", spy)
+    # 30 callbacks re-sent first (each one tick), then jobs until the budget ends.
+    report = sweep(rt, budget_ms=(30 + 10 + 1) * 1000, monotonic=lambda: next(ticks))
     assert report.budget_exhausted
     assert report.callbacks_resent == 30
-    assert list(dict.fromkeys(visited)) == created[: report.jobs_checked]
+    assert visited == created[: report.jobs_checked]
     assert report.jobs_checked >= 5
 
 

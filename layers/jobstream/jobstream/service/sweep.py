@@ -11,9 +11,18 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from itertools import islice
+from typing import Final, TypeVar
 
 from jobstream import observability
-from jobstream.domain import OPEN_CALLBACK_STATES, CallbackState, IntentRef, JobRecord, JobStatus
+from jobstream.domain import (
+    OPEN_CALLBACK_STATES,
+    CallbackRecord,
+    CallbackState,
+    IntentRef,
+    JobRecord,
+    JobStatus,
+)
 from jobstream.lifecycle.log import reconcile
 from jobstream.protocol.errors import EXPIRY_REASONS, Reason
 from jobstream.queue import JobDispatch
@@ -25,6 +34,11 @@ from jobstream.service.liveness import expire, verdict
 from jobstream.store.ports import HANDOFF_GRACE_MS
 
 logger = logging.getLogger(__name__)
+K = TypeVar("K")
+V = TypeVar("V")
+
+# Open jobs and due callbacks read to a request (BatchGetItem's most), not one after another.
+READ_BATCH: Final = 100
 
 
 @dataclass
@@ -95,20 +109,37 @@ def sweep(
 def _resend_due_callbacks(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
     """True when every due callback was handled; False when the budget ran out first."""
     now = rt.clock()
-    for ref in rt.callbacks.due(now=now):
+    due = rt.callbacks.due(now=now)
+    while refs := list(islice(due, READ_BATCH)):
         if not in_time():
             return False
-        try:
-            report.callbacks_resent += _resend(rt, ref, now)
-        except Exception:
-            # One intent's failure must not starve the rest; it is still due next sweep.
-            logger.exception("sweep could not re-send a callback", extra={"job_id": ref.job_id})
-            report.errors += 1
+        intents = _read_batch(rt.callbacks.get_many, refs, report)
+        for ref in refs:
+            if not in_time():
+                return False
+            try:
+                report.callbacks_resent += _resend(rt, ref, intents.get(ref), now)
+            except Exception:
+                # One intent's failure must not starve the rest; it is still due next sweep.
+                logger.exception("sweep could not re-send a callback", extra={"job_id": ref.job_id})
+                report.errors += 1
     return True
 
 
-def _resend(rt: Runtime, ref: IntentRef, now: int) -> int:
-    intent = rt.callbacks.get(ref)
+def _read_batch(
+    read: Callable[[list[K]], dict[K, V]], wanted: list[K], report: SweepReport
+) -> dict[K, V]:
+    """One batch read of what the sweep looks at next; nothing when it fails (counted: what it
+    would have read is still there for the next sweep)."""
+    try:
+        return read(wanted)
+    except Exception:
+        logger.exception("sweep could not read a batch of its backlog")
+        report.errors += 1
+        return {}
+
+
+def _resend(rt: Runtime, ref: IntentRef, intent: CallbackRecord | None, now: int) -> int:
     if intent is None or intent.state not in OPEN_CALLBACK_STATES:
         return 0
     if intent.state == CallbackState.IN_FLIGHT and (intent.lease_until or 0) >= now:
@@ -170,15 +201,23 @@ def _reconcile_open_jobs(
     rt: Runtime, report: SweepReport, waiting: set[str], in_time: Callable[[], bool]
 ) -> bool:
     seen = _OpenJobs(waiting)
-    for job_id in rt.store.active_jobs():
+    open_jobs = rt.store.active_jobs()
+    while job_ids := list(islice(open_jobs, READ_BATCH)):
         if not in_time():
             return False
-        try:
-            _check_job(rt, job_id, report, seen)
-        except Exception:
-            # One job's failure must not starve the rest; it is retried next sweep.
-            logger.exception("sweep could not reconcile a job", extra={"job_id": job_id})
-            report.errors += 1
+        records = _read_batch(rt.store.get_job_items, job_ids, report)
+        for job_id in job_ids:
+            if not in_time():
+                return False
+            record = records.get(job_id)
+            if record is None:
+                continue
+            try:
+                _check_job(rt, record, report, seen)
+            except Exception:
+                # One job's failure must not starve the rest; it is retried next sweep.
+                logger.exception("sweep could not reconcile a job", extra={"job_id": job_id})
+                report.errors += 1
     _redispatch_lost(rt, report, seen)
     return True
 
@@ -214,10 +253,9 @@ def _redispatch_lost(rt: Runtime, report: SweepReport, seen: _OpenJobs) -> None:
             report.jobs_redispatched += 1
 
 
-def _check_job(rt: Runtime, job_id: str, report: SweepReport, seen: _OpenJobs) -> None:
-    record = rt.store.get_job_item(job_id)
-    if record is None:
-        return
+def _check_job(rt: Runtime, record: JobRecord, report: SweepReport, seen: _OpenJobs) -> None:
+    """One open job, as the sweep's batch read found it."""
+    job_id = record.job_id
     report.jobs_checked += 1
     now = rt.clock()
     reason = verdict(record, now, rt.settings)

@@ -10,7 +10,7 @@ attempt does not move it there (its claim writes no index key), only a retry's n
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any, Final
 
@@ -107,6 +107,14 @@ class CallbackStore(TableStore):
         )
         item = response.get("Item")
         return _record(item) if item else None
+
+    def get_many(self, refs: Sequence[IntentRef]) -> dict[IntentRef, CallbackRecord]:
+        """The callbacks of `refs` that exist (as `get` reads each), read together: up to 100
+        a request."""
+        items = batch_get(
+            self.client, self.table_name, [self._key(ref) for ref in refs], consistent=True
+        )
+        return {record.ref: record for record in map(_record, items) if record is not None}
 
     def _update(
         self,
@@ -481,8 +489,5 @@ class CallbackStore(TableStore):
         of items at a time: a redrive of many reads them 100 to a request, not one by one)."""
         entries = sweep_entries(self.client, self.table_name, keys.SweepBacklog.CALLBACK_DEAD)
         while refs := [_ref_from_sweep_key(key) for key in islice(entries, DEAD_READ_BATCH)]:
-            items = batch_get(
-                self.client, self.table_name, [self._key(ref) for ref in refs], consistent=True
-            )
-            found = {record.ref: record for record in map(_record, items) if record is not None}
+            found = self.get_many(refs)
             yield from (found[ref] for ref in refs if ref in found)

@@ -13,7 +13,7 @@ the same contract.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -227,6 +227,8 @@ class CallbackStorePort(Protocol):
 
     def get(self, ref: IntentRef) -> CallbackRecord | None: ...
 
+    def get_many(self, refs: Sequence[IntentRef]) -> dict[IntentRef, CallbackRecord]: ...
+
     def claim(self, ref: IntentRef, *, now: int, lease_ms: int) -> CallbackRecord | None: ...
 
     def mark_delivered(
@@ -378,6 +380,8 @@ class JobStorePort(Protocol):
     def get_job(self, job_id: str) -> JobRecord | None: ...
 
     def get_job_item(self, job_id: str) -> JobRecord | None: ...
+
+    def get_job_items(self, job_ids: Sequence[str]) -> dict[str, JobRecord]: ...
 
     def get_result(self, record: JobRecord) -> dict[str, Any] | None: ...
 
