@@ -213,8 +213,10 @@ def _look_after_one(rt: Runtime, resource: JobResource, report: ResourceReport) 
     state = store.state(resource.name)
     now = rt.clock()
     held = 0
+    # The holders' jobs read together (a resource holds at most a few hundred slots).
+    jobs = rt.store.get_job_items(list(state.holders)) if state.holders else {}
     for job_id, since in state.holders.items():
-        if _holder_gone(rt.store.get_job_item(job_id), since, now):
+        if _holder_gone(jobs.get(job_id), since, now):
             if store.release(resource.name, job_id) is not None:
                 report.slots_reclaimed += 1
                 observability.count("resource_slots_reclaimed", dimension=resource.name)
