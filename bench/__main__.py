@@ -169,7 +169,9 @@ def operations() -> list[Row]:
         )
         settings = Settings(
             table_name="bench-jobs",
-            tenants=shorthand_registry([("bench", "bench-token"), ("pages", "pages-token")]),
+            tenants=shorthand_registry(
+                [("bench", "bench-token"), ("pages", "pages-token"), ("done", "done-token")]
+            ),
             targets_path=DEFAULT_TARGETS_FILE,
             # Both queues, as deployed: admission hands off to each after its commit.
             work_queue_url=queues["WorkQueue"]["Ref"],
@@ -227,6 +229,7 @@ def operations() -> list[Row]:
                 lambda: jobs.list_jobs(rt, "pages", {"limit": ["100"]}, None),
             )
         )
+        rows.append(_succeeded_page_row(rt, meter, admission, task))
         rows.append(
             measure(
                 meter,
@@ -254,6 +257,27 @@ def operations() -> list[Row]:
         rows.append(_job_lifetime_row(rt, meter, admission))
         rows += _stream_rows(rt, client, meter)
     return rows
+
+
+def _succeeded_page_row(
+    rt: Any, meter: Meter, admission: Any, task: Callable[[str], dict[str, Any]]
+) -> Row:
+    """A full page of succeeded jobs (each with its 1-candidate result): 100 of 150."""
+    from jobstream.service import jobs
+    from jobstream.service.execution import execute
+
+    for index in range(150):
+        job_id = admission.submit(rt, "done", task(f"done-{index}"), None)[1]["job"]["job_id"]
+        _expect(execute(rt, job_id) == "succeeded", "a listed job succeeds")
+
+    def page() -> None:
+        listed = jobs.list_jobs(rt, "done", {"limit": ["100"]}, None)["jobs"]
+        _expect(
+            len(listed) == 100 and all(job["result"]["candidates"] for job in listed),
+            "a page of 100 succeeded jobs with their results",
+        )
+
+    return measure(meter, "list jobs (a page of 100 succeeded of 150)", page)
 
 
 def _dispatcher_row(rt: Any, meter: Meter, admission: Any) -> Row:
