@@ -17,6 +17,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.bill import Stack, whole_bill
+from bench.bill import report_lines as bill_lines
 from bench.billing import BillingMeter
 from bench.capacity import report_lines as capacity_lines
 from bench.cold_start import ColdImport, cold_imports
@@ -25,10 +27,12 @@ from bench.cost import TABLE_NAME, JobCost, measure_costs, report_lines, table_f
 from bench.end_to_end import EndToEnd
 from bench.end_to_end import measure as end_to_end
 from bench.end_to_end import report_lines as end_to_end_lines
+from bench.invocations import Invocation
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 REPORT = REPOSITORY / "docs" / "performance.md"
 PRIOR_EVENT_COUNTS = (10, 10_000)
+SWEEP_FINISHED = (10, 10_000)
 
 os.environ.update(
     {
@@ -60,13 +64,11 @@ class Meter:
     def after_call(self, model: Any, **_: Any) -> None:
         self.calls.append(model.name)
 
-    def attach(self, dynamodb: Any, sqs: Any | None = None) -> None:
+    def attach(self, dynamodb: Any, *others: Any) -> None:
+        """Count and bill `dynamodb`'s calls; count those of `others` (SQS)."""
         self.billing.attach(dynamodb)
-        dynamodb.meta.events.register("after-call.dynamodb", self.after_call)
-        self.clients.append(dynamodb)
-        if sqs is not None:
-            sqs.meta.events.register("after-call.sqs", self.after_call)
-            self.clients.append(sqs)
+        for client in (dynamodb, *others):
+            self.attach_other(client)
 
     def _network(self, **_: Any) -> None:
         started = time.perf_counter()
@@ -96,6 +98,12 @@ class Meter:
             for client in self.clients:
                 service = client.meta.service_model.endpoint_prefix
                 client.meta.events.unregister(f"before-call.{service}", unique_id="network")
+
+    def attach_other(self, client: Any) -> None:
+        """Count the calls of one more client (not billed: no DynamoDB table behind it)."""
+        service = client.meta.service_model.endpoint_prefix
+        client.meta.events.register(f"after-call.{service}", self.after_call)
+        self.clients.append(client)
 
     @property
     def read_units(self) -> float:
@@ -206,6 +214,7 @@ def operations() -> list[Row]:
                 lambda: admission.submit(rt, "bench", task(f"new-{next(counter)}"), None),
             )
         )
+        rows += _cold_registry_rows(rt, meter, admission, task, counter)
         _, body = admission.submit(rt, "bench", task("replayed"), None)
         job_id = body["job"]["job_id"]
         rows.append(
@@ -257,6 +266,42 @@ def operations() -> list[Row]:
         rows.append(_job_lifetime_row(rt, meter, admission))
         rows += _stream_rows(rt, client, meter)
     return rows
+
+
+def _cold_registry_rows(
+    rt: Any, meter: Meter, admission: Any, task: Callable[[str], dict[str, Any]], counter: Any
+) -> list[Row]:
+    """Admission as deployed, the registry a secret: the HTTP shell authenticates the request
+    against it first (http/api.py), a Secrets Manager read when its cache is cold (a new
+    environment, and again every JOBSTREAM_TENANTS_MAX_AGE_S), none when warm."""
+    from dataclasses import replace
+
+    import boto3
+
+    from jobstream.config import registry
+
+    secrets = boto3.client("secretsmanager")
+    arn = secrets.create_secret(Name="bench-tenants", SecretString=rt.tenants().to_json())["ARN"]
+    with_secret = replace(
+        rt,
+        settings=rt.settings.model_copy(
+            update={"tenants": None, "tenants_secret": arn, "tenants_max_age_s": 60}
+        ),
+    )
+    registry.forget_cached()
+    provider = registry.secrets_provider()
+    meter.attach_other(provider.client)
+
+    def admit(*, cold: bool) -> Any:
+        if cold:
+            provider.clear_cache()  # a new environment, or the cache's age passed
+        with_secret.tenants()
+        return admission.submit(with_secret, "bench", task(f"new-{next(counter)}"), None)
+
+    return [
+        measure(meter, "admission (new, cold registry)", partial(admit, cold=True)),
+        measure(meter, "admission (new, warm registry)", partial(admit, cold=False)),
+    ]
 
 
 def _succeeded_page_row(
@@ -387,7 +432,7 @@ def sweep_rows() -> list[Row]:
     with mock_aws():
         dynamodb_client.cache_clear()
         client = boto3.client("dynamodb")
-        for finished in (10, 10_000):
+        for finished in SWEEP_FINISHED:
             table = f"sweep-{finished}"
             create_tables(Template.load(), client, name_for=partial(_same_name, table))
             settings = Settings(
@@ -396,6 +441,11 @@ def sweep_rows() -> list[Row]:
                 targets_path=DEFAULT_TARGETS_FILE,
             )
             rt = Runtime(settings=settings, store=JobStore(table))
+            meter = Meter(BillingMeter(table_from_template(Template.load(), table), client))
+            meter.attach(dynamodb_client(), sqs_client())
+            if finished == SWEEP_FINISHED[0]:
+                # What every minute costs with nothing to do (the bill's fixed part).
+                rows.append(measure(meter, "sweep: idle (no job)", partial(sweep, rt)))
             _finished_jobs(client, table, finished)
             for index in range(5):
                 task = {
@@ -405,8 +455,6 @@ def sweep_rows() -> list[Row]:
                     "params": {"target_id": "demo-illustration"},
                 }
                 admission.submit(rt, "bench", task, None)
-            meter = Meter(BillingMeter(table_from_template(Template.load(), table), client))
-            meter.attach(dynamodb_client(), sqs_client())
             rows.append(
                 measure(meter, f"sweep: 5 open jobs, {finished} finished", partial(sweep, rt))
             )
@@ -560,10 +608,16 @@ def _job_with_events(rt: Any, client: Any, count: int) -> str:
 
 def report(
     rows: list[Row],
-    costs: list[JobCost],
+    measured: tuple[list[JobCost], list[tuple[Invocation, ...]]],
     imports: list[ColdImport],
     end_to_end: EndToEnd,
 ) -> str:
+    from jobstream_local.template import Template
+
+    costs, repeats = measured
+    stack = Stack.from_template(Template.load())
+    (idle_sweep,) = [row for row in rows if row.operation == "sweep: idle (no job)"]
+    bill = whole_bill(costs[0], repeats, imports, stack, idle_sweep)
     lines = [
         "# Performance",
         "",
@@ -575,6 +629,7 @@ def report(
         "unit per 4 KB. Milliseconds are moto's own and measure nothing about AWS.",
         "",
         *report_lines(costs),
+        *bill_lines(bill, costs, stack),
         *capacity_lines(costs, TABLE_NAME),
         "## AWS calls per operation",
         "",
@@ -600,7 +655,9 @@ def report(
         "",
         "Targets: capabilities 0 calls; get 1; admission at most 2 round trips (GetItem or",
         "Query, then one transaction: it sends nothing, the dispatcher hands the job and its",
-        "callback to their queues from the table's stream); replay 1 read; page <= 2 calls;",
+        "callback to their queues from the table's stream) with the registry's cache warm, one",
+        "more (GetSecretValue, first) in a new environment and whenever the cache's age",
+        "(60 s) has passed; replay 1 read; page <= 2 calls;",
         "ack <= 2 calls; page and ack cost flat in the number of prior events. No write path",
         "(admission, cancel, reconcile, claim, progress, completion) sends to SQS: the",
         "dispatcher's two sends per admission are its own invocation's. A delivered callback",
