@@ -33,6 +33,9 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 REPORT = REPOSITORY / "docs" / "performance.md"
 PRIOR_EVENT_COUNTS = (10, 10_000)
 SWEEP_FINISHED = (10, 10_000)
+# The listing index keys a result item would carry to have entries of its own (about 70 bytes:
+# `gsi1pk`/`gsi1sk` as a job's, its creation time and id).
+RESULT_INDEX_KEY_BYTES = 70
 
 os.environ.update(
     {
@@ -664,10 +667,46 @@ def report(
         "costs its claim, a read of its job (the callback names its event, the body is rebuilt",
         "from the job) and its outcome; the sweep's cost follows the backlog, not the table.",
         "",
+        *listing_lines(rows, costs),
     ]
     lines += cold_start_lines(imports)
     lines += end_to_end_lines(end_to_end)
     return "\n".join(lines)
+
+
+def listing_lines(rows: list[Row], costs: list[JobCost]) -> list[str]:
+    """What a page of jobs reads, and what the listing indexes' projection costs each job."""
+    from bench.billing import write_units
+
+    by_operation = {row.operation: row for row in rows}
+    queued = by_operation["list jobs (a page of 100 of 300)"]
+    succeeded = by_operation["list jobs (a page of 100 succeeded of 150)"]
+    first = costs[0]
+    listing_units = sum(
+        first.bill.index_write_units.get(name, 0.0) for name in ("by_tenant", "by_correlation")
+    )
+    # Eventually consistent reads: half a unit per 4 KB read.
+    estimate = queued.read_units + 100 * first.result_bytes / 8192
+    in_index = ", ".join(
+        f"{cost.scenario} +{2 * write_units(cost.result_bytes + RESULT_INDEX_KEY_BYTES):g}"
+        for cost in costs
+        if cost.result_bytes
+    )
+    return [
+        "Listings: a page's jobs are their index entries (the listing indexes project what a",
+        "Job document shows, store/records.py: LISTED_ATTRIBUTES), read by Query, billed by",
+        f"the bytes read: a page of 100 queued jobs {queued.read_units:g} read units. A",
+        "succeeded job's result is an item of its own, read by BatchGetItem (at least 0.5",
+        f"units each): a page of 100 succeeded jobs {succeeded.read_units:g}. The price is on",
+        "the write side: each job write that changes what its entries show (status, progress,",
+        f"heartbeat) rewrites them: {listing_units:g} write units of a 1-candidate job's life",
+        "go to the two listing indexes (with a correlation id). Results in the listing",
+        "indexes too (their item given the index keys) would take the succeeded page to about",
+        f"{estimate:.0f} read units (the queued page's, and 100 results of {first.result_bytes:,}",
+        "bytes read by Query, 8 KB a unit), but cost each job its result's entry in both",
+        f"indexes: write units {in_index}; not done.",
+        "",
+    ]
 
 
 def _runs(calls: list[str]) -> list[str]:

@@ -33,7 +33,8 @@ DYNAMODB_STORED_GB_MONTH: Final = 0.25  # standard table class
 DYNAMODB_PITR_GB_MONTH: Final = 0.20  # continuous backups, on the table's size
 EGRESS_GB: Final = 0.09  # data transfer out to the internet, past the free 100 GB a month
 SECRET_MONTH: Final = 0.40
-ALARM_MONTH: Final = 0.10  # a standard-resolution metric alarm
+ALARM_MONTH: Final = 0.10  # per metric a standard-resolution alarm reads
+CUSTOM_METRIC_MONTH: Final = 0.30  # the first 10,000 custom metrics
 DASHBOARD_MONTH: Final = 3.00  # past the account's 3 free dashboards
 GB: Final = 1024**3
 

@@ -51,6 +51,7 @@ class Stack:
     log_retention_days: int
     registry_max_age_s: int
     alarms: int
+    alarm_metrics: int  # an alarm on metric math is billed per metric it reads
     dashboards: int
     access_log_bytes: int  # one API access log line, its fields filled as they typically are
     queue_triggers: int
@@ -65,6 +66,7 @@ class Stack:
         functions = template.resources_of_type("AWS::Serverless::Function")
         api = next(iter(template.resources_of_type("AWS::Serverless::HttpApi").values()))
         access_format = api["AccessLogSettings"]["Format"]
+        alarms = template.resources_of_type("AWS::CloudWatch::Alarm")
         return cls(
             memory_mb={
                 name: int(props.get("MemorySize", memory)) for name, props in functions.items()
@@ -75,7 +77,11 @@ class Stack:
             retention_days=int(defaults["RetentionDays"]),
             log_retention_days=int(defaults["LogRetentionDays"]),
             registry_max_age_s=int(defaults["TenantsMaxAgeSeconds"]),
-            alarms=len(template.resources_of_type("AWS::CloudWatch::Alarm")),
+            alarms=len(alarms),
+            alarm_metrics=sum(
+                len([m for m in props.get("Metrics", []) if "MetricStat" in m]) or 1
+                for props in alarms.values()
+            ),
             dashboards=len(template.resources_of_type("AWS::CloudWatch::Dashboard")),
             access_log_bytes=_access_line_bytes(access_format),
             queue_triggers=len(template.queue_sources()),
@@ -256,7 +262,7 @@ def whole_bill(
     return Bill(
         at_scale={line: at_scale[line] for line in JOB_LINES},
         low_traffic={line: low[line] for line in JOB_LINES},
-        fixed_monthly=fixed_monthly(stack, idle_sweep),
+        fixed_monthly=fixed_monthly(stack, idle_sweep, metric_series_at_least(cost)),
         duration_s=duration,
         log_bytes=log_bytes,
         egress_bytes=egress_bytes,
@@ -265,7 +271,17 @@ def whole_bill(
     )
 
 
-def fixed_monthly(stack: Stack, idle_sweep: Any) -> dict[str, float]:
+def metric_series_at_least(cost: JobCost) -> int:
+    """Custom metrics the stack publishes: each metric once per stack (its total, once it has
+    occurred), and one more per dimension value seen (the job's life shows some: event types;
+    error codes, reasons and tenants add theirs as they occur)."""
+    from jobstream.observability import METRICS
+
+    with_values = {series for series in cost.metric_series if len(series[1]) > 1}
+    return len(METRICS) + len(with_values)
+
+
+def fixed_monthly(stack: Stack, idle_sweep: Any, metric_series: int) -> dict[str, float]:
     """What the stack costs a month with no job at all."""
     minutes = a.SECONDS_PER_MONTH / 60
     sweep_memory = stack.memory_mb["ReconcileFunction"]
@@ -274,7 +290,11 @@ def fixed_monthly(stack: Stack, idle_sweep: Any) -> dict[str, float]:
     empty_receives = stack.queue_triggers * 5 * 3 * minutes
     return {
         "the consumer registry's secret": a.SECRET_MONTH,
-        f"CloudWatch alarms ({stack.alarms})": stack.alarms * a.ALARM_MONTH,
+        f"CloudWatch alarms ({stack.alarms}, on {stack.alarm_metrics} metrics)": (
+            stack.alarm_metrics * a.ALARM_MONTH
+        ),
+        f"EMF custom metrics (at least {metric_series} series)": metric_series
+        * a.CUSTOM_METRIC_MONTH,
         f"CloudWatch dashboard ({stack.dashboards})": stack.dashboards * a.DASHBOARD_MONTH,
         (
             f"the sweep every minute, idle ({idle_sweep.read_units:g} read units, "
@@ -361,7 +381,7 @@ def _notes(bill: Bill, costs: list[JobCost], stack: Stack) -> list[str]:
         (
             "Lambda duration: each invocation of the life run in-process (bench/invocations.py): "
             "its "
-            "own compute is its wall time less the time inside AWS calls and less the invocations "
+            "own compute is its CPU time less the time inside AWS calls and less the invocations "
             "it "
             f"set off, the median of {COMPUTE_RUNS} lives, scaled by {a.FULL_VCPU_MB:,} MB / the "
             "function's memory (Lambda's CPU share; this machine's core taken as one vCPU), plus "

@@ -53,6 +53,10 @@ class JobCost:
     # DynamoDB's 100 bytes of overhead each included.
     table_bytes: int = 0
     index_bytes: int = 0
+    # The size of its result's item (`#RESULT`): what a listing reads of it.
+    result_bytes: int = 0
+    # The CloudWatch metrics (name, dimensions) its life's EMF documents define.
+    metric_series: frozenset[tuple[str, tuple[tuple[str, str], ...]]] = frozenset()
 
     @property
     def sqs_requests(self) -> int:
@@ -206,7 +210,7 @@ def _one_job(life: Life, scenario: str, params: Mapping[str, Any], run: int = 0)
     _expect(ack["unacked"] == 0, "the ack moves the cursor to the end")
     job = life.unmetered.get_job(job_id)
     candidates = len((job.result or {}).get("candidates", []))
-    table_bytes, index_bytes = stored_bytes(life, job_id)
+    table_bytes, index_bytes, result_bytes = stored_bytes(life, job_id)
     return JobCost(
         scenario=scenario,
         candidates=candidates,
@@ -221,6 +225,8 @@ def _one_job(life: Life, scenario: str, params: Mapping[str, Any], run: int = 0)
         invocations=tuple(recorder.invocations),
         table_bytes=table_bytes,
         index_bytes=index_bytes,
+        result_bytes=result_bytes,
+        metric_series=frozenset(recorder.series),
     )
 
 
@@ -231,9 +237,9 @@ def _answered(recorder: Recorder, answer: Any) -> Any:
     return answer
 
 
-def stored_bytes(life: Life, job_id: str) -> tuple[int, int]:
+def stored_bytes(life: Life, job_id: str) -> tuple[int, int, int]:
     """The bytes the job's items and their index entries keep stored (each with DynamoDB's
-    per-item overhead), read after its life."""
+    per-item overhead), read after its life; and its result item's size."""
     from jobstream.store import keys
 
     items = life.reader.query(
@@ -249,7 +255,8 @@ def stored_bytes(life: Life, job_id: str) -> tuple[int, int]:
             entry = index.entry(item, life.table.key_names)
             if entry is not None:
                 index_bytes += item_size(entry) + ITEM_OVERHEAD_BYTES
-    return table_bytes, index_bytes
+    result_bytes = sum(item_size(item) for item in items if item[keys.SK]["S"] == keys.RESULT_SK)
+    return table_bytes, index_bytes, result_bytes
 
 
 def _copy(bill: Bill) -> Bill:

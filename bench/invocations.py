@@ -3,15 +3,18 @@
 Every invocation runs inside `observability.instrument`, the wrapper every function's handler
 has, with metrics on as inside Lambda, at the template's log level (none set: Powertools'
 INFO): the bytes it writes to stdout (EMF metrics) and stderr (JSON log lines) are what
-CloudWatch Logs would ingest of it. Its own compute is its wall time less the time spent inside
+CloudWatch Logs would ingest of it. Its own compute is its CPU time less the time spent inside
 AWS calls (the client's `_make_api_call`, hooks and moto included) and less the invocations it
 set off (the dispatcher runs after each commit, inside the commit's call here): what Lambda
-bills beside the waits for AWS, which the bill adds per call (bench.assumptions).
+bills beside the waits for AWS, which the bill adds per call (bench.assumptions). Times are
+the thread's CPU time (`time.thread_time`), not the wall clock: what else loads the machine
+does not count (waits do not either: there are none but the AWS calls).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +29,7 @@ Result = TypeVar("Result")
 class Invocation:
     function: str  # the template's logical id
     calls: int = 0
-    own_s: float = 0.0  # wall time less AWS calls and nested invocations
+    own_s: float = 0.0  # CPU time less AWS calls and nested invocations
     log_bytes: int = 0
     log_events: int = 0
     reads_registry: bool = False
@@ -47,12 +50,18 @@ class _CountingStream(io.TextIOBase):
         if current is not None:
             current.log_bytes += len(text.encode("utf-8"))
             current.log_events += text.count("\n")
+        for line in text.splitlines():
+            if line.startswith('{"_aws"'):
+                self._recorder.metric_series(json.loads(line))
         return len(text)
 
 
 @dataclass
 class Recorder:
     invocations: list[Invocation] = field(default_factory=list)
+    # Every CloudWatch metric the EMF documents written so far define (name and dimensions):
+    # each is a custom metric, billed by the month.
+    series: set[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=set)
     _stack: list[Invocation] = field(default_factory=list)
 
     @property
@@ -61,6 +70,7 @@ class Recorder:
 
     def reset(self) -> None:
         self.invocations.clear()
+        self.series.clear()
 
     def run(self, function: str, action: Callable[[], Result]) -> Result:
         """`action` as one invocation of `function` (the handler's wrapper around it)."""
@@ -74,11 +84,11 @@ class Recorder:
 
         context = _Context(function, f"bench-{len(self.invocations)}")
         self._stack.append(invocation)
-        started = time.perf_counter()
+        started = time.thread_time()
         try:
             observability.instrument(handler)(None, context)
         finally:
-            elapsed = time.perf_counter() - started
+            elapsed = time.thread_time() - started
             self._stack.pop()
             invocation.own_s = elapsed - invocation._aws_s - invocation._nested_s
             if self._stack:
@@ -93,16 +103,23 @@ class Recorder:
         original = inner._make_api_call
 
         def timed(operation: str, params: Any) -> Any:
-            started = time.perf_counter()
+            started = time.thread_time()
             try:
                 return original(operation, params)
             finally:
                 current = self.current
                 if current is not None:
                     current.calls += 1
-                    current._aws_s += time.perf_counter() - started
+                    current._aws_s += time.thread_time() - started
 
         inner._make_api_call = timed
+
+    def metric_series(self, document: dict[str, Any]) -> None:
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            for dimensions in directive["Dimensions"]:
+                values = tuple((name, str(document[name])) for name in dimensions)
+                for metric in directive["Metrics"]:
+                    self.series.add((metric["Name"], values))
 
     def registry_read(self) -> None:
         """The invocation asked for the consumer registry (on AWS: a secret read when cold)."""
