@@ -182,7 +182,7 @@ def whole_bill(
 
     by_code = {row.function: row for row in imports}
     cold_start_s = {
-        name: by_code[stack.code[name]].setup_seconds * cpu_factor(stack.memory_mb[name])
+        name: by_code[stack.code[name]].setup_cpu_seconds * cpu_factor(stack.memory_mb[name])
         for name in stack.memory_mb
         if stack.code[name] in by_code
     }

@@ -40,11 +40,11 @@ MACHINE_ARCHITECTURES = {
 
 _IMPORT = """
 import time
-started = time.perf_counter()
+started, started_cpu = time.perf_counter(), time.process_time()
 {statement}
-imported = time.perf_counter()
+imported, imported_cpu = time.perf_counter(), time.process_time()
 {setup}
-print(imported - started, time.perf_counter() - imported)
+print(imported - started, time.perf_counter() - imported, time.process_time() - started_cpu)
 """
 _SETUP = """
 from jobstream import observability
@@ -69,13 +69,17 @@ class ColdImport:
     ratio: float  # median of per-pair ratios to `import boto3`
     setup_ratio: float  # import + set-up, median of per-pair ratios
     setup_seconds: float  # import + set-up, median
+    setup_cpu_seconds: float  # import + set-up, CPU seconds, median (what a cold start bills)
     ratio_without_bytecode: float
     boto3_seconds: float  # `import boto3`, median over this function's pairs
     boto3_client_seconds: float  # `import boto3` and one client, median
     load: float  # the machine's 1-minute load average when its pairs ended
 
 
-def _run(code: str, path: list[Path], extra: dict[str, str] | None = None) -> tuple[float, float]:
+def _run(
+    code: str, path: list[Path], extra: dict[str, str] | None = None
+) -> tuple[float, float, float]:
+    """The import's and the set-up's wall seconds, and the CPU seconds of both."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JOBSTREAM_"))}
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # Lambda cannot write next to the layer either
     if path:
@@ -89,35 +93,35 @@ def _run(code: str, path: list[Path], extra: dict[str, str] | None = None) -> tu
         env=env,
         cwd=tempfile.gettempdir(),  # nothing of the repository on the path but what is named
     )
-    first, second = output.stdout.split()
-    return float(first), float(second)
+    first, second, cpu = output.stdout.split()
+    return float(first), float(second), float(cpu)
 
 
 def _boto3() -> tuple[float, float]:
     """`import boto3`, and that plus one client."""
-    imported, client = _run(_IMPORT.format(statement="import boto3", setup=_ONE_CLIENT), [])
+    imported, client, _ = _run(_IMPORT.format(statement="import boto3", setup=_ONE_CLIENT), [])
     return imported, imported + client
 
 
-def _function(name: str, layer: Path, *, setup: bool) -> tuple[float, float]:
+def _function(name: str, layer: Path, *, setup: bool) -> tuple[float, float, float]:
     code = _IMPORT.format(statement="import app", setup=_SETUP if setup else "")
     return _run(code, [REPOSITORY / "functions" / name, layer], _SETUP_ENVIRONMENT)
 
 
 def _pairs(
     name: str, layer: Path, count: int, *, setup: bool
-) -> list[tuple[float, float, float, float]]:
-    """(function import, function import + set-up, boto3 import, boto3 import + one client)
-    per pair, order alternating."""
+) -> list[tuple[float, float, float, float, float]]:
+    """(function import, function import + set-up, boto3 import, boto3 import + one client,
+    function import + set-up in CPU seconds) per pair, order alternating."""
     samples = []
     for index in range(count):
         if index % 2:
-            imported, set_up = _function(name, layer, setup=setup)
+            imported, set_up, cpu = _function(name, layer, setup=setup)
             boto3, client = _boto3()
         else:
             boto3, client = _boto3()
-            imported, set_up = _function(name, layer, setup=setup)
-        samples.append((imported, imported + set_up, boto3, client))
+            imported, set_up, cpu = _function(name, layer, setup=setup)
+        samples.append((imported, imported + set_up, boto3, client, cpu))
     return samples
 
 
@@ -163,6 +167,7 @@ def cold_imports(functions: tuple[str, ...] = FUNCTIONS) -> list[ColdImport]:
                     ratio=statistics.median(sample[0] / sample[2] for sample in samples),
                     setup_ratio=statistics.median(sample[1] / sample[3] for sample in samples),
                     setup_seconds=statistics.median(sample[1] for sample in samples),
+                    setup_cpu_seconds=statistics.median(sample[4] for sample in samples),
                     ratio_without_bytecode=statistics.median(
                         sample[0] / sample[2] for sample in plain
                     ),
@@ -195,14 +200,15 @@ def report_lines(rows: list[ColdImport]) -> list[str]:
         "",
         (
             "| function | import (s) | ratio to `import boto3` | import + set-up (s) | "
-            "ratio to `import boto3` + one client | without bytecode | load |"
+            "ratio to `import boto3` + one client | import + set-up, CPU (s) | "
+            "without bytecode | load |"
         ),
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
         f"| functions/{row.function} | {row.seconds:.3f} | {row.ratio:.2f} | "
-        f"{row.setup_seconds:.3f} | {row.setup_ratio:.2f} | {row.ratio_without_bytecode:.2f} | "
-        f"{row.load:.1f} |"
+        f"{row.setup_seconds:.3f} | {row.setup_ratio:.2f} | {row.setup_cpu_seconds:.3f} | "
+        f"{row.ratio_without_bytecode:.2f} | {row.load:.1f} |"
         for row in rows
     ]
     boto3 = statistics.median(row.boto3_seconds for row in rows)

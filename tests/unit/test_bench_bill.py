@@ -46,7 +46,7 @@ def _job(invocations: list[Invocation]) -> JobCost:
 
 def _imports(seconds: float) -> list[ColdImport]:
     return [
-        ColdImport(name, seconds, 1.0, 1.0, seconds, 1.0, seconds, seconds, 1.0)
+        ColdImport(name, seconds, 1.0, 1.0, seconds, seconds, 1.0, seconds, seconds, 1.0)
         for name in ("callbacks", "worker")
     ]
 
