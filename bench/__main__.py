@@ -23,7 +23,14 @@ from bench.billing import BillingMeter
 from bench.capacity import report_lines as capacity_lines
 from bench.cold_start import ColdImport, cold_imports
 from bench.cold_start import report_lines as cold_start_lines
-from bench.cost import TABLE_NAME, JobCost, measure_costs, report_lines, table_from_template
+from bench.cost import (
+    QUOTAS_SCENARIO,
+    TABLE_NAME,
+    JobCost,
+    measure_costs,
+    report_lines,
+    table_from_template,
+)
 from bench.end_to_end import EndToEnd
 from bench.end_to_end import measure as end_to_end
 from bench.end_to_end import report_lines as end_to_end_lines
@@ -723,7 +730,7 @@ def listing_lines(rows: list[Row], costs: list[JobCost]) -> list[str]:
     in_index = ", ".join(
         f"{cost.scenario} +{2 * write_units(cost.result_bytes + RESULT_INDEX_KEY_BYTES):g}"
         for cost in costs
-        if cost.result_bytes
+        if cost.result_bytes and cost.scenario != QUOTAS_SCENARIO
     )
     return [
         "Listings: a page's jobs are their index entries (the listing indexes project what a",

@@ -392,8 +392,8 @@ def _notes(bill: Bill, costs: list[JobCost], stack: Stack) -> list[str]:
         ),
         (
             "Lambda INIT: a cold start bills the import (INIT) and, in its first invocation, the "
-            "set-up (the cold-start table below: the median seconds here, scaled as above, an "
-            "upper "
+            "set-up (the cold-start table below: their median CPU seconds here, scaled as above, "
+            "an upper "
             f"bound if Lambda gives INIT more CPU): {cold}. At 1M jobs a month "
             f"{a.WARM_ENVIRONMENTS} warm environment per function, recycled every "
             f"{a.ENVIRONMENT_LIFETIME_S / 3600:g} h; at low traffic every invocation."

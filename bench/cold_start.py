@@ -194,9 +194,9 @@ def report_lines(rows: list[ColdImport]) -> list[str]:
         "file, logger, the DynamoDB client): its ratio is to `import boto3` plus one client",
         '(`boto3.client("dynamodb")`), in the same pairs. The registry here is the one-tenant',
         "shorthand; on AWS it is a secret, one Secrets Manager call more on the first request",
-        '(and whenever its cache is cold: "admission (cold registry)" above). Without bytecode:',
-        "the same layer without its .pyc files, as the `python3.11` build method ships it",
-        f"(median of {PAIRS_WITHOUT_BYTECODE} pairs).",
+        '(and whenever its cache is cold: "admission (new, cold registry)" above). Without',
+        "bytecode: the same layer without its .pyc files, as the `python3.11` build method ships",
+        f"it (median of {PAIRS_WITHOUT_BYTECODE} pairs).",
         "",
         (
             "| function | import (s) | ratio to `import boto3` | import + set-up (s) | "
