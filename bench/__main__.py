@@ -187,9 +187,7 @@ def operations() -> list[Row]:
         )
         settings = Settings(
             table_name="bench-jobs",
-            tenants=shorthand_registry(
-                [("bench", "bench-token"), ("pages", "pages-token"), ("done", "done-token")]
-            ),
+            tenants=shorthand_registry([("bench", "bench-token"), ("pages", "pages-token")]),
             targets_path=DEFAULT_TARGETS_FILE,
             # Both queues, as deployed: admission hands off to each after its commit.
             work_queue_url=queues["WorkQueue"]["Ref"],
@@ -248,7 +246,6 @@ def operations() -> list[Row]:
                 lambda: jobs.list_jobs(rt, "pages", {"limit": ["100"]}, None),
             )
         )
-        rows.append(_succeeded_page_row(rt, meter, admission, task))
         rows.append(
             measure(
                 meter,

@@ -86,7 +86,7 @@ def test_the_meter_bills_real_writes_and_reads(aws: None) -> None:
         "blob": {"S": "x" * 1500},
     }
     client.put_item(TableName=name, Item=job)
-    # 2 KB in the table; the tenant index does not project `blob`: 1 unit.
+    # 2 KB in the table; the tenant index projects the keys and `status` only: 1 unit.
     assert meter.bill.table_write_units == 2
     assert meter.bill.index_write_units == {"by_tenant": 1}
     meter.bill.reset()

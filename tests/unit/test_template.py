@@ -1678,18 +1678,3 @@ def test_the_dashboard_graphs_metrics_that_exist() -> None:
     for metric in ours:
         assert metric[1] in METRICS, metric
         assert metric[2:4] == ["service", "x"], metric
-
-
-def test_the_listing_indexes_project_what_a_listing_reads() -> None:
-    """A listing builds its jobs from the index entries (store/listing.py): both listing
-    indexes project exactly LISTED_ATTRIBUTES (an attribute missing would show its default)."""
-    from jobstream.store.records import LISTED_ATTRIBUTES
-
-    template = Template.load()
-    (table,) = template.resources_of_type("AWS::DynamoDB::Table").values()
-    projections = {
-        index["IndexName"]: index["Projection"] for index in table["GlobalSecondaryIndexes"]
-    }
-    for name in (keys.TENANT_INDEX, keys.CORRELATION_INDEX):
-        assert projections[name]["ProjectionType"] == "INCLUDE"
-        assert sorted(projections[name]["NonKeyAttributes"]) == sorted(LISTED_ATTRIBUTES)

@@ -13,8 +13,7 @@ and its result together.
 
 GSIs: `by_tenant` (tenant's jobs, newest first), `by_correlation` (sparse: jobs with a
 correlation id, and each tenant's dead and retrying callbacks under `T#<tenant>#D` and `#R`),
-both projecting what a Job document shows (`records.LISTED_ATTRIBUTES`: a listing reads its
-jobs from the index, a succeeded job's result from the table), `sweep` (sparse: work a
+both projecting `status` only (a listing reads the jobs from the table), `sweep` (sparse: work a
 sweep must find, oldest first), and `feed` (every protocol event of a tenant in the order it
 committed, over FEED_SHARDS partitions; service/feed.py).
 

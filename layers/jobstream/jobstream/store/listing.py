@@ -1,11 +1,9 @@
-"""`GET /jobs`: a tenant's jobs, newest first, read from the listing indexes.
+"""`GET /jobs`: a tenant's jobs, newest first, read from the listing indexes and the table.
 
-The listing indexes (`by_tenant`, `by_correlation`) project what a Job document shows of a
-job item (`records.LISTED_ATTRIBUTES`), so a page's jobs are its index entries: a Query bills
-the bytes it reads, 4 KB a unit, where a BatchGetItem of the job items billed each job at least
-half a unit. Only a succeeded job's result, an item of its own, is read from the table, a batch
-at a time. The price is on the write side: every job write that changes a projected attribute
-(status, progress, heartbeat) rewrites the job's entries (docs/performance.md measures both).
+The listing indexes (`by_tenant`, `by_correlation`) project the keys and `status` only, so that
+the only job writes they see are the three that change its status (a job item is rewritten on
+every state change, progress and heartbeat included). A page's jobs are then read from the
+table, a batch at a time, with their results where they succeeded.
 
 What one request reads of an index is bounded (`LISTING_BUDGET`), whatever its filters match:
 a status filter is applied to the index entries as they are read, and when the budget runs out
@@ -25,14 +23,14 @@ from jobstream.retries import default_policy
 from jobstream.store import keys
 from jobstream.store.codec import from_attribute, to_attribute
 from jobstream.store.ports import InvalidCursorError, JobQuery, ListedJob
-from jobstream.store.records import listed_record, part_key, with_parts
+from jobstream.store.records import item_to_record, job_key, part_key, with_parts
 from jobstream.store.shards import MergedQuery
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import QueryInputTypeDef
 
-# Index entries per batch of results read (BatchGetItem: at most 100 keys a request).
+# Jobs read from the table per BatchGetItem (with their results: at most 100 keys a request).
 LISTING_BATCH: Final = 50
 # BatchGetItem may leave keys unprocessed under throttling: ask again this many times.
 _BATCH_READ_ATTEMPTS: Final = 3
@@ -150,7 +148,7 @@ class JobListing:
             if not chunk:
                 return
             for job in _read_jobs(
-                self._client, self._table_name, chunk, self._resume_names, query.tenant
+                self._client, self._table_name, chunk, self._resume_names, query.status
             ):
                 listed += 1
                 yield job
@@ -170,23 +168,41 @@ def _read_jobs(
     table_name: str,
     entries: Sequence[Mapping[str, Any]],
     resume_names: tuple[str, ...],
-    tenant: str,
+    status: str | None,
 ) -> Iterator[ListedJob]:
-    """The jobs of index entries, in the entries' order: each from its entry, a succeeded job
-    with its result, read from the table in one batch."""
-    records = [listed_record(entry, tenant) for entry in entries]
-    wanted = [
-        part_key(record.job_id, keys.RESULT_SK)
-        for record in records
-        if record.status is JobStatus.SUCCEEDED
-    ]
+    """The jobs of index entries, read from the table in one batch, in the entries' order."""
+    wanted = []
+    for entry in entries:
+        job_id = keys.job_id_of(entry[keys.PK]["S"])
+        wanted.append(job_key(job_id))
+        if _entry_status(entry) == JobStatus.SUCCEEDED:
+            wanted.append(part_key(job_id, keys.RESULT_SK))
     found = {
-        item[keys.PK]["S"]: item for item in batch_get(client, table_name, wanted, consistent=False)
+        (item[keys.PK]["S"], item[keys.SK]["S"]): item
+        for item in batch_get(client, table_name, wanted, consistent=False)
     }
-    for entry, record in zip(entries, records, strict=True):
-        result = found.get(entry[keys.PK]["S"])
-        listed = with_parts(record, [result] if result is not None else [])
-        yield ListedJob(listed, _resume_key(entry, resume_names))
+    for entry in entries:
+        pk = entry[keys.PK]["S"]
+        job = found.get((pk, keys.JOB_SK))
+        if job is None:
+            continue  # gone since the index was read (past its retention)
+        record = item_to_record(job)
+        if record.status is JobStatus.SUCCEEDED:
+            result = found.get((pk, keys.RESULT_SK))
+            if result is None and _entry_status(entry) != JobStatus.SUCCEEDED:
+                # It succeeded after the index was read: its result was not asked for.
+                result = _one(client, table_name, part_key(record.job_id, keys.RESULT_SK))
+            record = with_parts(record, [result] if result is not None else [])
+        if status is not None and record.status != status:
+            continue  # its status moved on since the index was read
+        yield ListedJob(record, _resume_key(entry, resume_names))
+
+
+def _one(client: DynamoDBClient, table_name: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
+    item: dict[str, Any] | None = client.get_item(
+        TableName=table_name, Key=key, ConsistentRead=True, ReturnConsumedCapacity="TOTAL"
+    ).get("Item")
+    return item
 
 
 def batch_get(

@@ -22,28 +22,6 @@ _RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
 # Fields a JobRecord carries that the job item does not: `params` is `params_canonical` parsed,
 # the cursor and the result have items of their own.
 _NOT_ON_THE_JOB_ITEM: Final = frozenset({"params", "ack_sequence", "result"})
-# What the listing indexes project of a job item besides their keys: every attribute the Job
-# document shows (template.yaml declares the same list; a test holds them equal). Its params,
-# callback, target and bookkeeping stay out: a listing never shows them.
-LISTED_ATTRIBUTES: Final = (
-    "status",
-    "job_type",
-    "idempotency_key",
-    "created_at",
-    "updated_at",
-    "deadline_at",
-    "correlation_id",
-    "labels",
-    "started_at",
-    "heartbeat_at",
-    "attempt",
-    "lease_owner",
-    "lease_expires_at",
-    "progress_stage",
-    "progress_message",
-    "reason",
-    "reason_message",
-)
 GENERATION: Final = "job_created_at"
 # A progress event's item keeps what it reported (absent on every other event).
 EVENT_PROGRESS: Final = ("progress_stage", "progress_message")
@@ -78,7 +56,9 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
 
 
 def item_to_record(item: Mapping[str, Any]) -> JobRecord:
-    values = _decoded(item)
+    values = from_item(item)
+    if isinstance(values.get("labels"), str):
+        values["labels"] = json.loads(values["labels"])
     # The params are kept once, as their canonical text (the replay comparison's form), which
     # is their JSON: the same values.
     values["params"] = json.loads(values["params_canonical"])
@@ -89,28 +69,6 @@ def item_to_record(item: Mapping[str, Any]) -> JobRecord:
             if name in values and name not in {"ack_sequence", "result"}
         }
     )
-
-
-def listed_record(entry: Mapping[str, Any], tenant: str) -> JobRecord:
-    """The job a listing index entry shows (`LISTED_ATTRIBUTES`). Its params, target and
-    callback are not projected, no Job document shows them: the record carries none, and is
-    for documents only."""
-    values = _decoded(entry)
-    return JobRecord(
-        job_id=keys.job_id_of(values[keys.PK]),
-        tenant=tenant,
-        params={},
-        params_canonical="",
-        target_id="",
-        **{name: values[name] for name in LISTED_ATTRIBUTES if name in values},
-    )
-
-
-def _decoded(item: Mapping[str, Any]) -> dict[str, Any]:
-    values = from_item(item)
-    if isinstance(values.get("labels"), str):
-        values["labels"] = json.loads(values["labels"])
-    return values
 
 
 def with_parts(record: JobRecord, items: Iterable[Mapping[str, Any]]) -> JobRecord:
