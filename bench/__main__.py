@@ -16,18 +16,32 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.bill import Stack, whole_bill
+from bench.bill import report_lines as bill_lines
 from bench.billing import BillingMeter, use_moto_credentials
 from bench.capacity import report_lines as capacity_lines
 from bench.cold_start import ColdImport, cold_imports
 from bench.cold_start import report_lines as cold_start_lines
-from bench.cost import TABLE_NAME, JobCost, measure_costs, report_lines, table_from_template
+from bench.cost import (
+    QUOTAS_SCENARIO,
+    TABLE_NAME,
+    JobCost,
+    measure_costs,
+    report_lines,
+    table_from_template,
+)
 from bench.end_to_end import EndToEnd
 from bench.end_to_end import measure as end_to_end
 from bench.end_to_end import report_lines as end_to_end_lines
+from bench.invocations import Invocation
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 REPORT = REPOSITORY / "docs" / "performance.md"
 PRIOR_EVENT_COUNTS = (10, 10_000)
+SWEEP_FINISHED = (10, 10_000)
+# The listing index keys a result item would carry to have entries of its own (about 70 bytes:
+# `gsi1pk`/`gsi1sk` as a job's, its creation time and id).
+RESULT_INDEX_KEY_BYTES = 70
 
 use_moto_credentials()
 
@@ -50,13 +64,11 @@ class Meter:
     def after_call(self, model: Any, **_: Any) -> None:
         self.calls.append(model.name)
 
-    def attach(self, dynamodb: Any, sqs: Any | None = None) -> None:
+    def attach(self, dynamodb: Any, *others: Any) -> None:
+        """Count and bill `dynamodb`'s calls; count those of `others` (SQS)."""
         self.billing.attach(dynamodb)
-        dynamodb.meta.events.register("after-call.dynamodb", self.after_call)
-        self.clients.append(dynamodb)
-        if sqs is not None:
-            sqs.meta.events.register("after-call.sqs", self.after_call)
-            self.clients.append(sqs)
+        for client in (dynamodb, *others):
+            self.attach_other(client)
 
     def _network(self, **_: Any) -> None:
         started = time.perf_counter()
@@ -86,6 +98,12 @@ class Meter:
             for client in self.clients:
                 service = client.meta.service_model.endpoint_prefix
                 client.meta.events.unregister(f"before-call.{service}", unique_id="network")
+
+    def attach_other(self, client: Any) -> None:
+        """Count the calls of one more client (not billed: no DynamoDB table behind it)."""
+        service = client.meta.service_model.endpoint_prefix
+        client.meta.events.register(f"after-call.{service}", self.after_call)
+        self.clients.append(client)
 
     @property
     def read_units(self) -> float:
@@ -194,6 +212,7 @@ def operations() -> list[Row]:
                 lambda: admission.submit(rt, "bench", task(f"new-{next(counter)}"), None),
             )
         )
+        rows += _cold_registry_rows(rt, meter, admission, task, counter)
         _, body = admission.submit(rt, "bench", task("replayed"), None)
         job_id = body["job"]["job_id"]
         rows.append(
@@ -242,8 +261,66 @@ def operations() -> list[Row]:
         rows += _callback_rows(rt, meter, admission)
         rows.append(_dispatcher_row(rt, meter, admission))
         rows.append(_job_lifetime_row(rt, meter, admission))
+        rows.append(_heartbeat_row(rt, client, meter, admission))
         rows += _stream_rows(rt, client, meter)
     return rows
+
+
+def _cold_registry_rows(
+    rt: Any, meter: Meter, admission: Any, task: Callable[[str], dict[str, Any]], counter: Any
+) -> list[Row]:
+    """Admission as deployed, the registry a secret: the HTTP shell authenticates the request
+    against it first (http/api.py), a Secrets Manager read when its cache is cold (a new
+    environment, and again every JOBSTREAM_TENANTS_MAX_AGE_S), none when warm."""
+    from dataclasses import replace
+
+    import boto3
+
+    from jobstream.config import registry
+
+    secrets = boto3.client("secretsmanager")
+    arn = secrets.create_secret(Name="bench-tenants", SecretString=rt.tenants().to_json())["ARN"]
+    with_secret = replace(
+        rt,
+        settings=rt.settings.model_copy(
+            update={"tenants": None, "tenants_secret": arn, "tenants_max_age_s": 60}
+        ),
+    )
+    registry.forget_cached()
+    provider = registry.secrets_provider()
+    meter.attach_other(provider.client)
+
+    def admit(*, cold: bool) -> Any:
+        if cold:
+            provider.clear_cache()  # a new environment, or the cache's age passed
+        with_secret.tenants()
+        return admission.submit(with_secret, "bench", task(f"new-{next(counter)}"), None)
+
+    return [
+        measure(meter, "admission (new, cold registry)", partial(admit, cold=True)),
+        measure(meter, "admission (new, warm registry)", partial(admit, cold=False)),
+    ]
+
+
+def _succeeded_page_row(
+    rt: Any, meter: Meter, admission: Any, task: Callable[[str], dict[str, Any]]
+) -> Row:
+    """A full page of succeeded jobs (each with its 1-candidate result): 100 of 150."""
+    from jobstream.service import jobs
+    from jobstream.service.execution import execute
+
+    for index in range(150):
+        job_id = admission.submit(rt, "done", task(f"done-{index}"), None)[1]["job"]["job_id"]
+        _expect(execute(rt, job_id) == "succeeded", "a listed job succeeds")
+
+    def page() -> None:
+        listed = jobs.list_jobs(rt, "done", {"limit": ["100"]}, None)["jobs"]
+        _expect(
+            len(listed) == 100 and all(job["result"]["candidates"] for job in listed),
+            "a page of 100 succeeded jobs with their results",
+        )
+
+    return measure(meter, "list jobs (a page of 100 succeeded of 150)", page)
 
 
 def _dispatcher_row(rt: Any, meter: Meter, admission: Any) -> Row:
@@ -302,6 +379,37 @@ def _job_lifetime_row(rt: Any, meter: Meter, admission: Any) -> Row:
     return measure(meter, "job lifetime: admission -> succeeded", lifetime)
 
 
+def _heartbeat_row(rt: Any, client: Any, meter: Meter, admission: Any) -> Row:
+    """A running job's heartbeat (every JOBSTREAM_HEARTBEAT_INTERVAL_MS): its lease renewed.
+    The job, with a correlation id, is marked running by the bench's own client."""
+    from jobstream.domain import JobStatus
+    from jobstream.store import keys
+    from jobstream.store.codec import to_item
+
+    task = {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": "heartbeat",
+        "correlation_id": "review-chain:135",
+        "params": {"target_id": "demo-illustration"},
+    }
+    job_id = admission.submit(rt, "bench", task, None)[1]["job"]["job_id"]
+    client.update_item(
+        TableName=rt.settings.table_name,
+        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK}),
+        UpdateExpression="SET #s = :running, lease_owner = :owner",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues=to_item({":running": JobStatus.RUNNING.value, ":owner": "w"}),
+    )
+    beats = iter(range(1, 1_000))
+
+    def heartbeat() -> None:
+        now = rt.clock() + next(beats)
+        _expect(rt.store.renew_lease(job_id, "w", now=now, lease_ms=60_000), "heartbeat")
+
+    return measure(meter, "heartbeat (a running job with a correlation id)", heartbeat)
+
+
 def _callback_rows(rt: Any, meter: Meter, admission: Any) -> list[Row]:
     from jobstream.domain import IntentRef
     from jobstream.queue import message_body
@@ -353,7 +461,7 @@ def sweep_rows() -> list[Row]:
     with mock_aws():
         dynamodb_client.cache_clear()
         client = boto3.client("dynamodb")
-        for finished in (10, 10_000):
+        for finished in SWEEP_FINISHED:
             table = f"sweep-{finished}"
             create_tables(Template.load(), client, name_for=partial(_same_name, table))
             settings = Settings(
@@ -362,6 +470,11 @@ def sweep_rows() -> list[Row]:
                 targets_path=DEFAULT_TARGETS_FILE,
             )
             rt = Runtime(settings=settings, store=JobStore(table))
+            meter = Meter(BillingMeter(table_from_template(Template.load(), table), client))
+            meter.attach(dynamodb_client(), sqs_client())
+            if finished == SWEEP_FINISHED[0]:
+                # What every minute costs with nothing to do (the bill's fixed part).
+                rows.append(measure(meter, "sweep: idle (no job)", partial(sweep, rt)))
             _finished_jobs(client, table, finished)
             for index in range(5):
                 task = {
@@ -371,8 +484,6 @@ def sweep_rows() -> list[Row]:
                     "params": {"target_id": "demo-illustration"},
                 }
                 admission.submit(rt, "bench", task, None)
-            meter = Meter(BillingMeter(table_from_template(Template.load(), table), client))
-            meter.attach(dynamodb_client(), sqs_client())
             rows.append(
                 measure(meter, f"sweep: 5 open jobs, {finished} finished", partial(sweep, rt))
             )
@@ -526,10 +637,16 @@ def _job_with_events(rt: Any, client: Any, count: int) -> str:
 
 def report(
     rows: list[Row],
-    costs: list[JobCost],
+    measured: tuple[list[JobCost], list[tuple[Invocation, ...]]],
     imports: list[ColdImport],
     end_to_end: EndToEnd,
 ) -> str:
+    from jobstream_local.template import Template
+
+    costs, repeats = measured
+    stack = Stack.from_template(Template.load())
+    (idle_sweep,) = [row for row in rows if row.operation == "sweep: idle (no job)"]
+    bill = whole_bill(costs[0], repeats, imports, stack, idle_sweep)
     lines = [
         "# Performance",
         "",
@@ -541,6 +658,7 @@ def report(
         "unit per 4 KB. Milliseconds are moto's own and measure nothing about AWS.",
         "",
         *report_lines(costs),
+        *bill_lines(bill, costs, stack),
         *capacity_lines(costs, TABLE_NAME),
         "## AWS calls per operation",
         "",
@@ -566,17 +684,57 @@ def report(
         "",
         "Targets: capabilities 0 calls; get 1; admission at most 2 round trips (GetItem or",
         "Query, then one transaction: it sends nothing, the dispatcher hands the job and its",
-        "callback to their queues from the table's stream); replay 1 read; page <= 2 calls;",
+        "callback to their queues from the table's stream) with the registry's cache warm, one",
+        "more (GetSecretValue, first) in a new environment and whenever the cache's age",
+        "(60 s) has passed; replay 1 read; page <= 2 calls;",
         "ack <= 2 calls; page and ack cost flat in the number of prior events. No write path",
         "(admission, cancel, reconcile, claim, progress, completion) sends to SQS: the",
         "dispatcher's two sends per admission are its own invocation's. A delivered callback",
         "costs its claim, a read of its job (the callback names its event, the body is rebuilt",
         "from the job) and its outcome; the sweep's cost follows the backlog, not the table.",
         "",
+        *listing_lines(rows, costs),
     ]
     lines += cold_start_lines(imports)
     lines += end_to_end_lines(end_to_end)
     return "\n".join(lines)
+
+
+def listing_lines(rows: list[Row], costs: list[JobCost]) -> list[str]:
+    """What a page of jobs reads, and what the listing indexes' projection costs each job."""
+    from bench.billing import write_units
+
+    by_operation = {row.operation: row for row in rows}
+    queued = by_operation["list jobs (a page of 100 of 300)"]
+    succeeded = by_operation["list jobs (a page of 100 succeeded of 150)"]
+    heartbeat = by_operation["heartbeat (a running job with a correlation id)"]
+    first = costs[0]
+    listing_units = sum(
+        first.bill.index_write_units.get(name, 0.0) for name in ("by_tenant", "by_correlation")
+    )
+    # Eventually consistent reads: half a unit per 4 KB read.
+    estimate = queued.read_units + 100 * first.result_bytes / 8192
+    in_index = ", ".join(
+        f"{cost.scenario} +{2 * write_units(cost.result_bytes + RESULT_INDEX_KEY_BYTES):g}"
+        for cost in costs
+        if cost.result_bytes and cost.scenario != QUOTAS_SCENARIO
+    )
+    return [
+        "Listings: the listing indexes hold the keys and the status only; a page is one Query",
+        "per index shard (16 of `by_tenant`) for the page's keys, then a BatchGetItem of the",
+        f"jobs' items (their results with them): a page of 100 queued jobs {queued.read_units:g}",
+        f"read units, of 100 succeeded jobs {succeeded.read_units:g}. What a page reads is paid",
+        f"for by nothing else: {listing_units:g} write units of a 1-candidate job's life go to",
+        "the two listing indexes (admission, claim, terminal event), and a running job's",
+        f'heartbeat writes the job alone ("heartbeat" above: {heartbeat.write_units:g} write',
+        "unit). Projecting what a Job document shows into both indexes was measured on a",
+        "branch: a queued page 11 read units, a succeeded page 61, but +2 write units per",
+        "1-candidate job and +2 per heartbeat and progress event (a long job pays it every 30",
+        "s), and an index's projection cannot be changed in place on a deployed stack; not",
+        f"done. Results in the indexes too would take the succeeded page to about {estimate:.0f}",
+        f"read units but cost each job its result's entry in both indexes: write units {in_index}.",
+        "",
+    ]
 
 
 def _runs(calls: list[str]) -> list[str]:

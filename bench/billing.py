@@ -121,6 +121,8 @@ class Bill:
     requests: dict[str, int] = field(default_factory=dict)
     # Write units by (table or index, kind of partition key): what each key must absorb.
     key_write_units: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Read units of GetItem and BatchGetItem by the kind of partition key read.
+    key_read_units: dict[str, float] = field(default_factory=dict)
 
     @property
     def write_units(self) -> float:
@@ -132,6 +134,9 @@ class Bill:
     def add_key_write(self, where: str, kind: str, units: float) -> None:
         self.key_write_units[(where, kind)] = self.key_write_units.get((where, kind), 0.0) + units
 
+    def add_key_read(self, kind: str, units: float) -> None:
+        self.key_read_units[kind] = self.key_read_units.get(kind, 0.0) + units
+
     def count(self, service: str, operation: str) -> None:
         name = f"{service}:{operation}"
         self.requests[name] = self.requests.get(name, 0) + 1
@@ -141,6 +146,7 @@ class Bill:
         self.index_write_units.clear()
         self.requests.clear()
         self.key_write_units.clear()
+        self.key_read_units.clear()
 
 
 def index_write_units(index: Index, table: Table, before: Item | None, after: Item | None) -> int:
@@ -275,12 +281,16 @@ class BillingMeter:
     def _bill_reads(self, operation: str, params: Any, parsed: Mapping[str, Any]) -> None:
         if operation == "GetItem":
             consistent = bool(params.get("ConsistentRead"))
-            self.bill.read_units += read_units(item_size(parsed.get("Item")), consistent=consistent)
+            units = read_units(item_size(parsed.get("Item")), consistent=consistent)
+            self.bill.read_units += units
+            self._read_of(params.get("Key", {}), units)
         elif operation == "BatchGetItem":
             request = params.get("RequestItems", {}).get(self.table.name, {})
             consistent = bool(request.get("ConsistentRead"))
             for item in parsed.get("Responses", {}).get(self.table.name, []):
-                self.bill.read_units += read_units(item_size(item), consistent=consistent)
+                units = read_units(item_size(item), consistent=consistent)
+                self.bill.read_units += units
+                self._read_of(item, units)
             # A key asked for and not found still costs the minimum.
             missing = len(request.get("Keys", [])) - len(
                 parsed.get("Responses", {}).get(self.table.name, [])
@@ -292,6 +302,11 @@ class BillingMeter:
             self.bill.read_units += read_units(
                 sum(item_size(item) for item in evaluated), consistent=consistent
             )
+
+    def _read_of(self, key: Mapping[str, Any], units: float) -> None:
+        value = key.get(self.table.hash_key, {}).get("S")
+        if value is not None:
+            self.bill.add_key_read(self.key_kind(self.table.name, value), units)
 
     def _evaluated(self, operation: str, params: Any, parsed: Mapping[str, Any]) -> list[Item]:
         """Every item a Query or Scan read, including those its filter then dropped."""

@@ -25,6 +25,7 @@ GOAL_ADMISSIONS_PER_S: Final = 1_000
 TABLE: Final = "table"
 QUOTA_KIND: Final = "QUOTA#<tenant>"
 FEED_KIND: Final = "F<shard>#<tenant>"
+ENDPOINT_KIND: Final = "ENDPOINT#<tenant>"
 
 
 def partition_kind(where: str, value: str) -> str:
@@ -39,6 +40,8 @@ def partition_kind(where: str, value: str) -> str:
         return FEED_KIND
     if value.startswith("QUOTA#"):
         return QUOTA_KIND
+    if value.startswith("ENDPOINT#"):
+        return ENDPOINT_KIND
     return "JOB#<job_id>"
 
 
@@ -47,6 +50,8 @@ SHARDS: Final[dict[tuple[str, str], tuple[int, str]]] = {
     (TABLE, "JOB#<job_id>"): (1, "per job"),
     # A tenant with quotas: its one counter item (store/quotas.py).
     (TABLE, QUOTA_KIND): (1, "per tenant with quotas"),
+    # A tenant's callback endpoints' health items (store/endpoints.py).
+    (TABLE, ENDPOINT_KIND): (1, "per tenant"),
     (keys.TENANT_INDEX, "T#<tenant>"): (keys.TENANT_SHARDS, "per tenant"),
     (keys.CORRELATION_INDEX, "T#<tenant>#C#<correlation_id>"): (1, "per correlation id"),
     # The tenant's feed: its protocol events over FEED_SHARDS partitions (store/feed.py).

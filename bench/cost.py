@@ -13,28 +13,29 @@ own, never billed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Final
 
+from bench.assumptions import (
+    HTTP_API_REQUEST,
+    ITEM_OVERHEAD_BYTES,
+    LAMBDA_REQUEST,
+    PRICE_PER_MILLION,
+    PRICES_AS_OF,
+    READ_UNIT,
+    SQS_REQUEST,
+    WRITE_UNIT,
+)
 from bench.billing import Bill, BillingMeter, Table
 from bench.capacity import partition_kind
+from bench.invocations import Invocation, Recorder
+from jobstream.store.item_size import item_size
 
-# Assumed list prices, us-east-1, on-demand, as published; dated so that a reader can check them.
-PRICES_AS_OF: Final = "2026-12-03"
-WRITE_UNIT: Final = "DynamoDB write request unit"
-READ_UNIT: Final = "DynamoDB read request unit"
-PRICE_PER_MILLION: Final[dict[str, float]] = {
-    WRITE_UNIT: 0.625,
-    READ_UNIT: 0.125,
-    "SQS request (standard, per 64 KB chunk)": 0.40,
-    "Lambda request": 0.20,
-    "HTTP API request": 1.00,
-}
 TABLE_NAME: Final = "cost-jobs"
 QUOTAS_SCENARIO: Final = "1-candidate result, tenant with quotas"
-# Lambda compute, arm64, per GB-second.
-LAMBDA_GB_SECOND: Final = 0.0000133334
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,16 @@ class JobCost:
     callbacks: int
     http_requests: int
     lambda_invocations: int
+    # Each Lambda invocation of the life, as measured (bench.invocations).
+    invocations: tuple[Invocation, ...] = ()
+    # What the job keeps stored until its retention ends: its items and their index entries,
+    # DynamoDB's 100 bytes of overhead each included.
+    table_bytes: int = 0
+    index_bytes: int = 0
+    # The size of its result's item (`#RESULT`): what a listing reads of it.
+    result_bytes: int = 0
+    # The CloudWatch metrics (name, dimensions) its life's EMF documents define.
+    metric_series: frozenset[tuple[str, tuple[tuple[str, str], ...]]] = frozenset()
 
     @property
     def sqs_requests(self) -> int:
@@ -54,17 +65,13 @@ class JobCost:
     def dollars_per_million(self) -> dict[str, float]:
         """The price of one million such jobs, by line (compute time is not included)."""
         return {
-            "DynamoDB writes": self.bill.write_units
-            * PRICE_PER_MILLION["DynamoDB write request unit"],
-            "DynamoDB reads": self.bill.read_units
-            * PRICE_PER_MILLION["DynamoDB read request unit"],
+            "DynamoDB writes": self.bill.write_units * PRICE_PER_MILLION[WRITE_UNIT],
+            "DynamoDB reads": self.bill.read_units * PRICE_PER_MILLION[READ_UNIT],
             # Each message is sent, received and deleted once: the receive and delete are the
             # event source mapping's (one per batch; counted per message, the worst case).
-            "SQS": 3
-            * self.sqs_sends
-            * PRICE_PER_MILLION["SQS request (standard, per 64 KB chunk)"],
-            "Lambda requests": self.lambda_invocations * PRICE_PER_MILLION["Lambda request"],
-            "HTTP API": self.http_requests * PRICE_PER_MILLION["HTTP API request"],
+            "SQS": 3 * self.sqs_sends * PRICE_PER_MILLION[SQS_REQUEST],
+            "Lambda requests": self.lambda_invocations * PRICE_PER_MILLION[LAMBDA_REQUEST],
+            "HTTP API": self.http_requests * PRICE_PER_MILLION[HTTP_API_REQUEST],
         }
 
     @property
@@ -91,13 +98,23 @@ class Life:
     posted: list[str]
     dispatches: list[int]
     unmetered: Any
+    recorder: Recorder
+    table: Table
+    reader: Any  # a client of the table that is not metered
+
+
+# Runs of the 1-candidate job whose compute is measured (the median is taken, bench.bill).
+COMPUTE_RUNS: Final = 5
 
 
 def job_lifetime_costs(life: Life) -> list[JobCost]:
     """The 1-candidate and the 20-candidate job, each measured over its whole life; the first
-    again for a tenant with quotas (its counter charged at admission, released at the end)."""
+    again for a tenant with quotas (its counter charged at admission, released at the end).
+    The 1-candidate job's first life is followed by COMPUTE_RUNS - 1 more (their compute only
+    is kept: `repeat_compute`)."""
+    first = _one_job(life, "1-candidate result", {"target_id": "demo-illustration"})
     return [
-        _one_job(life, "1-candidate result", {"target_id": "demo-illustration"}),
+        first,
         _one_job(
             replace(life, rt=_with_quotas(life.rt)),
             QUOTAS_SCENARIO,
@@ -129,7 +146,15 @@ def _with_quotas(rt: Any) -> Any:
     )
 
 
-def _one_job(life: Life, scenario: str, params: Mapping[str, Any]) -> JobCost:
+def repeat_compute(life: Life) -> list[tuple[Invocation, ...]]:
+    """The invocations of more lives of the 1-candidate job (for the median of its compute)."""
+    return [
+        _one_job(life, "1-candidate result", {"target_id": "demo-illustration"}, run).invocations
+        for run in range(1, COMPUTE_RUNS)
+    ]
+
+
+def _one_job(life: Life, scenario: str, params: Mapping[str, Any], run: int = 0) -> JobCost:
     from jobstream.domain import IntentRef
     from jobstream.queue import message_body
     from jobstream.service import admission
@@ -137,36 +162,55 @@ def _one_job(life: Life, scenario: str, params: Mapping[str, Any]) -> JobCost:
     from jobstream.service.events import acknowledge, events_page
     from jobstream.service.execution import execute
 
-    rt, meter, poster_log = life.rt, life.meter, life.posted
+    rt, meter, poster_log, recorder = life.rt, life.meter, life.posted, life.recorder
     meter.bill.reset()
     poster_log.clear()
     life.dispatches.clear()
+    recorder.reset()
     task = {
         "protocol_version": "1",
         "job_type": "candidate_search",
-        "idempotency_key": f"cost-{scenario}",
+        "idempotency_key": f"cost-{scenario}-{run}",
         # As the real consumer sends them: a correlation id and a few short labels.
         "correlation_id": "review-chain:135",
         "labels": {"origin": "moderation", "tenant": "bot1"},
         "callback_url": "https://consumer.example.test/events",
         "params": dict(params),
     }
-    status, body = admission.submit(rt, "bench", task, None)
-    _expect(status == 202, "admission")
-    job_id = body["job"]["job_id"]
-    _expect(execute(rt, job_id) == "succeeded", "the job runs to succeeded")
-    record = life.unmetered.get_job(job_id)
-    events = record.event_count
-    _expect(len(life.dispatches) == 4, "the dispatcher ran after each of the 4 commits")
-    for sequence in range(1, events + 1):
-        handle_message(rt, message_body(IntentRef(job_id, sequence)), "receipt")
-    _expect(len(poster_log) == events, "every event is delivered by callback")
-    page = events_page(rt, "bench", job_id, {"unacked": ["1"]}, None)
-    _expect(len(page["events"]) == events, "the page holds every event")
-    ack = acknowledge(rt, "bench", job_id, {"ack_through": page["events"][-1]["event_id"]}, None)
+    with recorder.capturing():
+        status, body = recorder.run(
+            "AdmissionFunction",
+            lambda: _answered(recorder, admission.submit(rt, "bench", task, None)),
+        )
+        _expect(status == 202, "admission")
+        job_id = body["job"]["job_id"]
+        _expect(
+            recorder.run("WorkerFunction", lambda: execute(rt, job_id)) == "succeeded",
+            "the job runs to succeeded",
+        )
+        record = life.unmetered.get_job(job_id)
+        events = record.event_count
+        _expect(len(life.dispatches) == 4, "the dispatcher ran after each of the 4 commits")
+        for sequence in range(1, events + 1):
+            recorder.run(
+                "CallbacksFunction",
+                partial(handle_message, rt, message_body(IntentRef(job_id, sequence)), "receipt"),
+            )
+        _expect(len(poster_log) == events, "every event is delivered by callback")
+        page = recorder.run(
+            "EventsFunction",
+            lambda: _answered(recorder, events_page(rt, "bench", job_id, {"unacked": ["1"]}, None)),
+        )
+        _expect(len(page["events"]) == events, "the page holds every event")
+        through = {"ack_through": page["events"][-1]["event_id"]}
+        ack = recorder.run(
+            "AckFunction",
+            lambda: _answered(recorder, acknowledge(rt, "bench", job_id, through, None)),
+        )
     _expect(ack["unacked"] == 0, "the ack moves the cursor to the end")
     job = life.unmetered.get_job(job_id)
     candidates = len((job.result or {}).get("candidates", []))
+    table_bytes, index_bytes, result_bytes = stored_bytes(life, job_id)
     return JobCost(
         scenario=scenario,
         candidates=candidates,
@@ -178,7 +222,41 @@ def _one_job(life: Life, scenario: str, params: Mapping[str, Any]) -> JobCost:
         # Three HTTP functions, one worker run, one callback invocation per event, and one
         # dispatcher invocation per commit (the most: commits close together share one).
         lambda_invocations=3 + 1 + events + len(life.dispatches),
+        invocations=tuple(recorder.invocations),
+        table_bytes=table_bytes,
+        index_bytes=index_bytes,
+        result_bytes=result_bytes,
+        metric_series=frozenset(recorder.series),
     )
+
+
+def _answered(recorder: Recorder, answer: Any) -> Any:
+    """An HTTP function's answer, its body counted as egress."""
+    body = answer[1] if isinstance(answer, tuple) else answer
+    recorder.egress(len(json.dumps(body, separators=(",", ":")).encode("utf-8")))
+    return answer
+
+
+def stored_bytes(life: Life, job_id: str) -> tuple[int, int, int]:
+    """The bytes the job's items and their index entries keep stored (each with DynamoDB's
+    per-item overhead), read after its life; and its result item's size."""
+    from jobstream.store import keys
+
+    items = life.reader.query(
+        TableName=life.table.name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": keys.job_pk(job_id)}},
+        ConsistentRead=True,
+    )["Items"]
+    table_bytes = sum(item_size(item) + ITEM_OVERHEAD_BYTES for item in items)
+    index_bytes = 0
+    for index in life.table.indexes:
+        for item in items:
+            entry = index.entry(item, life.table.key_names)
+            if entry is not None:
+                index_bytes += item_size(entry) + ITEM_OVERHEAD_BYTES
+    result_bytes = sum(item_size(item) for item in items if item[keys.SK]["S"] == keys.RESULT_SK)
+    return table_bytes, index_bytes, result_bytes
 
 
 def _copy(bill: Bill) -> Bill:
@@ -188,6 +266,7 @@ def _copy(bill: Bill) -> Bill:
         read_units=bill.read_units,
         requests=dict(bill.requests),
         key_write_units=dict(bill.key_write_units),
+        key_read_units=dict(bill.key_read_units),
     )
 
 
@@ -201,15 +280,15 @@ def table_from_template(template: Any, name: str) -> Table:
     return Table.from_template(name, properties)
 
 
-def measure_costs() -> list[JobCost]:
-    """Both jobs' lives against moto in-process, billed."""
+def measure_costs() -> tuple[list[JobCost], list[tuple[Invocation, ...]]]:
+    """Both jobs' lives against moto in-process, billed; and the invocations of more lives of
+    the 1-candidate job (its compute, for a median)."""
     import boto3
     from moto import mock_aws
 
     from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings, parse_api_tokens
     from jobstream.delivery.http import HttpResult
     from jobstream.queue import sqs_client
-    from jobstream.runtime import Runtime
     from jobstream.store.client import dynamodb_client
     from jobstream.store.jobs import JobStore
     from jobstream_local.moto_patches import patch_moto
@@ -218,9 +297,11 @@ def measure_costs() -> list[JobCost]:
 
     patch_moto()
     posted: list[str] = []
+    recorder = Recorder()
 
     def receiver(_target: Any, body: bytes, _headers: Any, _timeout: float) -> HttpResult:
         posted.append(body.decode("utf-8"))
+        recorder.egress(len(body))
         return HttpResult(204, "", None)
 
     with mock_aws():
@@ -239,23 +320,45 @@ def measure_costs() -> list[JobCost]:
         )
         dispatches: list[int] = []
         store = dispatching_store(TABLE_NAME)
-        rt = Runtime(
+        rt = recording_runtime(recorder)(
             settings=settings,
             store=store,
             resolver=lambda _host, _port: ["93.184.215.14"],
             poster=receiver,
         )
-        store.dispatcher = dispatcher(rt, tables["JobsTable"]["StreamArn"], dispatches)
-        meter = BillingMeter(
-            table_from_template(template, TABLE_NAME),
-            boto3.client("dynamodb"),
-            key_kind=partition_kind,
-        )
+        store.dispatcher = dispatcher(rt, tables["JobsTable"]["StreamArn"], dispatches, recorder)
+        table = table_from_template(template, TABLE_NAME)
+        meter = BillingMeter(table, boto3.client("dynamodb"), key_kind=partition_kind)
         meter.attach(dynamodb_client())
         meter.attach(sqs_client(), "sqs")
+        recorder.timed_client(dynamodb_client())
+        recorder.timed_client(sqs_client())
         plain = boto3.client("dynamodb")
-        life = Life(rt, meter, posted, dispatches, JobStore(TABLE_NAME, lambda: plain))
-        return job_lifetime_costs(life)
+        life = Life(
+            rt,
+            meter,
+            posted,
+            dispatches,
+            JobStore(TABLE_NAME, lambda: plain),
+            recorder,
+            table,
+            plain,
+        )
+        return job_lifetime_costs(life), repeat_compute(life)
+
+
+def recording_runtime(recorder: Recorder) -> Any:
+    """The Runtime, noting each invocation that asks for the consumer registry (on AWS, a
+    Secrets Manager read whenever its cache is cold)."""
+    from jobstream.config.tenants import TenantRegistry
+    from jobstream.runtime import Runtime
+
+    class RecordingRuntime(Runtime):
+        def tenants(self) -> TenantRegistry:
+            recorder.registry_read()
+            return super().tenants()
+
+    return RecordingRuntime
 
 
 def dispatching_store(table_name: str) -> Any:
@@ -279,9 +382,10 @@ def dispatching_store(table_name: str) -> Any:
     return DispatchingStore(table_name)
 
 
-def dispatcher(rt: Any, stream_arn: str, invocations: list[int]) -> Any:
+def dispatcher(rt: Any, stream_arn: str, invocations: list[int], recorder: Recorder) -> Any:
     """A drain of the table's stream through the template's event source (its filter) into the
-    dispatcher's service (what its handler calls); `invocations` counts its batches."""
+    dispatcher's service (what its handler calls), each batch one invocation of the
+    DispatcherFunction (`recorder`); `invocations` counts its batches."""
     import threading
 
     import boto3
@@ -294,7 +398,7 @@ def dispatcher(rt: Any, stream_arn: str, invocations: list[int]) -> Any:
 
     def handler(event: dict[str, Any], _context: Any) -> dict[str, Any]:
         invocations.append(len(event["Records"]))
-        failed = dispatch_records(rt, event["Records"])
+        failed = recorder.run("DispatcherFunction", lambda: dispatch_records(rt, event["Records"]))
         return {"batchItemFailures": [{"itemIdentifier": number} for number in failed]}
 
     poller = StreamPoller(
@@ -378,8 +482,8 @@ def report_lines(costs: list[JobCost]) -> list[str]:
     prices = ", ".join(f"{name} ${price}" for name, price in PRICE_PER_MILLION.items())
     lines += [
         "",
-        f"Prices per million: {prices}. Lambda compute time, storage and logs are not in the",
-        "table (they depend on memory, duration and retention, not on the design's writes).",
+        f"Prices per million: {prices}. These five lines are what the design's requests cost;",
+        "the whole bill (Lambda time, logs, secrets, storage, egress, the fixed costs) follows.",
         "",
     ]
     return lines
