@@ -24,6 +24,7 @@ from bench.cold_start import ColdImport, cold_imports
 from bench.cold_start import report_lines as cold_start_lines
 from bench.cost import (
     QUOTAS_SCENARIO,
+    RESOURCE_SCENARIO,
     TABLE_NAME,
     JobCost,
     measure_costs,
@@ -717,7 +718,7 @@ def listing_lines(rows: list[Row], costs: list[JobCost]) -> list[str]:
     in_index = ", ".join(
         f"{cost.scenario} +{2 * write_units(cost.result_bytes + RESULT_INDEX_KEY_BYTES):g}"
         for cost in costs
-        if cost.result_bytes and cost.scenario != QUOTAS_SCENARIO
+        if cost.result_bytes and cost.scenario not in {QUOTAS_SCENARIO, RESOURCE_SCENARIO}
     )
     return [
         "Listings: the listing indexes hold the keys and the status only; a page is one Query",

@@ -18,7 +18,7 @@ from typing import Any
 from bench import assumptions as a
 from bench.capacity import ENDPOINT_KIND
 from bench.cold_start import ColdImport
-from bench.cost import COMPUTE_RUNS, QUOTAS_SCENARIO, JobCost
+from bench.cost import COMPUTE_RUNS, QUOTAS_SCENARIO, RESOURCE_SCENARIO, JobCost
 from bench.invocations import Invocation
 
 HTTP_FUNCTIONS = frozenset({"AdmissionFunction", "JobsFunction", "EventsFunction", "AckFunction"})
@@ -346,8 +346,16 @@ def feature_lines(costs: list[JobCost]) -> list[str]:
             f"{endpoint_writes:g} write units while the endpoint is healthy (its health item read "
             f"with each delivery, written only on a transition) | ${endpoint_dollars:,.2f} |"
         ),
-        "| resource slots | (not built yet: its line goes here) | - |",
     ]
+    paced = by_scenario.get(RESOURCE_SCENARIO)
+    if paced is not None:
+        writes = paced.bill.write_units - plain.bill.write_units
+        reads = paced.bill.read_units - plain.bill.read_units
+        lines.append(
+            f"| resource slots (a target on a paced resource) | {writes:+g} write units, "
+            f"{reads:+g} read units (its slot taken and given back, a request's turn) | "
+            f"${writes * write_price + reads * read_price:,.2f} |"
+        )
     return lines
 
 

@@ -36,6 +36,9 @@ from jobstream.store.item_size import item_size
 
 TABLE_NAME: Final = "cost-jobs"
 QUOTAS_SCENARIO: Final = "1-candidate result, tenant with quotas"
+RESOURCE_SCENARIO: Final = "1-candidate result, target on a paced resource"
+# The bench's shared resource: two slots and a pace, as a Pixiv account would be configured.
+BENCH_RESOURCE: Final = {"max_concurrent": 2, "per_minute": 600}
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ def job_lifetime_costs(life: Life) -> list[JobCost]:
             QUOTAS_SCENARIO,
             {"target_id": "demo-illustration"},
         ),
+        _on_a_resource(life),
         _one_job(
             life,
             "20-candidate result",
@@ -130,6 +134,31 @@ def job_lifetime_costs(life: Life) -> list[JobCost]:
             },
         ),
     ]
+
+
+def _on_a_resource(life: Life) -> JobCost:
+    """The 1-candidate job on a target naming a paced shared resource (service/resources.py):
+    its slot taken and given back, its source request's turn reserved. Measured after one job
+    of warm-up, as it is in steady state (the resource's item exists: its first use creates it
+    with one more write)."""
+    paced = replace(life, rt=_with_resource(life.rt))
+    _one_job(paced, RESOURCE_SCENARIO, {"target_id": "demo-illustration"}, run=-1)
+    return _one_job(paced, RESOURCE_SCENARIO, {"target_id": "demo-illustration"})
+
+
+def _with_resource(rt: Any) -> Any:
+    """`rt` reading a targets file whose demo target names the bench's resource."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    document = json.loads(rt.settings.targets_path.read_text(encoding="utf-8"))
+    document["resources"] = {"bench": BENCH_RESOURCE}
+    for target in document["targets"]:
+        target["resource"] = "bench"
+    path = Path(tempfile.mkdtemp(prefix="bench-targets-")) / "targets.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return replace(rt, settings=rt.settings.model_copy(update={"targets_path": path}))
 
 
 def _with_quotas(rt: Any) -> Any:
@@ -433,6 +462,30 @@ def _quota_lines(costs: list[JobCost]) -> list[str]:
     ]
 
 
+def _resource_lines(costs: list[JobCost]) -> list[str]:
+    """What a shared resource's slot and pace add to a job, against the same job without."""
+    by_scenario = {cost.scenario: cost for cost in costs}
+    paced, plain = by_scenario.get(RESOURCE_SCENARIO), by_scenario.get("1-candidate result")
+    if paced is None or plain is None:
+        return []
+    writes = paced.bill.write_units - plain.bill.write_units
+    reads = paced.bill.read_units - plain.bill.read_units
+    calls = paced.aws_calls - plain.aws_calls
+    return [
+        "",
+        f"A slot (`{RESOURCE_SCENARIO}`, a resource of {BENCH_RESOURCE['max_concurrent']} slots",
+        f"and {BENCH_RESOURCE['per_minute']} requests a minute): {writes:+g} write units,",
+        f"{reads:+g} read units and {calls:+d} AWS calls per job: the slot taken and given back",
+        "(two conditional updates of the resource's item, `RESOURCE#<name>`), the release's",
+        "look for the oldest waiter (a consistent Query, nobody waiting), and the catalog's one",
+        "source request's turn (a consistent read and a compare-and-set of the pace). A Pixiv",
+        "job makes two source requests (the token refresh, one search page): one turn more.",
+        "An unpaced resource reads its back-off eventually consistently instead (no write); a",
+        "target without a resource pays nothing (the first row). A job that finds every slot",
+        "held adds its wait: a waiter put and deleted, its `slot_wait` progress, one more try.",
+    ]
+
+
 def report_lines(costs: list[JobCost]) -> list[str]:
     lines = [
         "## What one job costs",
@@ -479,6 +532,7 @@ def report_lines(costs: list[JobCost]) -> list[str]:
             + f" | ${sum(lines_by.values()):,.2f} |"
         )
     lines += _quota_lines(costs)
+    lines += _resource_lines(costs)
     prices = ", ".join(f"{name} ${price}" for name, price in PRICE_PER_MILLION.items())
     lines += [
         "",

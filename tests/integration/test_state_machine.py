@@ -29,6 +29,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from jobstream.config.targets import DEFAULT_MAX_ATTEMPTS
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import CallbackState, IntentRef, JobRecord, StoredEvent
 from jobstream.http.statuses import http_status
@@ -474,11 +475,17 @@ class ServiceMachine(RuleBasedStateMachine):
             assert claimed == self.rt.store.get_job_item(model.job_id)
             assert after == before
         elif before.status == "running" and not before.lease_active(self.world.clock.now):
-            # A lease that has ended (its worker gone): its execution resumed by this worker,
-            # with no second start (I6: one execution).
+            if before.attempt >= DEFAULT_MAX_ATTEMPTS:
+                # Its runs keep stopping unfinished: no more of them, it ends expired.
+                assert claimed is None
+                assert (after.status, after.reason) == ("expired", "stalled_no_heartbeat")
+                assert after.event_count == before.event_count + 1
+                return
+            # A lease that has ended (its worker gone): the job runs again as its next attempt
+            # under this worker, with no second start (I6: one execution at a time).
             assert claimed == self.rt.store.get_job_item(model.job_id)
             assert (after.status, after.lease_owner) == ("running", worker)
-            assert (after.attempt, after.event_count) == (before.attempt, before.event_count)
+            assert (after.attempt, after.event_count) == (before.attempt + 1, before.event_count)
             self.world.leases[(model.job_id, worker)] = execution.Lease(self.rt, claimed, worker)
         else:
             # I6: one execution; a second claim is a no-op.
