@@ -58,6 +58,7 @@ def measure() -> Figures:
     from moto import mock_aws
 
     from bench.cost import dispatcher
+    from bench.invocations import Recorder
     from jobstream.config.settings import DEFAULT_TARGETS_FILE, Settings, parse_api_tokens
     from jobstream.queue import sqs_client
     from jobstream.runtime import Runtime
@@ -87,7 +88,7 @@ def measure() -> Figures:
         clock = _Clock()
         rt = Runtime(settings=settings, store=JobStore("backlog"), clock=clock)
         sends = _count_sends(sqs_client())
-        drain = dispatcher(rt, tables["JobsTable"]["StreamArn"], [])
+        drain = dispatcher(rt, tables["JobsTable"]["StreamArn"], [], Recorder())
         for n in range(JOBS):
             task = {
                 "protocol_version": "1",
