@@ -121,9 +121,11 @@ def test_the_sweep_reads_every_shard_oldest_first(
     visited: list[str] = []
     checked = sweep_module._check_job
 
-    def spy(runtime: Runtime, record: JobRecord, report: sweep_module.SweepReport) -> None:
+    def spy(
+        runtime: Runtime, record: JobRecord, report: sweep_module.SweepReport, *rest: Any
+    ) -> None:
         visited.append(record.job_id)
-        checked(runtime, record, report)
+        checked(runtime, record, report, *rest)
 
     monkeypatch.setattr(sweep_module, "_check_job", spy)
     # 30 callbacks re-sent first (each one tick), then jobs until the budget ends.

@@ -113,7 +113,7 @@ def _resend_due_callbacks(rt: Runtime, report: SweepReport, in_time: Callable[[]
     while refs := list(islice(due, READ_BATCH)):
         if not in_time():
             return False
-        intents = _read_batch(rt.callbacks.get_many, refs, report)
+        intents = _read_batch(rt.callbacks.get_many, rt.callbacks.get, refs, report)
         for ref in refs:
             if not in_time():
                 return False
@@ -127,16 +127,30 @@ def _resend_due_callbacks(rt: Runtime, report: SweepReport, in_time: Callable[[]
 
 
 def _read_batch(
-    read: Callable[[list[K]], dict[K, V]], wanted: list[K], report: SweepReport
+    read_many: Callable[[list[K]], dict[K, V]],
+    read_one: Callable[[K], V | None],
+    wanted: list[K],
+    report: SweepReport,
 ) -> dict[K, V]:
-    """One batch read of what the sweep looks at next; nothing when it fails (counted: what it
-    would have read is still there for the next sweep)."""
+    """One batch read of what the sweep looks at next. Should it fail, each item is read on
+    its own, so that one that cannot be read (counted) does not hold back the others; it is
+    still there for the next sweep."""
     try:
-        return read(wanted)
+        return read_many(wanted)
     except Exception:
-        logger.exception("sweep could not read a batch of its backlog")
+        logger.exception("sweep could not read a batch of its backlog; reading it item by item")
         report.errors += 1
-        return {}
+    found: dict[K, V] = {}
+    for key in wanted:
+        try:
+            value = read_one(key)
+        except Exception:
+            logger.exception("sweep could not read an item of its backlog")
+            report.errors += 1
+            continue
+        if value is not None:
+            found[key] = value
+    return found
 
 
 def _resend(rt: Runtime, ref: IntentRef, intent: CallbackRecord | None, now: int) -> int:
@@ -205,7 +219,7 @@ def _reconcile_open_jobs(
     while job_ids := list(islice(open_jobs, READ_BATCH)):
         if not in_time():
             return False
-        records = _read_batch(rt.store.get_job_items, job_ids, report)
+        records = _read_batch(rt.store.get_job_items, rt.store.get_job_item, job_ids, report)
         for job_id in job_ids:
             if not in_time():
                 return False
