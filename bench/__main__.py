@@ -178,7 +178,9 @@ def operations() -> list[Row]:
         )
         settings = Settings(
             table_name="bench-jobs",
-            tenants=shorthand_registry([("bench", "bench-token"), ("pages", "pages-token")]),
+            tenants=shorthand_registry(
+                [("bench", "bench-token"), ("pages", "pages-token"), ("done", "done-token")]
+            ),
             targets_path=DEFAULT_TARGETS_FILE,
             # Both queues, as deployed: admission hands off to each after its commit.
             work_queue_url=queues["WorkQueue"]["Ref"],
@@ -237,6 +239,7 @@ def operations() -> list[Row]:
                 lambda: jobs.list_jobs(rt, "pages", {"limit": ["100"]}, None),
             )
         )
+        rows.append(_succeeded_page_row(rt, meter, admission, task))
         rows.append(
             measure(
                 meter,
@@ -467,7 +470,9 @@ def sweep_rows() -> list[Row]:
             create_tables(Template.load(), client, name_for=partial(_same_name, table))
             settings = Settings(
                 table_name=table,
-                tenants=shorthand_registry([("bench", "bench-token"), ("pages", "pages-token")]),
+                tenants=shorthand_registry(
+                [("bench", "bench-token"), ("pages", "pages-token"), ("done", "done-token")]
+            ),
                 targets_path=DEFAULT_TARGETS_FILE,
             )
             rt = Runtime(settings=settings, store=JobStore(table))
