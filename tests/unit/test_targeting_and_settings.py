@@ -680,3 +680,13 @@ def test_invalid_resources_and_attempts_are_refused(document: dict[str, Any]) ->
 
 def test_max_attempts_defaults_to_three() -> None:
     assert targets_file(target("c1")).targets[0].max_attempts == 3
+
+
+def test_the_sweep_looks_after_the_resources_in_use_and_those_the_file_defines() -> None:
+    catalog_only = registry.check_targets(targets_file(target("c1")))
+    assert registry.resources_in_use(catalog_only) == {}  # the built-in pixiv one unused
+    assert "pixiv" in registry.resources(catalog_only)  # still listed for the operator
+    file = TargetsFile.model_validate(
+        {"resources": {"spare": {"max_concurrent": 1}}, "targets": [pixiv_target(), target("c1")]}
+    )
+    assert sorted(registry.resources_in_use(registry.check_targets(file))) == ["pixiv", "spare"]

@@ -153,6 +153,21 @@ def resources(targets: TargetsFile) -> dict[str, ResourceLimits]:
     return {**builtin_resources(), **targets.resources}
 
 
+def resources_in_use(targets: TargetsFile) -> dict[str, ResourceLimits]:
+    """The resources some target runs against, and every one the file defines: what the sweep
+    looks after (a built-in resource no target uses costs it nothing)."""
+    known = resources(targets)
+    used = {
+        name
+        for target in targets.targets
+        for job_type in job_types()
+        if job_type.uses_targets
+        and target.serves(job_type.name)
+        and (name := resource_name(target, job_type.name)) is not None
+    }
+    return {name: known[name] for name in sorted(used | set(targets.resources)) if name in known}
+
+
 def resource_name(target: Target, job_type_name: str) -> str | None:
     """The shared resource jobs of `job_type_name` on `target` run against, if any."""
     job_type = get(job_type_name)
@@ -199,4 +214,5 @@ __all__ = [
     "resource_name",
     "resource_of",
     "resources",
+    "resources_in_use",
 ]

@@ -200,7 +200,7 @@ class ResourceReport:
 
 def look_after(rt: Runtime, report: ResourceReport) -> None:
     """For every resource: take back slots whose holders are gone, then wake waiters."""
-    for name, limits in registry.resources(registry.checked_targets(rt.targets())).items():
+    for name, limits in registry.resources_in_use(registry.checked_targets(rt.targets())).items():
         try:
             _look_after_one(rt, JobResource(name, limits), report)
         except Exception:
