@@ -470,9 +470,7 @@ def sweep_rows() -> list[Row]:
             create_tables(Template.load(), client, name_for=partial(_same_name, table))
             settings = Settings(
                 table_name=table,
-                tenants=shorthand_registry(
-                [("bench", "bench-token"), ("pages", "pages-token"), ("done", "done-token")]
-            ),
+                tenants=shorthand_registry([("bench", "bench-token"), ("pages", "pages-token")]),
                 targets_path=DEFAULT_TARGETS_FILE,
             )
             rt = Runtime(settings=settings, store=JobStore(table))
