@@ -18,7 +18,7 @@ from typing import Any
 from bench import assumptions as a
 from bench.capacity import ENDPOINT_KIND
 from bench.cold_start import ColdImport
-from bench.cost import COMPUTE_RUNS, QUOTAS_SCENARIO, RESOURCE_SCENARIO, JobCost
+from bench.cost import COMPUTE_RUNS, QUOTAS_SCENARIO, RESOURCE_SCENARIO, JobCost, added_by
 from bench.invocations import Invocation
 
 HTTP_FUNCTIONS = frozenset({"AdmissionFunction", "JobsFunction", "EventsFunction", "AckFunction"})
@@ -316,7 +316,7 @@ def feature_lines(costs: list[JobCost]) -> list[str]:
     """What each optional feature adds to one job, measured against the same job without it."""
     by_scenario = {cost.scenario: cost for cost in costs}
     plain = by_scenario["1-candidate result"]
-    quotas = by_scenario.get(QUOTAS_SCENARIO)
+    quotas = added_by(costs, QUOTAS_SCENARIO)
     write_price = a.PRICE_PER_MILLION[a.WRITE_UNIT]
     read_price = a.PRICE_PER_MILLION[a.READ_UNIT]
     feed_units = plain.bill.index_write_units.get("feed", 0.0)
@@ -330,7 +330,7 @@ def feature_lines(costs: list[JobCost]) -> list[str]:
         "|---|---|---:|",
     ]
     if quotas is not None:
-        added = quotas.bill.write_units - plain.bill.write_units
+        added = quotas.write_units
         lines.append(
             f"| quotas (a tenant with quotas) | {added:+g} write units (its counter, inside the "
             f"admission's and the terminal event's transactions) | ${added * write_price:,.2f} |"
@@ -347,10 +347,9 @@ def feature_lines(costs: list[JobCost]) -> list[str]:
             f"with each delivery, written only on a transition) | ${endpoint_dollars:,.2f} |"
         ),
     ]
-    paced = by_scenario.get(RESOURCE_SCENARIO)
-    if paced is not None:
-        writes = paced.bill.write_units - plain.bill.write_units
-        reads = paced.bill.read_units - plain.bill.read_units
+    slot = added_by(costs, RESOURCE_SCENARIO)
+    if slot is not None:
+        writes, reads = slot.write_units, slot.read_units
         lines.append(
             f"| resource slots (a target on a paced resource) | {writes:+g} write units, "
             f"{reads:+g} read units (its slot taken and given back, a request's turn) | "

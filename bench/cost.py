@@ -443,14 +443,34 @@ def dispatcher(rt: Any, stream_arn: str, invocations: list[int], recorder: Recor
     return poller.drain
 
 
+@dataclass(frozen=True)
+class Added:
+    """What a scenario adds to the plain 1-candidate job."""
+
+    write_units: float
+    read_units: float
+    aws_calls: int
+
+
+def added_by(costs: list[JobCost], scenario: str) -> Added | None:
+    """What `scenario` adds to the same job without its feature; None when either is absent."""
+    by_scenario = {cost.scenario: cost for cost in costs}
+    with_it, plain = by_scenario.get(scenario), by_scenario.get("1-candidate result")
+    if with_it is None or plain is None:
+        return None
+    return Added(
+        with_it.bill.write_units - plain.bill.write_units,
+        with_it.bill.read_units - plain.bill.read_units,
+        with_it.aws_calls - plain.aws_calls,
+    )
+
+
 def _quota_lines(costs: list[JobCost]) -> list[str]:
     """What a tenant's quotas add to its job, against the same job without them."""
-    by_scenario = {cost.scenario: cost for cost in costs}
-    charged, plain = by_scenario.get(QUOTAS_SCENARIO), by_scenario.get("1-candidate result")
-    if charged is None or plain is None:
+    quotas = added_by(costs, QUOTAS_SCENARIO)
+    if quotas is None:
         return []
-    added = charged.bill.write_units - plain.bill.write_units
-    calls = charged.aws_calls - plain.aws_calls
+    added, calls = quotas.write_units, quotas.aws_calls
     return [
         "",
         f"Quotas (`{QUOTAS_SCENARIO}`): {added:+g} write units per job and {calls:+d} AWS calls:",
@@ -464,13 +484,10 @@ def _quota_lines(costs: list[JobCost]) -> list[str]:
 
 def _resource_lines(costs: list[JobCost]) -> list[str]:
     """What a shared resource's slot and pace add to a job, against the same job without."""
-    by_scenario = {cost.scenario: cost for cost in costs}
-    paced, plain = by_scenario.get(RESOURCE_SCENARIO), by_scenario.get("1-candidate result")
-    if paced is None or plain is None:
+    slot = added_by(costs, RESOURCE_SCENARIO)
+    if slot is None:
         return []
-    writes = paced.bill.write_units - plain.bill.write_units
-    reads = paced.bill.read_units - plain.bill.read_units
-    calls = paced.aws_calls - plain.aws_calls
+    writes, reads, calls = slot.write_units, slot.read_units, slot.aws_calls
     return [
         "",
         f"A slot (`{RESOURCE_SCENARIO}`, a resource of {BENCH_RESOURCE['max_concurrent']} slots",

@@ -65,7 +65,7 @@ def take_slot(rt: Runtime, resource: JobResource, record: JobRecord) -> bool:
     now = rt.clock()
     if _acquire(rt, resource, record.job_id, now):
         return True
-    waiter = Waiter(resource.name, record.job_id, record.tenant, record.created_at, since=now)
+    waiter = Waiter(resource.name, record.job_id, record.tenant, record.created_at)
     store.add_waiter(waiter)
     # A slot given back between the refusal and the waiter's write woke nobody: look again.
     if _acquire(rt, resource, record.job_id, now):

@@ -314,7 +314,6 @@ class ResourceState:
     next_request_at: int = 0
     retry_not_before: int = 0
     backoff_reason: str | None = None
-    exists: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +324,6 @@ class Waiter:
     job_id: str
     tenant: str
     created_at: int
-    since: int
 
     @property
     def sort_key(self) -> str:

@@ -5,7 +5,7 @@
                next_request_at   the pace: the earliest start of the next source request
                retry_not_before  the back-off: no source request starts before it
                backoff_reason    what set the back-off (a 429, a Retry-After)
-    waiter     PK=RESOURCE#<name>  SK=WAIT#<created_at:013>#<job_id>  job_id, tenant, since
+    waiter     PK=RESOURCE#<name>  SK=WAIT#<created_at:013>#<job_id>  job_id, tenant, created_at
 
 A slot is one entry of `holders`, taken by one conditional update (a free place, or the job's
 own entry: a duplicate message of a job that holds its slot finds it held) and given back by
@@ -43,7 +43,6 @@ def _state(name: str, item: Mapping[str, Any] | None) -> ResourceState:
         next_request_at=int(values.get("next_request_at", 0)),
         retry_not_before=int(values.get("retry_not_before", 0)),
         backoff_reason=values.get("backoff_reason"),
-        exists=True,
     )
 
 
@@ -179,7 +178,6 @@ class ResourceStore(TableStore):
                     "job_id": waiter.job_id,
                     "tenant": waiter.tenant,
                     "created_at": waiter.created_at,
-                    "since": waiter.since,
                 }
             ),
             ReturnConsumedCapacity="TOTAL",
@@ -209,7 +207,6 @@ class ResourceStore(TableStore):
                 values["job_id"],
                 values["tenant"],
                 int(values["created_at"]),
-                int(values["since"]),
             )
             for values in self._waiter_items(name, limit=limit)
         ]
