@@ -331,17 +331,19 @@ def test_the_sweep_resends_an_attempt_that_died_in_flight(rt: Runtime, clock: Cl
 
 
 def test_the_sweep_leaves_a_live_attempt_alone(rt: Runtime, clock: Clock) -> None:
-    """A claim keeps the callback due in the sweep index at its first due time: a slow attempt
-    still under its lease is not sent again (its duplicate would only be refused), and is once
-    its lease has lapsed."""
+    """A claim does not move the callback (its open job covers it: it has no index entry of
+    its own): a slow attempt still under its lease is not sent again (its duplicate would only
+    be refused), and is once its lease has lapsed."""
     queue = SentRefs()
     runtime = replace(rt, queue=queue)  # type: ignore[arg-type]
     job_id = admit(runtime, callback=True)
     ref = IntentRef(job_id, 1)
     clock.advance(keys.HANDOFF_GRACE_MS + 1)  # due now
     lease_ms = 10 * keys.HANDOFF_GRACE_MS
-    assert runtime.callbacks.claim(ref, now=clock.now, lease_ms=lease_ms) is not None
-    assert list(runtime.callbacks.due(now=clock.now)) == [ref]
+    claimed = runtime.callbacks.claim(ref, now=clock.now, lease_ms=lease_ms)
+    assert claimed is not None
+    assert not claimed.indexed
+    assert list(runtime.callbacks.due(now=clock.now)) == []
     assert sweep(runtime).callbacks_resent == 0
     assert queue.sent == []
     clock.advance(lease_ms + 1)

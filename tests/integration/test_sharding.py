@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from jobstream.domain import JobRecord
+from jobstream.domain import IntentRef, JobRecord
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.runtime import Runtime
 from jobstream.service import admission, execution
@@ -33,6 +33,16 @@ def submit(rt: Runtime, key: str, **overrides: Any) -> str:
     )
     assert status == 202
     job_id: str = body["job"]["job_id"]
+    return job_id
+
+
+def submit_watched(rt: Runtime, key: str) -> str:
+    """A job whose accepted callback has an entry of its own in the sweep index, due a grace
+    period after its event (as a failed attempt or a hand-over gives it)."""
+    job_id = submit(rt, key, callback_url="https://consumer.example.test/hooks")
+    accepted = rt.callbacks.get(IntentRef(job_id, 1))
+    assert accepted is not None
+    assert rt.callbacks.watch(accepted.ref, due=accepted.created_at + keys.HANDOFF_GRACE_MS)
     return job_id
 
 
@@ -91,7 +101,7 @@ def test_a_value_of_no_known_backlog_is_its_own_kind() -> None:
 
 def test_open_jobs_and_pending_callbacks_spread_over_the_sweep_shards(rt: Runtime) -> None:
     for n in range(40):
-        submit(rt, f"spread-{n}", callback_url="https://consumer.example.test/hooks")
+        submit_watched(rt, f"spread-{n}")
     items = whole_table(rt).values()
     by_kind: dict[str, set[str]] = {}
     for item in items:
@@ -112,7 +122,7 @@ def test_the_sweep_reads_every_shard_oldest_first(
     created = []
     for n in range(30):
         clock.advance(1_000)
-        created.append(submit(rt, f"old-{n}", callback_url="https://consumer.example.test/h"))
+        created.append(submit_watched(rt, f"old-{n}"))
     assert list(rt.store.active_jobs()) == created
     due = rt.callbacks.due(now=clock.advance(keys.HANDOFF_GRACE_MS + 1))
     assert [ref.job_id for ref in due] == created
@@ -182,8 +192,15 @@ def test_an_intent_under_an_unsharded_key_is_postponed_after_a_resend(
     rt.store.client.update_item(
         TableName=rt.store.table_name,
         Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.event_sk(1)}),
-        UpdateExpression="SET sweep_pk = :legacy",
-        ExpressionAttributeValues=to_item({":legacy": keys.SweepBacklog.CALLBACK_HANDOFF.value}),
+        UpdateExpression="SET sweep_pk = :legacy, sweep_sk = :due",
+        ExpressionAttributeValues=to_item(
+            {
+                ":legacy": keys.SweepBacklog.CALLBACK_HANDOFF.value,
+                ":due": keys.sweep_sk(
+                    clock.now + keys.HANDOFF_GRACE_MS, IntentRef(job_id, 1).item_id
+                ),
+            }
+        ),
     )
     clock.advance(keys.HANDOFF_GRACE_MS + 1)
     assert sweep(rt).callbacks_resent == 1

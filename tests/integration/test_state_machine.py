@@ -31,7 +31,7 @@ from hypothesis.stateful import (
 
 from jobstream.config.targets import DEFAULT_MAX_ATTEMPTS
 from jobstream.delivery.http import HttpResult
-from jobstream.domain import CallbackState, IntentRef, JobRecord, StoredEvent
+from jobstream.domain import OPEN_CALLBACK_STATES, CallbackState, IntentRef, JobRecord, StoredEvent
 from jobstream.http.statuses import http_status
 from jobstream.jobtypes.runner import Outcome
 from jobstream.lifecycle.identity import derive_job_id
@@ -336,8 +336,29 @@ class World:
                 assert "sweep_pk" not in intent
             elif intent["state"] == CallbackState.DEAD:
                 assert keys.sweep_kind(intent["sweep_pk"]) == keys.SweepBacklog.CALLBACK_DEAD
-            else:
+            elif "sweep_pk" in intent:
                 assert keys.sweep_kind(intent["sweep_pk"]) == keys.SweepBacklog.CALLBACK_HANDOFF
+            else:
+                # I5: an open callback without an entry of its own is covered by its job: the
+                # job is open (JOB#ACTIVE), or its terminal callback is open in the hand-off
+                # shards (service/callback_coverage.py).
+                assert intent["state"] in {CallbackState.PENDING, CallbackState.IN_FLIGHT}
+                assert intent["kind"] not in TERMINAL_KINDS, f"terminal intent {ref} unwatched"
+                assert self.covered(view), f"open intent {ref} of {model.job_id} has no cover"
+            if intent["kind"] in TERMINAL_KINDS and intent["state"] in OPEN_CALLBACK_STATES:
+                assert "sweep_pk" in intent, f"open terminal intent {ref} not in the sweep index"
+
+    @staticmethod
+    def covered(view: JobView) -> bool:
+        """Whether the job covers its callbacks that have no index entry of their own."""
+        if not view.record.is_terminal:
+            return keys.sweep_kind(view.item["sweep_pk"]["S"]) == keys.SweepBacklog.ACTIVE_JOBS
+        return any(
+            intent["kind"] in TERMINAL_KINDS
+            and intent["state"] in OPEN_CALLBACK_STATES
+            and keys.sweep_kind(intent.get("sweep_pk", "")) == keys.SweepBacklog.CALLBACK_HANDOFF
+            for intent in view.intents
+        )
 
     # -- helpers for rules ------------------------------------------------------------------
 

@@ -222,6 +222,12 @@ class CallbackRecord:
     # Its job's tenant, read from its event's place in the tenant's feed: the message group its
     # queue messages join (None for an event written before the feed).
     tenant: str | None = None
+    # When the sweep or a redrive last sent it (epoch ms), None if only its dispatch did.
+    resent_at: int | None = None
+    # Whether it has an entry of its own in the sweep index (`sweep_pk`): a watched one
+    # (CallbackIntent.watched), one that failed an attempt, or parked, dead, revived. An open
+    # callback without one is found through its job (service/sweep.py).
+    indexed: bool = False
 
     def __post_init__(self) -> None:
         # A state read as text (an item, a test's literal) becomes the enum it names, or fails.

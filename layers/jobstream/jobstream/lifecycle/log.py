@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from jobstream import observability
-from jobstream.domain import CallbackRecord, JobRecord, StoredEvent
+from jobstream.domain import TERMINAL_STATUSES, CallbackRecord, JobRecord, StoredEvent
 from jobstream.lifecycle.retention import item_expiry, job_expiry
 from jobstream.lifecycle.transitions import TERMINAL_KIND_BY_STATUS, Transition
 from jobstream.protocol import documents
@@ -80,7 +80,8 @@ def callback_intent(
     """The callback to send for `event`, when the job declared a callback URL."""
     if not record.callback_url or protocol_type(event.kind) is None:
         return None
-    return CallbackIntent(base_url=base_url)
+    watched = event.kind in TERMINAL_KINDS or record.status in TERMINAL_STATUSES
+    return CallbackIntent(base_url=base_url, watched=watched)
 
 
 def callback_body(

@@ -28,7 +28,7 @@ from jobstream.outbound.guard import check_at_delivery
 from jobstream.protocol.events import TERMINAL_KINDS, callback_event_id, callback_idempotency_key
 from jobstream.queue import parse_message_body
 from jobstream.runtime import Runtime
-from jobstream.service import endpoints
+from jobstream.service import callback_coverage, endpoints
 from jobstream.service.messages import parse_or_drop
 
 logger = logging.getLogger(__name__)
@@ -79,12 +79,12 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     if job is None or body is None:
         # Nothing left to send: the job is gone (past its retention).
         answer = AttemptAnswer(None, "the job no longer exists")
-        return _dead(rt, intent, answer, now=now, tenant=None)
+        return _dead(rt, intent, answer, now=now, job=None)
     passed = endpoints.gate(rt, endpoints.endpoint_of(job.tenant, job.callback_url), now=now)
     if passed.endpoint is not None and passed.passage is endpoints.Passage.HOLD:
-        return _park(rt, intent, passed.endpoint, None)
+        return _park(rt, intent, passed.endpoint, None, job=job)
     verdict, retry_after_ms = _attempt(rt, intent, job, body)
-    return _outcome(rt, intent, passed, verdict, retry_after_ms, tenant=job.tenant)
+    return _outcome(rt, intent, passed, verdict, retry_after_ms, job=job)
 
 
 def _outcome(
@@ -94,12 +94,14 @@ def _outcome(
     verdict: Verdict,
     retry_after_ms: int | None,
     *,
-    tenant: str,
+    job: JobRecord,
 ) -> AttemptResult:
     """Record how the attempt went, for the callback and for its endpoint (and on the lists of
-    its `tenant`: retrying, dead)."""
+    its job's tenant: retrying, dead)."""
     finished_at = rt.clock()
+    tenant = job.tenant
     if verdict.outcome is Outcome.DELIVERED:
+        callback_coverage.hand_over(rt, intent, job)
         rt.callbacks.mark_delivered(intent, now=finished_at, status=verdict.status)
         observability.count("callbacks_delivered")
         endpoints.after_delivery(rt, passed, now=finished_at)
@@ -108,9 +110,9 @@ def _outcome(
     if passed.endpoint is not None and endpoints.holds_after_failure(
         rt, passed, verdict, now=finished_at
     ):
-        return _park(rt, intent, passed.endpoint, answer)
+        return _park(rt, intent, passed.endpoint, answer, job=job)
     if verdict.outcome in {Outcome.DEAD, Outcome.GONE} or intent.attempts >= intent.max_attempts:
-        return _dead(rt, intent, answer, now=finished_at, tenant=tenant)
+        return _dead(rt, intent, answer, now=finished_at, job=job)
     settings = rt.settings
     delay = retry_delay_ms(
         intent.attempts,
@@ -124,20 +126,28 @@ def _outcome(
 
 
 def _park(
-    rt: Runtime, intent: CallbackRecord, endpoint: Endpoint, answer: AttemptAnswer | None
+    rt: Runtime,
+    intent: CallbackRecord,
+    endpoint: Endpoint,
+    answer: AttemptAnswer | None,
+    *,
+    job: JobRecord,
 ) -> AttemptResult:
     """Its endpoint is paused or disabled: the callback waits for it, its attempt not spent;
     the message goes (a resume sends the callback again)."""
+    callback_coverage.hand_over(rt, intent, job)
     endpoints.park(rt, intent, endpoint, answer)
     observability.count("callbacks_parked")
     return AttemptResult(Disposition.DONE, outcome="parked")
 
 
 def _dead(
-    rt: Runtime, intent: CallbackRecord, answer: AttemptAnswer, *, now: int, tenant: str | None
+    rt: Runtime, intent: CallbackRecord, answer: AttemptAnswer, *, now: int, job: JobRecord | None
 ) -> AttemptResult:
-    """Dead, listed for its tenant (`tenant`: its job's; None when the job is gone)."""
-    rt.callbacks.mark_dead(intent, answer, now=now, tenant=tenant)
+    """Dead, listed for its job's tenant (`job` None: the job is gone, and no tenant lists it)."""
+    if job is not None:
+        callback_coverage.hand_over(rt, intent, job)
+    rt.callbacks.mark_dead(intent, answer, now=now, tenant=job.tenant if job is not None else None)
     observability.count("callbacks_dead_lettered")
     return _send_dead_letter(rt, intent.ref, now=now)
 
@@ -191,8 +201,9 @@ def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
         # The last attempt never recorded its outcome (its invocation died): no budget is left.
         answer = AttemptAnswer(None, "attempt_abandoned: the last attempt ended without an outcome")
         job = rt.store.get_job_item(ref.job_id)
-        tenant = job.tenant if job is not None and job.created_at <= current.created_at else None
-        return _dead(rt, current, answer, now=now, tenant=tenant)
+        if job is not None and job.created_at > current.created_at:
+            job = None  # an event of an earlier job under the same key: that job is gone
+        return _dead(rt, current, answer, now=now, job=job)
     # Another attempt holds it (or took it since); if that one dies, the sweep re-sends it
     # after its lease.
     return AttemptResult(Disposition.DONE, outcome="held")

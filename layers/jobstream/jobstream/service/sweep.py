@@ -27,7 +27,7 @@ from jobstream.lifecycle.log import reconcile
 from jobstream.protocol.errors import EXPIRY_REASONS, Reason
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
-from jobstream.service import endpoints, resources
+from jobstream.service import callback_coverage, endpoints, resources
 from jobstream.service.completion import land_kept_outcome
 from jobstream.service.handoff import dispatch, hand_off
 from jobstream.service.liveness import expire, verdict
@@ -156,13 +156,22 @@ def _read_batch(
 def _resend(rt: Runtime, ref: IntentRef, intent: CallbackRecord | None, now: int) -> int:
     if intent is None or intent.state not in OPEN_CALLBACK_STATES:
         return 0
+    # Its job has ended (a terminal callback covers the job's others): those too.
+    resent = _resend_covered(rt, intent, now) if callback_coverage.covers_job(intent) else 0
     if intent.state == CallbackState.IN_FLIGHT and (intent.lease_until or 0) >= now:
         # An attempt is under way (a claim does not move the due time): look again next time.
-        return 0
+        return resent
     hand_off(rt, [ref], intent.tenant)
     # Look again only after a delivery had a fair chance to take it.
     rt.callbacks.postpone(ref, now=now, due=now + HANDOFF_GRACE_MS)
-    return 1
+    return resent + 1
+
+
+def _resend_covered(rt: Runtime, intent: CallbackRecord, now: int) -> int:
+    job = rt.store.get_job_item(intent.job_id)
+    if job is None or job.created_at > intent.created_at:
+        return 0  # the job is gone: so are its callbacks
+    return callback_coverage.resend_unindexed(rt, job, now)
 
 
 def _look_after_endpoints(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
@@ -288,7 +297,10 @@ def _check_job(rt: Runtime, record: JobRecord, report: SweepReport, seen: _OpenJ
     else:
         _look_after_run(rt, record, now, report, seen)
     before = record.event_count
-    report.events_repaired += reconcile(rt, record).event_count - before
+    record = reconcile(rt, record)
+    report.events_repaired += record.event_count - before
+    # Its callbacks without an entry of their own are the job's to cover while it is open.
+    report.callbacks_resent += callback_coverage.resend_unindexed(rt, record, now)
 
 
 def _look_after_run(

@@ -2,9 +2,11 @@
 
 A callback lives on its event's item (`EVT#<sequence>`): recorded in the event's own put, its
 delivery state (`state`, `attempts`, `next_attempt_at`, the attempt's `lease_until`, the last
-answer) is updated in place. While it is open the item sits in the sweep index's
-CALLBACK#HANDOFF shards with the time the sweep should send it if no delivery closed it; an
-attempt does not move it there (its claim writes no index key), only a retry's new due time does.
+answer) is updated in place. A watched one (a terminal event's, CallbackIntent.watched), or one
+that failed an attempt, sits in the sweep index's CALLBACK#HANDOFF shards while it is open, with
+the time the sweep should send it if no delivery closed it; an attempt does not move it there
+(its claim writes no index key), only a retry's new due time does. Any other is found through its
+job (service/callback_coverage.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ _OPTIONAL: Final = (
     "dead_lettered_at",
     "expires_at",
     "retain_until",
+    "resent_at",
     *EVENT_PROGRESS,
 )
 
@@ -79,6 +82,7 @@ def _record(item: Mapping[str, Any]) -> CallbackRecord | None:
         created_at=at,
         next_attempt_at=int(values["next_attempt_at"]),
         tenant=keys.tenant_of_feed_pk(str(values.get("feed_pk", ""))),
+        indexed="sweep_pk" in values,
         **{name: values[name] for name in _OPTIONAL if name in values},
     )
 
@@ -216,15 +220,18 @@ class CallbackStore(TableStore):
         next_attempt_at: int,
         tenant: str | None = None,
     ) -> CallbackRecord | None:
-        """Waiting for its next attempt; on its tenant's list of retrying callbacks (`tenant`),
-        by its event's time: written once, at its first failure (the key stays)."""
+        """Waiting for its next attempt, in the sweep's hand-off shards by its due time; on its
+        tenant's list of retrying callbacks (`tenant`), by its event's time: written once, at
+        its first failure (the key stays)."""
         update = (
             "SET #state = :retry_wait, next_attempt_at = :next, last_status = :status, "
-            "last_error = :error, sweep_sk = :due"
+            "last_error = :error, sweep_pk = :handoff, sweep_sk = :due"
         )
         values: dict[str, Any] = {
             ":retry_wait": CallbackState.RETRY_WAIT,
             ":next": next_attempt_at,
+            # In the hand-off shards from its first failure on (an unwatched callback was not).
+            ":handoff": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_HANDOFF, intent.ref.job_id),
             ":due": keys.sweep_sk(next_attempt_at + keys.HANDOFF_GRACE_MS, intent.ref.item_id),
             **_answer(answer),
         }
@@ -349,6 +356,46 @@ class CallbackStore(TableStore):
             is not None
         )
 
+    def mark_resent(self, ref: IntentRef, *, now: int) -> bool:
+        """Note that the sweep sent an open callback without an index entry of its own again
+        (it looks at it again a grace period later); False when it was closed or indexed since."""
+        return (
+            self._update(
+                ref,
+                "SET resent_at = :now",
+                # Only an open one that is still the job's to watch: an indexed one is postponed.
+                "#state IN (:pending, :in_flight) AND attribute_not_exists(sweep_pk)",
+                {
+                    ":now": now,
+                    ":pending": CallbackState.PENDING,
+                    ":in_flight": CallbackState.IN_FLIGHT,
+                },
+                {"#state": "state"},
+            )
+            is not None
+        )
+
+    def watch(self, ref: IntentRef, *, due: int) -> bool:
+        """Give an open callback its own entry in the hand-off shards, due at `due`: its job's
+        terminal callback, which covered it, is closing. False when it was closed or indexed
+        since (nothing written)."""
+        return (
+            self._update(
+                ref,
+                "SET sweep_pk = :handoff, sweep_sk = :due",
+                # Never an entry for a closed callback, nor a second one (a retry's stays).
+                "#state IN (:pending, :in_flight) AND attribute_not_exists(sweep_pk)",
+                {
+                    ":handoff": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_HANDOFF, ref.job_id),
+                    ":due": keys.sweep_sk(due, ref.item_id),
+                    ":pending": CallbackState.PENDING,
+                    ":in_flight": CallbackState.IN_FLIGHT,
+                },
+                {"#state": "state"},
+            )
+            is not None
+        )
+
     def revive(
         self, dead: CallbackRecord, *, now: int, by_dispatcher: bool = False
     ) -> CallbackRecord | None:
@@ -397,10 +444,11 @@ class CallbackStore(TableStore):
         ):
             yield _ref_from_sweep_key(sort_key)
 
-    def of_job(self, job_id: str, *, since: int) -> list[CallbackRecord]:
+    def of_job(self, job_id: str, *, since: int, consistent: bool = True) -> list[CallbackRecord]:
         """The callbacks of a job's events, in event order; those of an earlier job under the
         same key (events older than `since`, the job's creation) are not the job's. A job has
-        at most a few dozen events: read whole, page after page."""
+        at most a few dozen events: read whole, page after page. `consistent=False` reads at
+        half the price and may show a callback as it was a moment ago (still open)."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :first AND :last",
@@ -412,7 +460,7 @@ class CallbackStore(TableStore):
                     ":last": keys.event_sk(10**keys.SEQUENCE_WIDTH - 1),
                 }
             ),
-            "ConsistentRead": True,
+            "ConsistentRead": consistent,
             "ReturnConsumedCapacity": "TOTAL",
         }
         records: list[CallbackRecord] = []

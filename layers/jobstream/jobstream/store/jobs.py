@@ -519,16 +519,16 @@ class JobStore(TableStore):
         if intent is not None:
             item_id = keys.intent_item_id(event.job_id, event.sequence)
             values.update(
-                {
-                    "state": CallbackState.PENDING,
-                    "attempts": 0,
-                    "next_attempt_at": event.at,
-                    # Sparse index entry while open: if no delivery closes the callback within
-                    # the grace period (its hand-off was lost), the sweep sends it.
-                    "sweep_pk": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_HANDOFF, event.job_id),
-                    "sweep_sk": keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id),
-                }
+                {"state": CallbackState.PENDING, "attempts": 0, "next_attempt_at": event.at}
             )
+            if intent.watched:
+                # Sparse index entry while open: if no delivery closes the callback within the
+                # grace period (its hand-off was lost), the sweep sends it. An unwatched one is
+                # found through its job (CallbackIntent.watched).
+                values["sweep_pk"] = keys.job_sweep_pk(
+                    keys.SweepBacklog.CALLBACK_HANDOFF, event.job_id
+                )
+                values["sweep_sk"] = keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id)
             if intent.base_url:
                 values["base_url"] = intent.base_url
         return {

@@ -58,9 +58,11 @@ TTL_ATTRIBUTE: Final = "expires_at"
 class SweepBacklog(StrEnum):
     """A kind of work the sweep must find: its partition of the `sweep` index (sharded).
 
-    An event whose callback is open sits under CALLBACK_HANDOFF with the time the sweep should
-    look at it if no delivery closed it; a dead one under CALLBACK_DEAD; a job whose stream may
-    still lack events (no terminal event yet) under ACTIVE_JOBS, oldest first."""
+    A watched event's open callback (a terminal event's, or one that failed an attempt) sits
+    under CALLBACK_HANDOFF with the time the sweep should look at it if no delivery closed it
+    (others are found through their job: service/callback_coverage.py); a dead one under
+    CALLBACK_DEAD; a job whose stream may still lack events (no terminal event yet) under
+    ACTIVE_JOBS, oldest first."""
 
     CALLBACK_HANDOFF = "CALLBACK#HANDOFF"
     CALLBACK_DEAD = "CALLBACK#DEAD"

@@ -128,6 +128,10 @@ class CallbackIntent:
 
     # The origin of the request that recorded the event: the body's `events_url` is built on it.
     base_url: str | None = None
+    # In the sweep index from its recording (CALLBACK#HANDOFF): a terminal event's callback, or
+    # one recorded once its job had ended. Any other is found through its open job (JOB#ACTIVE)
+    # and, once the job ends, through its terminal event's (service/sweep.py).
+    watched: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +264,10 @@ class CallbackStorePort(Protocol):
 
     def postpone(self, ref: IntentRef, *, now: int, due: int) -> bool: ...
 
+    def mark_resent(self, ref: IntentRef, *, now: int) -> bool: ...
+
+    def watch(self, ref: IntentRef, *, due: int) -> bool: ...
+
     def revive(
         self, dead: CallbackRecord, *, now: int, by_dispatcher: bool = False
     ) -> CallbackRecord | None: ...
@@ -268,7 +276,9 @@ class CallbackStorePort(Protocol):
 
     def dead(self) -> Iterator[CallbackRecord]: ...
 
-    def of_job(self, job_id: str, *, since: int) -> list[CallbackRecord]: ...
+    def of_job(
+        self, job_id: str, *, since: int, consistent: bool = True
+    ) -> list[CallbackRecord]: ...
 
     def of_tenant(
         self, tenant: str, listed: TenantCallbacks, *, start: StartKey | None, limit: int

@@ -1,0 +1,79 @@
+"""How the sweep finds a callback whose hand-off was lost, without an index entry per event.
+
+Most callbacks are delivered at once, so an entry of their own in the sweep index (written with
+the event, removed by the delivery: two index writes each) would be paid for nothing. Instead:
+
+- a job's callbacks are covered by the job while it is open: its item is in the sweep index
+  (JOB#ACTIVE) and the sweep looks at its open callbacks once its first event is past the grace
+  period (`resend_unindexed`);
+- its terminal event's callback (and any recorded after the job ended) has an entry of its own
+  from its recording (CallbackIntent.watched): it covers the job's other callbacks once the job
+  has left JOB#ACTIVE. The sweep handling that entry looks at them too, and before the terminal
+  callback leaves the hand-off shards (delivered, dead or parked) every other open one without
+  an entry gets its own (`hand_over`);
+- a callback that fails an attempt, is parked, revived or unparked has an entry of its own.
+
+So every open callback is always found by one of them (invariant I5).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from jobstream.domain import CallbackRecord, CallbackState, JobRecord
+from jobstream.protocol.events import TERMINAL_KINDS
+from jobstream.runtime import Runtime
+from jobstream.service.handoff import hand_off
+from jobstream.store.ports import HANDOFF_GRACE_MS
+
+logger = logging.getLogger(__name__)
+
+
+def _unindexed_open(
+    callbacks: list[CallbackRecord], *, but: int | None = None
+) -> list[CallbackRecord]:
+    return [
+        callback
+        for callback in callbacks
+        if callback.sequence != but
+        and not callback.indexed
+        and callback.state in {CallbackState.PENDING, CallbackState.IN_FLIGHT}
+    ]
+
+
+def covers_job(intent: CallbackRecord) -> bool:
+    """Whether `intent`'s entry in the sweep index covers its job's other callbacks."""
+    return intent.kind in TERMINAL_KINDS
+
+
+def hand_over(rt: Runtime, intent: CallbackRecord, job: JobRecord) -> None:
+    """Before a terminal callback leaves the hand-off shards: each of its job's open callbacks
+    without an entry of its own gets one, due a grace period after its event, so that none is
+    left without cover. Usually there is none (they were delivered first): one read."""
+    if not covers_job(intent):
+        return
+    callbacks = rt.callbacks.of_job(job.job_id, since=job.created_at, consistent=False)
+    for callback in _unindexed_open(callbacks, but=intent.sequence):
+        due = max(callback.created_at, callback.resent_at or 0) + HANDOFF_GRACE_MS
+        rt.callbacks.watch(callback.ref, due=due)
+
+
+def resend_unindexed(rt: Runtime, job: JobRecord, now: int) -> int:
+    """Send again the job's open callbacks without an entry of their own that no delivery
+    closed within the grace period after their event (or their last re-send); how many.
+
+    A callback in flight under a live lease is left alone (its attempt may still close it)."""
+    if not job.callback_url or now - job.created_at < HANDOFF_GRACE_MS:
+        return 0  # nothing of it can be overdue yet
+    callbacks = rt.callbacks.of_job(job.job_id, since=job.created_at, consistent=False)
+    resent = 0
+    for callback in _unindexed_open(callbacks):
+        if now - max(callback.created_at, callback.resent_at or 0) < HANDOFF_GRACE_MS:
+            continue
+        if callback.state is CallbackState.IN_FLIGHT and (callback.lease_until or 0) >= now:
+            continue
+        # Noted first: a crash in between leaves it to the next look, a grace period later.
+        if rt.callbacks.mark_resent(callback.ref, now=now):
+            hand_off(rt, [callback.ref], job.tenant)
+            resent += 1
+    return resent
