@@ -222,6 +222,9 @@ class CallbackRecord:
     # Its job's tenant, read from its event's place in the tenant's feed: the message group its
     # queue messages join (None for an event written before the feed).
     tenant: str | None = None
+    # When the sweep, a redrive or a resume last sent it to the queue itself (absent: only the
+    # dispatcher has sent it).
+    resent_at: int | None = None
 
     def __post_init__(self) -> None:
         # A state read as text (an item, a test's literal) becomes the enum it names, or fails.
@@ -230,6 +233,15 @@ class CallbackRecord:
     @property
     def ref(self) -> IntentRef:
         return IntentRef(self.job_id, self.sequence)
+
+    @property
+    def attempts_made(self) -> int:
+        """Its attempts, the one under way included: a claimed callback (in flight) counts it
+        already; one a first attempt read without a claim (pending) counts it in the attempt's
+        outcome."""
+        if self.state is CallbackState.IN_FLIGHT:
+            return self.attempts
+        return self.attempts + 1
 
 
 @dataclass(frozen=True, slots=True)
