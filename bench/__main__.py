@@ -694,8 +694,10 @@ def report(
         "ack <= 2 calls; page and ack cost flat in the number of prior events. No write path",
         "(admission, cancel, reconcile, claim, progress, completion) sends to SQS: the",
         "dispatcher's two sends per admission are its own invocation's. A delivered callback",
-        "costs its claim, a read of its job (the callback names its event, the body is rebuilt",
-        "from the job) and its outcome; the sweep's cost follows the backlog, not the table.",
+        "at its first attempt, seconds after its event, costs one read of the callback with",
+        "its job and result (the callback names its event, the body is rebuilt from the job),",
+        "one of its endpoint's health and one write, its outcome, which counts the attempt: no",
+        "claim (a retry claims first); the sweep's cost follows the backlog, not the table.",
         "",
         *listing_lines(rows, costs),
     ]

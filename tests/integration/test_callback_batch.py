@@ -189,27 +189,28 @@ def test_only_the_messages_that_raise_are_failures_and_all_raising_fails_the_inv
 ) -> None:
     job_ids = submit_many(crt, 3)
     broken = job_ids[0]
-    claim = CallbackStore.claim
+    # An attempt's first call: the read of its callback with its job.
+    read = CallbackStore.get_with_job
 
-    def flaky(self: CallbackStore, ref: IntentRef, **kwargs: Any) -> Any:
+    def flaky(self: CallbackStore, ref: IntentRef) -> Any:
         if ref.job_id == broken:
-            raise RuntimeError("DynamoDB refused the claim")
-        return claim(self, ref, **kwargs)
+            raise RuntimeError("DynamoDB refused the read")
+        return read(self, ref)
 
     def ok(_target: Any, _body: bytes, _headers: Any, _timeout: float) -> HttpResult:
         return HttpResult(204, "", None)
 
     messages = receive(crt, 3)
-    monkeypatch.setattr(CallbackStore, "claim", flaky)
+    monkeypatch.setattr(CallbackStore, "get_with_job", flaky)
     kept = deliver_batch(replace(crt, poster=ok), messages, lambda: 30_000)
     by_job = {message.body: message.message_id for message in messages}
     (failed,) = kept
     assert broken in next(body for body, mid in by_job.items() if mid == failed)
 
     # Every message raises: a fault of the function itself, so the invocation fails.
-    def refused(self: CallbackStore, ref: IntentRef, **kwargs: Any) -> Any:
+    def refused(self: CallbackStore, ref: IntentRef) -> Any:
         raise RuntimeError("no table access")
 
-    monkeypatch.setattr(CallbackStore, "claim", refused)
+    monkeypatch.setattr(CallbackStore, "get_with_job", refused)
     with pytest.raises(BatchFailedError):
         deliver_batch(replace(crt, poster=ok), messages, lambda: 30_000)

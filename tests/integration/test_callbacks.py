@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Final
 
@@ -11,6 +15,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from jobstream import observability
 from jobstream import runtime as runtime_module
 from jobstream.domain import IntentRef
 from jobstream.http.statuses import http_status
@@ -98,6 +103,32 @@ def intent(rt: Runtime, job_id: str, sequence: int = 1) -> Any:
     return record
 
 
+def stored_item(rt: Runtime, ref: IntentRef) -> dict[str, Any]:
+    """The event item as the table holds it (every attribute a write could touch)."""
+    item: dict[str, Any] = boto3.client("dynamodb").get_item(
+        TableName=rt.settings.table_name,
+        Key=to_item({keys.PK: keys.job_pk(ref.job_id), keys.SK: keys.event_sk(ref.sequence)}),
+        ConsistentRead=True,
+    )["Item"]
+    return item
+
+
+@contextmanager
+def dynamodb_calls(rt: Runtime) -> Iterator[list[str]]:
+    """The DynamoDB operations the service's client makes meanwhile, in order."""
+    calls: list[str] = []
+
+    def record(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    events = rt.store.client.meta.events
+    events.register("before-call.dynamodb", record, unique_id="test-calls")
+    try:
+        yield calls
+    finally:
+        events.unregister("before-call.dynamodb", unique_id="test-calls")
+
+
 def test_the_dispatcher_hands_a_new_callback_to_the_queue(crt: Runtime) -> None:
     """Admission sends nothing itself: the table's stream brings the committed callback to the
     dispatcher, which hands it to the callback queue (and the job to the work queue)."""
@@ -139,12 +170,23 @@ def test_delivery_posts_the_signed_event_once(crt: Runtime, queues: dict[str, An
     assert messages(crt) == []
 
 
-def test_duplicate_messages_post_once(crt: Runtime, queues: dict[str, Any]) -> None:
+def test_duplicate_messages_after_delivery_post_nothing(
+    crt: Runtime, queues: dict[str, Any]
+) -> None:
+    """Messages for a delivered callback are settled by one read: no POST, no write."""
     with receiver(200) as hook:
         job_id = submit(crt, hook.url)
-        crt.callback_queue.send([IntentRef(job_id, 1)] * 3)
         drain(crt, queues)
         assert len(hook.requests) == 1
+        ref = IntentRef(job_id, 1)
+        delivered = stored_item(crt, ref)
+        crt.callback_queue.send([ref] * 3)
+        drain(crt, queues)
+        with dynamodb_calls(crt) as calls:
+            assert callbacks.deliver(crt, ref).outcome == "settled"
+        assert len(hook.requests) == 1
+    assert stored_item(crt, ref) == delivered
+    assert calls == ["BatchGetItem"]
 
 
 def test_409_counts_as_delivered(crt: Runtime, queues: dict[str, Any]) -> None:
@@ -583,3 +625,164 @@ def test_a_full_redrive_looks_at_every_dead_callback_past_a_thousand(
         revived = intent(crt, job_id, sequence)
         assert (revived.state, revived.attempts) == ("pending", 0)
     assert intent(crt, gone_job, 1_000).state == "dead"
+
+
+# ----------------------------------------------------------- a first attempt without a claim
+
+
+def claimless_window_ms(rt: Runtime) -> int:
+    """How long after its event a callback's first attempt goes without a claim."""
+    return keys.HANDOFF_GRACE_MS - rt.settings.callback_timeout_ms - callbacks.LEASE_MARGIN_MS
+
+
+def test_a_first_attempt_is_one_read_and_one_write(crt: Runtime) -> None:
+    """Seconds after its event, the callback is read with its job, POSTed, and its outcome is
+    one conditional write that counts the attempt: no claim before the POST."""
+    seen: list[dict[str, Any]] = []
+
+    def post(target: Any, body: bytes, headers: Mapping[str, str], timeout_s: float) -> Any:
+        seen.append(stored_item(crt, ref))  # what a duplicate would read during the POST
+        return crt.poster(target, body, headers, timeout_s)
+
+    with receiver(204) as hook:
+        ref = IntentRef(submit(crt, hook.url), 1)
+        with dynamodb_calls(crt) as calls:
+            result = callbacks.deliver(replace(crt, poster=post), ref)
+        assert len(hook.requests) == 1
+    assert result.outcome == "delivered"
+    # The callback with its job and result, the endpoint's health, the outcome.
+    assert calls == ["BatchGetItem", "GetItem", "UpdateItem"]
+    assert (seen[0]["state"]["S"], seen[0]["attempts"]["N"]) == ("pending", "0")
+    record = intent(crt, ref.job_id)
+    assert (record.state, record.attempts, record.last_status) == ("delivered", 1, 204)
+    assert record.lease_until is None
+
+
+def test_two_concurrent_first_attempts_post_at_most_twice(
+    crt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two copies of the message at once, both reading the callback before either POST ends
+    (the receiver slow): two POSTs at most, one outcome recorded, the other attempt settled
+    and counted as a duplicate, no error."""
+    counted: list[str] = []
+    real_count = observability.count
+
+    def count(name: str, value: int = 1, *, dimension: str | None = None) -> None:
+        counted.extend([name] * value)
+        real_count(name, value, dimension=dimension)
+
+    monkeypatch.setattr(observability, "count", count)
+    both_posting = threading.Barrier(2, timeout=10)
+
+    def slow_post(target: Any, body: bytes, headers: Mapping[str, str], timeout_s: float) -> Any:
+        both_posting.wait()  # neither answer comes before both attempts are posting
+        return crt.poster(target, body, headers, timeout_s)
+
+    with receiver(204) as hook:
+        ref = IntentRef(submit(crt, hook.url), 1)
+        slow = replace(crt, poster=slow_post)
+        crt.store.connect()
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(callbacks.deliver, slow, ref) for _ in range(2)]
+            outcomes = sorted(future.result(timeout=30).outcome for future in futures)
+        assert len(hook.requests) == 2
+    assert outcomes == ["delivered", "settled"]
+    assert counted.count("callbacks_delivered") == 1
+    assert counted.count("callbacks_duplicate_attempts") == 1
+    record = intent(crt, ref.job_id)
+    assert (record.state, record.attempts) == ("delivered", 1)
+
+
+def test_a_message_past_the_window_claims_first(crt: Runtime, clock: Clock) -> None:
+    """A first attempt that could still run when the sweep looks at the callback (a message
+    late after a backlog) claims it, as any retry does: in flight under a lease while it
+    POSTs."""
+    seen: list[dict[str, Any]] = []
+
+    def post(target: Any, body: bytes, headers: Mapping[str, str], timeout_s: float) -> Any:
+        seen.append(stored_item(crt, ref))
+        return crt.poster(target, body, headers, timeout_s)
+
+    with receiver(204) as hook:
+        ref = IntentRef(submit(crt, hook.url), 1)
+        clock.advance(claimless_window_ms(crt))
+        with dynamodb_calls(crt) as calls:
+            assert callbacks.deliver(replace(crt, poster=post), ref).outcome == "delivered"
+        assert len(hook.requests) == 1
+    assert calls == ["BatchGetItem", "UpdateItem", "GetItem", "UpdateItem"]
+    assert (seen[0]["state"]["S"], seen[0]["attempts"]["N"]) == ("in_flight", "1")
+    assert "lease_until" in seen[0]
+    record = intent(crt, ref.job_id)
+    assert (record.state, record.attempts) == ("delivered", 1)
+
+
+def test_a_resent_callback_claims_first(crt: Runtime, clock: Clock) -> None:
+    """A callback the sweep sent again (`resent_at`) is claimed, however young."""
+    with receiver(204) as hook:
+        ref = IntentRef(submit(crt, hook.url), 1)
+        # Its open job covers it (no entry of its own): the sweep notes its re-send so.
+        assert crt.callbacks.mark_resent(ref, now=clock.now)
+        with dynamodb_calls(crt) as calls:
+            assert callbacks.deliver(crt, ref).outcome == "delivered"
+    assert calls.count("UpdateItem") == 2
+
+
+def test_a_failed_first_attempt_counts_and_retries(crt: Runtime, clock: Clock) -> None:
+    """The first attempt's failure is its one write: attempt 1 counted, the backoff of a
+    first attempt; the retry then claims (attempt 2)."""
+    with receiver(503, 204) as hook:
+        ref = IntentRef(submit(crt, hook.url), 1)
+        first = callbacks.deliver(crt, ref)
+        assert first.disposition is callbacks.Disposition.RETRY
+        base = crt.settings.callback_retry_base_ms
+        assert base // 2 <= first.delay_ms < base  # attempt 1: base * [0.5, 1)
+        record = intent(crt, ref.job_id)
+        assert (record.state, record.attempts, record.last_status) == ("retry_wait", 1, 503)
+        clock.advance(first.delay_ms)
+        with dynamodb_calls(crt) as calls:
+            assert callbacks.deliver(crt, ref).outcome == "delivered"
+        # The retry's claim first (its outcome follows, and the endpoint's run of failures ends).
+        assert calls[:3] == ["BatchGetItem", "UpdateItem", "GetItem"]
+        assert len(hook.requests) == 2
+    assert intent(crt, ref.job_id).attempts == 2
+
+
+def test_a_first_attempt_parks_with_its_attempt_given_back(crt: Runtime, clock: Clock) -> None:
+    """Parked at a first attempt, before its POST (the endpoint is disabled) or after it (a 410
+    disables it): the one write parks it with no attempt spent."""
+    with receiver(410) as hook:
+        gone = IntentRef(submit(crt, hook.url, key="gone"), 1)
+        assert callbacks.deliver(crt, gone).outcome == "parked"
+        assert len(hook.requests) == 1
+        held = IntentRef(submit(crt, hook.url, key="held"), 1)
+        with dynamodb_calls(crt) as calls:
+            assert callbacks.deliver(crt, held).outcome == "parked"
+        assert len(hook.requests) == 1
+    assert calls == ["BatchGetItem", "GetItem", "UpdateItem"]
+    for ref in (gone, held):
+        record = intent(crt, ref.job_id)
+        assert (record.state, record.attempts) == ("parked", 0)
+    assert "410" in (intent(crt, gone.job_id).last_error or "")
+
+
+def test_a_crash_between_the_post_and_its_outcome_delivers_on_the_next_message(
+    crt: Runtime,
+) -> None:
+    """The invocation dies after the POST, before the outcome's write (fault injection at the
+    boto3 boundary): nothing was written, the message comes back, and the callback is delivered
+    (a second POST: at least once)."""
+    from tests.integration.test_faults import CrashError, Fault, crashing
+
+    with receiver(204) as hook:
+        ref = IntentRef(submit(crt, hook.url), 1)
+        # The 3rd call is the outcome's UpdateItem (after the read and the endpoint's health).
+        with crashing(crt, Fault(at=3, mode="before")) as fault, pytest.raises(CrashError):
+            callbacks.deliver(crt, ref)
+        assert fault.fired
+        assert len(hook.requests) == 1
+        record = intent(crt, ref.job_id)
+        assert (record.state, record.attempts) == ("pending", 0)
+        assert callbacks.deliver(crt, ref).outcome == "delivered"
+        assert len(hook.requests) == 2
+    record = intent(crt, ref.job_id)
+    assert (record.state, record.attempts) == ("delivered", 1)

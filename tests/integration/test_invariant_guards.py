@@ -266,12 +266,18 @@ def test_an_ack_that_lost_a_race_does_not_move_the_cursor_back(
 # -- I5: one delivery attempt at a time ---------------------------------------------------------
 
 
-def test_a_duplicate_message_during_an_attempt_does_not_post_again(crt: Runtime) -> None:
-    """A duplicate message arrives while the first attempt is still posting: the claim
-    condition (an in-flight intent is taken only after its lease) is all that stops a second
-    POST and a second charge to the 8-attempt budget."""
+def test_a_duplicate_message_during_an_attempt_does_not_post_again(
+    crt: Runtime, clock: Clock
+) -> None:
+    """A duplicate message arrives while a claimed attempt (its message late: past the window
+    of a first attempt without a claim) is still posting: the claim condition (an in-flight
+    intent is taken only after its lease) is all that stops a second POST and a second charge
+    to the 8-attempt budget."""
     job_id = admit(crt, callback=True)
     ref = IntentRef(job_id, 1)
+    clock.advance(
+        keys.HANDOFF_GRACE_MS - crt.settings.callback_timeout_ms - callbacks.LEASE_MARGIN_MS
+    )
     posts: list[str] = []
     nested: list[str] = []
 
@@ -288,6 +294,37 @@ def test_a_duplicate_message_during_an_attempt_does_not_post_again(crt: Runtime)
     record = crt.callbacks.get(ref)
     assert record is not None
     assert (record.state, record.attempts) == ("delivered", 1)
+
+
+def test_a_duplicate_during_a_first_attempt_without_a_claim_records_once(crt: Runtime) -> None:
+    """A duplicate message arrives while a first attempt, which took the callback without a
+    claim, is still posting: the duplicate POSTs too (at least once) and records the outcome;
+    the outcome's condition (still pending with no attempt) alone stops the first attempt from
+    recording it again, counting the attempt twice or dead-lettering a delivered callback."""
+    job_id = admit(crt, callback=True)
+    ref = IntentRef(job_id, 1)
+    posts: list[str] = []
+    nested: list[str] = []
+
+    def post(target: Any, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
+        posts.append(headers["X-Idempotency-Key"])
+        if len(posts) == 1:
+            nested.append(callbacks.deliver(replace(runtime, poster=delivered), ref).outcome)
+        return HttpResult(status=404, body_excerpt="", retry_after=None)
+
+    def delivered(
+        target: Any, body: bytes, headers: Mapping[str, str], timeout_s: float
+    ) -> HttpResult:
+        posts.append(headers["X-Idempotency-Key"])
+        return HttpResult(status=204, body_excerpt="", retry_after=None)
+
+    runtime = replace(crt, poster=post)
+    assert callbacks.deliver(runtime, ref).outcome == "settled"
+    assert nested == ["delivered"]
+    assert len(posts) == 2
+    record = crt.callbacks.get(ref)
+    assert record is not None
+    assert (record.state, record.attempts, record.last_status) == ("delivered", 1, 204)
 
 
 # -- I5 / I10: an attempt that died in flight is sent again ---------------------------------------

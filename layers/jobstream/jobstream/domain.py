@@ -222,11 +222,12 @@ class CallbackRecord:
     # Its job's tenant, read from its event's place in the tenant's feed: the message group its
     # queue messages join (None for an event written before the feed).
     tenant: str | None = None
-    # When the sweep or a redrive last sent it (epoch ms), None if only its dispatch did.
+    # When the sweep, a redrive or a resume last sent it to the queue itself (absent: only the
+    # dispatcher has sent it).
     resent_at: int | None = None
     # Whether it has an entry of its own in the sweep index (`sweep_pk`): a watched one
     # (CallbackIntent.watched), one that failed an attempt, or parked, dead, revived. An open
-    # callback without one is found through its job (service/sweep.py).
+    # callback without one is found through its job (service/callback_coverage.py).
     indexed: bool = False
 
     def __post_init__(self) -> None:
@@ -236,6 +237,15 @@ class CallbackRecord:
     @property
     def ref(self) -> IntentRef:
         return IntentRef(self.job_id, self.sequence)
+
+    @property
+    def attempts_made(self) -> int:
+        """Its attempts, the one under way included: a claimed callback (in flight) counts it
+        already; one a first attempt read without a claim (pending) counts it in the attempt's
+        outcome."""
+        if self.state is CallbackState.IN_FLIGHT:
+            return self.attempts
+        return self.attempts + 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -165,6 +165,7 @@ METRICS: Final[dict[str, Metric]] = {
     "callbacks_deferred": Metric(),
     "callbacks_failed": Metric(),
     "callbacks_parked": Metric(),
+    "callbacks_duplicate_attempts": Metric(),
     # Callback endpoints' transitions, by tenant: service/endpoint_alerts.py.
     "endpoints_paused": Metric(dimension="tenant"),
     "endpoints_resumed": Metric(dimension="tenant"),

@@ -1,4 +1,12 @@
-"""Callback delivery: one attempt per queue message, idempotent under duplicates."""
+"""Callback delivery: one attempt per queue message, idempotent under duplicates.
+
+An attempt reads the callback with its job (one read). A first attempt soon after its event
+POSTs without claiming the callback: nothing but a duplicate message can meet it before its
+outcome (the sweep looks at it only HANDOFF_GRACE_MS after its event), its outcome's one
+conditional write counts the attempt, and a duplicate that races it POSTs at most once more
+(callbacks are at-least-once; receivers dedupe by event id and idempotency key). Any other
+attempt (a retry, a re-send, a message late after a backlog) claims the callback first.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,7 @@ from typing import Final
 
 from jobstream import observability
 from jobstream.backoff import parse_retry_after, retry_delay_ms
-from jobstream.config.settings import ConfigurationError
+from jobstream.config.settings import ConfigurationError, Settings
 from jobstream.deadline import request_deadline
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.signing import signed_post_headers
@@ -25,11 +33,12 @@ from jobstream.errors import JobstreamError
 from jobstream.jobtypes import registry
 from jobstream.lifecycle.log import callback_body
 from jobstream.outbound.guard import check_at_delivery
-from jobstream.protocol.events import TERMINAL_KINDS, callback_event_id, callback_idempotency_key
+from jobstream.protocol.events import callback_event_id, callback_idempotency_key
 from jobstream.queue import parse_message_body
 from jobstream.runtime import Runtime
 from jobstream.service import callback_coverage, endpoints
 from jobstream.service.messages import parse_or_drop
+from jobstream.store.ports import HANDOFF_GRACE_MS, MAX_CALLBACK_ATTEMPTS
 
 logger = logging.getLogger(__name__)
 
@@ -64,17 +73,24 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
     """One attempt for the intent a message names; idempotent under duplicate messages."""
     now = rt.clock()
     settings = rt.settings
-    intent = rt.callbacks.claim(
-        ref, now=now, lease_ms=settings.callback_timeout_ms + LEASE_MARGIN_MS
-    )
-    if intent is None:
-        return _not_claimed(rt, ref, now)
-    observability.bind(event_id=callback_event_id(intent))
-    # Only a terminal event shows the job's result: other bodies need the job item alone.
-    read = rt.store.get_job if intent.kind in TERMINAL_KINDS else rt.store.get_job_item
-    job = read(ref.job_id)
-    if job is not None and intent.created_at < job.created_at:
+    current, job = rt.callbacks.get_with_job(ref)
+    if current is None:
+        return _not_claimed(rt, current, job, now)
+    if job is not None and current.created_at < job.created_at:
         job = None  # an event of an earlier job under the same key: that job is gone
+    if _claimless(settings, current, now):
+        intent = current
+    elif not _claimable(current, now):
+        return _not_claimed(rt, current, job, now)
+    else:
+        claimed = rt.callbacks.claim(
+            ref, now=now, lease_ms=settings.callback_timeout_ms + LEASE_MARGIN_MS
+        )
+        if claimed is None:
+            # Taken or closed since it was read: as it is now.
+            return _not_claimed(rt, rt.callbacks.get(ref), job, now)
+        intent = claimed
+    observability.bind(event_id=callback_event_id(intent))
     body = callback_body(job, intent, now, words=registry) if job is not None else None
     if job is None or body is None:
         # Nothing left to send: the job is gone (past its retention).
@@ -85,6 +101,40 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
         return _park(rt, intent, passed.endpoint, None, job=job)
     verdict, retry_after_ms = _attempt(rt, intent, job, body)
     return _outcome(rt, intent, passed, verdict, retry_after_ms, job=job)
+
+
+def _claimless(settings: Settings, current: CallbackRecord, now: int) -> bool:
+    """Whether this attempt goes without a claim: the callback's first, due, sent by the
+    dispatcher alone (`resent_at` absent: no sweep, redrive or resume has sent it), and young
+    enough that the attempt, its outcome included (the lease a claim would take), is over
+    before the sweep would look at it (HANDOFF_GRACE_MS after its event)."""
+    return (
+        current.state is CallbackState.PENDING
+        and current.attempts == 0
+        and current.next_attempt_at <= now
+        and current.resent_at is None
+        and now + settings.callback_timeout_ms + LEASE_MARGIN_MS
+        < current.created_at + HANDOFF_GRACE_MS
+    )
+
+
+def _claimable(current: CallbackRecord, now: int) -> bool:
+    """Whether `claim` would take the callback as read (its condition): due and open, or an
+    attempt's whose lease has lapsed, with attempts left. Any other is settled from the read,
+    without a write."""
+    due = current.state in {CallbackState.PENDING, CallbackState.RETRY_WAIT} and (
+        current.next_attempt_at <= now
+    )
+    abandoned = current.state is CallbackState.IN_FLIGHT and (current.lease_until or 0) < now
+    return (due or abandoned) and current.attempts < MAX_CALLBACK_ATTEMPTS
+
+
+def _duplicate() -> AttemptResult:
+    """The attempt's outcome was not recorded: another attempt claimed or closed the callback
+    meanwhile (a duplicate message, or a re-send after a lapsed lease), and that one records
+    its own. This POST went out all the same (callbacks are at-least-once)."""
+    observability.count("callbacks_duplicate_attempts")
+    return AttemptResult(Disposition.DONE, outcome="settled")
 
 
 def _outcome(
@@ -102,25 +152,34 @@ def _outcome(
     tenant = job.tenant
     if verdict.outcome is Outcome.DELIVERED:
         callback_coverage.hand_over(rt, intent, job)
-        rt.callbacks.mark_delivered(intent, now=finished_at, status=verdict.status)
-        observability.count("callbacks_delivered")
+        recorded = rt.callbacks.mark_delivered(intent, now=finished_at, status=verdict.status)
+        # The receiver answered: its endpoint's health says so, whoever records the callback.
         endpoints.after_delivery(rt, passed, now=finished_at)
+        if recorded is None:
+            return _duplicate()
+        observability.count("callbacks_delivered")
         return AttemptResult(Disposition.DONE, outcome="delivered")
     answer = AttemptAnswer(verdict.status, verdict.error)
     if passed.endpoint is not None and endpoints.holds_after_failure(
         rt, passed, verdict, now=finished_at
     ):
         return _park(rt, intent, passed.endpoint, answer, job=job)
-    if verdict.outcome in {Outcome.DEAD, Outcome.GONE} or intent.attempts >= intent.max_attempts:
+    made = intent.attempts_made
+    if verdict.outcome in {Outcome.DEAD, Outcome.GONE} or made >= intent.max_attempts:
         return _dead(rt, intent, answer, now=finished_at, job=job)
     settings = rt.settings
     delay = retry_delay_ms(
-        intent.attempts,
+        made,
         base_ms=settings.callback_retry_base_ms,
         max_ms=settings.callback_retry_max_ms,
         retry_after_ms=retry_after_ms,
     )
-    rt.callbacks.mark_retry(intent, answer, next_attempt_at=finished_at + delay, tenant=tenant)
+    next_attempt_at = finished_at + delay
+    if (
+        rt.callbacks.mark_retry(intent, answer, next_attempt_at=next_attempt_at, tenant=tenant)
+        is None
+    ):
+        return _duplicate()
     observability.count("callbacks_retried")
     return AttemptResult(Disposition.RETRY, delay_ms=delay, outcome="retry")
 
@@ -136,7 +195,8 @@ def _park(
     """Its endpoint is paused or disabled: the callback waits for it, its attempt not spent;
     the message goes (a resume sends the callback again)."""
     callback_coverage.hand_over(rt, intent, job)
-    endpoints.park(rt, intent, endpoint, answer)
+    if not endpoints.park(rt, intent, endpoint, answer):
+        return _duplicate()
     observability.count("callbacks_parked")
     return AttemptResult(Disposition.DONE, outcome="parked")
 
@@ -147,7 +207,9 @@ def _dead(
     """Dead, listed for its job's tenant (`job` None: the job is gone, and no tenant lists it)."""
     if job is not None:
         callback_coverage.hand_over(rt, intent, job)
-    rt.callbacks.mark_dead(intent, answer, now=now, tenant=job.tenant if job is not None else None)
+    tenant = job.tenant if job is not None else None
+    if rt.callbacks.mark_dead(intent, answer, now=now, tenant=tenant) is None:
+        return _duplicate()
     observability.count("callbacks_dead_lettered")
     return _send_dead_letter(rt, intent.ref, now=now)
 
@@ -182,8 +244,11 @@ def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
     return result.outcome
 
 
-def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
-    current = rt.callbacks.get(ref)
+def _not_claimed(
+    rt: Runtime, current: CallbackRecord | None, job: JobRecord | None, now: int
+) -> AttemptResult:
+    """A callback this attempt may not take (`current`, as read; `job`: its job, None when
+    gone): what its message should do."""
     if current is None or current.state == CallbackState.DELIVERED:
         # Delivered or unknown: acknowledged without a second POST.
         return AttemptResult(Disposition.DONE, outcome="settled")
@@ -200,9 +265,6 @@ def _not_claimed(rt: Runtime, ref: IntentRef, now: int) -> AttemptResult:
     if abandoned and current.attempts >= current.max_attempts:
         # The last attempt never recorded its outcome (its invocation died): no budget is left.
         answer = AttemptAnswer(None, "attempt_abandoned: the last attempt ended without an outcome")
-        job = rt.store.get_job_item(ref.job_id)
-        if job is not None and job.created_at > current.created_at:
-            job = None  # an event of an earlier job under the same key: that job is gone
         return _dead(rt, current, answer, now=now, job=job)
     # Another attempt holds it (or took it since); if that one dies, the sweep re-sends it
     # after its lease.

@@ -88,9 +88,10 @@ def gate(rt: Runtime, endpoint: Endpoint | None, *, now: int) -> Gate:
 
 def park(
     rt: Runtime, intent: CallbackRecord, endpoint: Endpoint, answer: AttemptAnswer | None
-) -> None:
-    """Hold a callback back until its endpoint resumes; its attempt is not spent."""
-    rt.callbacks.park(intent, answer, endpoint=endpoint)
+) -> bool:
+    """Hold a callback back until its endpoint resumes; its attempt is not spent. False when
+    the attempt no longer holds the callback (another recorded it meanwhile)."""
+    return rt.callbacks.park(intent, answer, endpoint=endpoint) is not None
 
 
 def after_delivery(rt: Runtime, passed: Gate, *, now: int) -> None:

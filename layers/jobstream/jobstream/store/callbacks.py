@@ -1,12 +1,14 @@
-"""Callbacks: claiming one for an attempt, recording how it went, and the sweep's queries.
+"""Callbacks: reading or claiming one for an attempt, recording how it went, and the sweep's
+queries.
 
 A callback lives on its event's item (`EVT#<sequence>`): recorded in the event's own put, its
 delivery state (`state`, `attempts`, `next_attempt_at`, the attempt's `lease_until`, the last
-answer) is updated in place. A watched one (a terminal event's, CallbackIntent.watched), or one
-that failed an attempt, sits in the sweep index's CALLBACK#HANDOFF shards while it is open, with
-the time the sweep should send it if no delivery closed it; an attempt does not move it there
-(its claim writes no index key), only a retry's new due time does. Any other is found through its
-job (service/callback_coverage.py).
+answer) is updated in place. A first attempt soon after its event takes it without a claim
+(service/callbacks.py): its outcome's write counts the attempt. A watched one (a terminal
+event's, CallbackIntent.watched), or one that failed an attempt, sits in the sweep index's
+CALLBACK#HANDOFF shards while it is open, with the time the sweep should send it if no delivery
+closed it; an attempt does not move it there (its claim writes no index key), only a retry's new
+due time does. Any other is found through its job (service/callback_coverage.py).
 """
 
 from __future__ import annotations
@@ -18,14 +20,21 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from jobstream.domain import AttemptAnswer, CallbackRecord, CallbackState, Endpoint, IntentRef
+from jobstream.domain import (
+    AttemptAnswer,
+    CallbackRecord,
+    CallbackState,
+    Endpoint,
+    IntentRef,
+    JobRecord,
+)
 from jobstream.store import keys
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.cursor import StartKey
 from jobstream.store.listing import batch_get
 from jobstream.store.ports import MAX_CALLBACK_ATTEMPTS
-from jobstream.store.records import EVENT_PROGRESS
+from jobstream.store.records import EVENT_PROGRESS, item_to_record, job_key, part_key, with_parts
 from jobstream.store.sweep_index import sweep_entries
 
 MAX_ERROR_CHARS: Final = 1000
@@ -112,6 +121,21 @@ class CallbackStore(TableStore):
         item = response.get("Item")
         return _record(item) if item else None
 
+    def get_with_job(self, ref: IntentRef) -> tuple[CallbackRecord | None, JobRecord | None]:
+        """The callback and its job with the job's result (as `get` and `JobStore.get_jobs`
+        read them), in one consistent read of three items of the job's partition: an attempt's
+        reads in one round trip. The result is read whatever the event (its kind is known only
+        once read); a body shows it for a terminal event alone."""
+        wanted = [self._key(ref), job_key(ref.job_id), part_key(ref.job_id, keys.RESULT_SK)]
+        found = batch_get(self.client, self.table_name, wanted, consistent=True)
+        by_sort_key = {item[keys.SK]["S"]: item for item in found}
+        event = by_sort_key.get(keys.event_sk(ref.sequence))
+        job = by_sort_key.get(keys.JOB_SK)
+        return (
+            _record(event) if event is not None else None,
+            with_parts(item_to_record(job), found) if job is not None else None,
+        )
+
     def get_many(self, refs: Sequence[IntentRef]) -> dict[IntentRef, CallbackRecord]:
         """The callbacks of `refs` that exist (as `get` reads each), read together: up to 100
         a request."""
@@ -177,13 +201,25 @@ class CallbackStore(TableStore):
         update: str,
         values: Mapping[str, Any],
         names: Mapping[str, str] | None = None,
+        *,
+        sets_attempts: bool = False,
     ) -> CallbackRecord | None:
+        """Record the outcome of the attempt that read `intent` (`update`: its SET clause
+        first); None when the callback is no longer as that attempt read it. A claimed one is
+        in flight, its attempt counted by the claim; one a first attempt took without a claim
+        is pending with no attempt, and this write counts the attempt (`sets_attempts`: the
+        update sets `attempts` itself)."""
+        if intent.state is not CallbackState.IN_FLIGHT and not sets_attempts:
+            update = f"SET attempts = :made, {update.removeprefix('SET ')}"
+            values = {**values, ":made": intent.attempts_made}
         return self._update(
             intent.ref,
             update,
-            # Only the attempt that claimed the callback records its outcome.
-            "#state = :in_flight AND attempts = :attempts",
-            {**values, ":in_flight": CallbackState.IN_FLIGHT, ":attempts": intent.attempts},
+            # Only the attempt that took the callback records its outcome: the claim's, or a
+            # claimless first attempt's while nobody has claimed or closed it since (a
+            # duplicate attempt that did has recorded its own).
+            "#state = :read_state AND attempts = :read_attempts",
+            {**values, ":read_state": intent.state, ":read_attempts": intent.attempts},
             {**(names or {}), "#state": "state"},
         )
 
@@ -285,7 +321,7 @@ class CallbackStore(TableStore):
         endpoint's parked partition, oldest event first, where a resume finds it."""
         values: dict[str, Any] = {
             ":parked": CallbackState.PARKED,
-            ":spent": intent.attempts - 1,
+            ":spent": intent.attempts_made - 1,
             ":parked_pk": keys.parked_pk(endpoint.tenant, endpoint.origin),
             ":parked_sk": keys.sweep_sk(intent.created_at, intent.ref.item_id),
             ":listed": keys.tenant_callbacks_pk(endpoint.tenant, keys.TenantCallbacks.PENDING),
@@ -298,7 +334,7 @@ class CallbackStore(TableStore):
         if answer is not None:
             update += ", last_status = :status, last_error = :error"
             values.update(_answer(answer))
-        return self._finish(intent, f"{update} REMOVE lease_until", values)
+        return self._finish(intent, f"{update} REMOVE lease_until", values, sets_attempts=True)
 
     def unpark(self, ref: IntentRef, *, now: int) -> bool:
         """A parked callback is due now and back in the hand-off shards (the caller sends it);
