@@ -262,3 +262,13 @@ def test_the_next_attempt_reports_no_sooner_than_5_s_after_the_retry_wait_event(
     lease.progress("searching", "attempt 2 scanned 20")
     assert _kinds(rt, job_id).count("job.progress") == 2
     assert _shown(rt, job_id)["message"] == "attempt 2 scanned 20"
+
+
+def test_a_dropped_report_without_a_message_shows_none(rt: Runtime, clock: Clock) -> None:
+    job_id, lease = _claimed(rt, "no-message")
+    clock.advance(6_000)
+    lease.progress("searching", "scanned 10")  # an event
+    clock.advance(1_000)
+    lease.progress("ranking")  # dropped: its stage alone
+    lease.beat()
+    assert _shown(rt, job_id) == {"stage": "ranking", "at": clock.now}
