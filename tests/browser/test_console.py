@@ -241,12 +241,6 @@ def test_a_succeeded_job_shows_its_timeline_progress_and_result(
     expect(page.locator(".timeline .event-type")).to_have_text(expected)
     expect(page.locator(".timeline time")).to_have_count(len(expected))
     expect(page.locator(".timeline .event").last).to_contain_text("candidate(s) from")
-    # A progress event shows what the executor reported then.
-    (progress,) = [e for e in events["events"] if e["type"] == "job.progress"][:1]
-    note = progress["payload"]["progress"]
-    expect(page.locator(".event-progress .event-note").first).to_have_text(
-        f"{note['stage']} — {note['message']}"
-    )
     # The bar is full once the job is final; no deadline is counting any more.
     expect(page.locator("#job-progress")).to_have_attribute("value", "1")
     expect(page.locator(".deadline")).to_be_hidden()
@@ -291,6 +285,15 @@ def test_a_running_jobs_page_updates_itself(page: Page, stack: ConsoleStack) -> 
     expect(page.get_by_role("region", name="Summary")).to_contain_text("running")
     assert page.locator("#job-progress").get_attribute("value") is None  # moving: indeterminate
     expect(page.locator(".deadline")).to_be_visible()
+    # A progress event (5 s or more after `job.started`) shows what the executor reported then.
+    progressed = page.locator(".timeline .event-type").filter(has_text="job.progress")
+    expect(progressed.first).to_be_visible(timeout=30_000)
+    _, events = stack.call("acme", "GET", f"/jobs/{job_id}/events")
+    progress = next(e for e in events["events"] if e["type"] == "job.progress")
+    note = progress["payload"]["progress"]
+    expect(page.locator(".event-progress .event-note").first).to_have_text(
+        f"{note['stage']} — {note['message']}"
+    )
     status, cancelled = stack.call("acme", "POST", f"/jobs/{job_id}/cancel")
     assert (status, cancelled["status"]) == (200, "cancelled")
     expect(page.locator("#job-live")).to_have_text("The job was cancelled: it is final.")

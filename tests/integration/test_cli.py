@@ -528,6 +528,7 @@ def test_progress_lines_show_what_each_event_reported(
     record = execution.claim(rt, job_id, "worker-cli")
     assert record is not None
     lease = execution.Lease(rt, record, "worker-cli")
+    clock.advance(6_000)  # no progress event within 5 s of `job.started`
     lease.progress("searching", "scanned 10 works")
     clock.advance(6_000)
     lease.progress("ranking")

@@ -275,7 +275,9 @@ def test_asset_fetch_stores_files_behind_presigned_urls(stack: Client) -> None:
         assert len(body) == asset["bytes"]
         assert asset["hash"] == "sha256:" + hashlib.sha256(body).hexdigest()
     kinds = [event["type"] for event in stack.call("GET", f"/jobs/{job_id}/events")[1]["events"]]
-    assert "job.progress" in kinds
+    # A fetch this quick reports no progress event (none within 5 s of `job.started`).
+    assert kinds[:2] == ["job.accepted", "job.started"]
+    assert set(kinds[2:-1]) <= {"job.progress"}
     assert kinds[-1] == "job.succeeded"
 
 

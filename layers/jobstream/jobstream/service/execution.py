@@ -12,6 +12,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Final
 
 from jobstream import observability
@@ -35,7 +36,7 @@ from jobstream.service.completion import (
 )
 from jobstream.service.messages import parse_or_drop
 from jobstream.service.resources import JobResource
-from jobstream.store.ports import StaleJobError, budgets
+from jobstream.store.ports import ShownProgress, StaleJobError, budgets
 
 __all__ = [
     "CompletionDeferredError",
@@ -214,7 +215,14 @@ class Lease:
         self.resource = resource
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._last_progress_at: int | None = None
+        # Progress events are spaced from the job's last event: this run's `job.started`; a
+        # taken-over run has none of its own, so its first report tells that it runs again.
+        self._last_event_at = record.last_event_at
+        # The latest report the spacing or the cap kept from being an event: the next
+        # heartbeat shows it on the job (stage, message).
+        self._unshown: tuple[str, str | None] | None = None
+        # Held across each write of progress (an event, a heartbeat showing a report, the
+        # retry's event), so that none overwrites a later report with an earlier one.
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
 
@@ -233,22 +241,41 @@ class Lease:
                 return
 
     def beat(self) -> bool:
-        """One heartbeat; False once the lease is lost (the executor stops at its next
-        checkpoint). A heartbeat that fails is not a lost lease: the next one may succeed."""
-        try:
-            alive = self.rt.store.renew_lease(
-                self.record.job_id,
-                self.owner,
-                now=self.rt.clock(),
-                lease_ms=self.rt.settings.lease_ms,
-            )
-        except Exception:
-            logger.exception("heartbeat failed", extra={"job_id": self.record.job_id})
-            return True
-        if not alive:
-            # Cancelled, expired or taken over.
-            self.lost.set()
-        return alive
+        """One heartbeat, showing the latest report that no event carried; False once the
+        lease is lost (the executor stops at its next checkpoint). A heartbeat that fails is
+        not a lost lease: the next one may succeed, and shows the report then."""
+        with self._lock:
+            now = self.rt.clock()
+            shown = self._shown_progress(now)
+            try:
+                alive = self.rt.store.renew_lease(
+                    self.record.job_id,
+                    self.owner,
+                    now=now,
+                    lease_ms=self.rt.settings.lease_ms,
+                    progress=shown,
+                )
+            except Exception:
+                logger.exception("heartbeat failed", extra={"job_id": self.record.job_id})
+                return True
+            if not alive:
+                # Cancelled, expired or taken over.
+                self.lost.set()
+            elif shown is not None:
+                self._unshown = None
+                self.record = replace(
+                    self.record,
+                    progress_stage=shown.stage,
+                    progress_message=shown.message,
+                    updated_at=shown.updated_at,
+                )
+            return alive
+
+    def _shown_progress(self, now: int) -> ShownProgress | None:
+        if self._unshown is None:
+            return None
+        stage, message = self._unshown
+        return ShownProgress(stage, message, updated_at=max(now, self.record.updated_at))
 
     def checkpoint(self) -> None:
         if self.lost.is_set():
@@ -280,35 +307,47 @@ class Lease:
             f"attempt {self.record.attempt} failed ({reason}); attempt "
             f"{self.record.attempt + 1} in {delay_ms / 1000:.1f} s"
         )
-        transition = transitions.retry(
-            self.record, self.owner, stage=RETRY_WAIT_STAGE, message=message, clock=self.rt.clock()
-        )
-        settled = apply_until_settled(self.rt, self.record, lambda _: transition, reread=give_up)
-        if not settled.moved:
-            self.lost.set()  # cancelled, expired or taken over: nothing to retry
-        else:
-            self.record = settled.record
-        resources.pause(delay_ms, self.checkpoint, self.rt.sleep)
         with self._lock:
-            self._last_progress_at = None  # the next attempt's first stage is worth showing
+            transition = transitions.retry(
+                self.record,
+                self.owner,
+                stage=RETRY_WAIT_STAGE,
+                message=message,
+                clock=self.rt.clock(),
+            )
+            settled = apply_until_settled(
+                self.rt, self.record, lambda _: transition, reread=give_up
+            )
+            if not settled.moved:
+                self.lost.set()  # cancelled, expired or taken over: nothing to retry
+            else:
+                self.record = settled.record
+                # The retry's event is the run's last one, like `job.started` for the first
+                # attempt: the next attempt's reports are spaced from it (it said when that
+                # attempt starts); a report older than it is not shown after it.
+                self._last_event_at = self.record.last_event_at
+                self._unshown = None
+        resources.pause(delay_ms, self.checkpoint, self.rt.sleep)
 
     def progress(self, stage: str, message: str | None = None) -> None:
-        """A `job.progress` event, at most one per 5 s and 50 per job; the rest is dropped."""
+        """A `job.progress` event, no sooner than 5 s after the job's last event (one within
+        5 s of `job.started` says nothing the consumer can act on) and at most 50 a job; a
+        report kept from being one shows on the job with the next heartbeat instead."""
+        # Kept on the job item, within its growth budget, and on the event (`store/budgets.py`).
+        stage = budgets.clip_bytes(stage, budgets.MAX_PROGRESS_STAGE_BYTES) or stage
+        message = budgets.clip_bytes(message, budgets.MAX_PROGRESS_MESSAGE_BYTES) or None
         with self._lock:
             now = self.rt.clock()
-            recent = self._last_progress_at is not None and (
-                now - self._last_progress_at < PROGRESS_MIN_INTERVAL_MS
-            )
+            recent = now - self._last_event_at < PROGRESS_MIN_INTERVAL_MS
             if recent or self.record.progress_events >= MAX_PROGRESS_EVENTS:
+                self._unshown = (stage, message)
                 return
-            self._last_progress_at = now
+            self._unshown = None
+            self._last_event_at = now
             self._record_progress(stage, message, now)
 
     def _record_progress(self, stage: str, message: str | None, now: int) -> None:
         record = self.record
-        # Kept on the job item, within its growth budget, and on the event (`store/budgets.py`).
-        stage = budgets.clip_bytes(stage, budgets.MAX_PROGRESS_STAGE_BYTES) or stage
-        message = budgets.clip_bytes(message, budgets.MAX_PROGRESS_MESSAGE_BYTES)
         transition = transitions.progress(record, self.owner, stage, message, clock=now)
         try:
             settled = apply_until_settled(self.rt, record, lambda _: transition, reread=give_up)

@@ -35,6 +35,7 @@ from jobstream.store.ports import (
     NewEvent,
     QuotaCharge,
     QuotaContendedError,
+    ShownProgress,
     StaleJobError,
     StateChange,
 )
@@ -352,14 +353,28 @@ class JobStore(TableStore):
             )
         )
 
-    def renew_lease(self, job_id: str, owner: str, *, now: int, lease_ms: int) -> bool:
-        """Heartbeat: extend the lease; False when the job is no longer ours to run."""
-        return self._update_held_job(
-            job_id,
-            owner,
-            "SET lease_expires_at = :until, heartbeat_at = :now",
-            {":until": now + lease_ms, ":now": now},
-        )
+    def renew_lease(
+        self,
+        job_id: str,
+        owner: str,
+        *,
+        now: int,
+        lease_ms: int,
+        progress: ShownProgress | None = None,
+    ) -> bool:
+        """Heartbeat: extend the lease, and show `progress` on the job in the same write (no
+        write of its own); False when the job is no longer ours to run."""
+        update = "SET lease_expires_at = :until, heartbeat_at = :now"
+        values: dict[str, Any] = {":until": now + lease_ms, ":now": now}
+        if progress is not None:
+            update += ", progress_stage = :stage, updated_at = :updated"
+            values |= {":stage": progress.stage, ":updated": progress.updated_at}
+            if progress.message is None:
+                update += " REMOVE progress_message"
+            else:
+                update += ", progress_message = :message"
+                values[":message"] = progress.message
+        return self._update_held_job(job_id, owner, update, values)
 
     def keep_outcome(
         self, job_id: str, owner: str, *, now: int, reason: str | None, message: str | None

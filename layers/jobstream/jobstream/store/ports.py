@@ -59,6 +59,7 @@ __all__ = [
     "QuotaCharge",
     "QuotaContendedError",
     "QuotaExceededError",
+    "ShownProgress",
     "StaleJobError",
     "StartKey",
     "StateChange",
@@ -143,6 +144,17 @@ class StateChange:
     require_status: frozenset[JobStatus] | None = None
     require_lease_owner: str | None = None
     require_lease_expired_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShownProgress:
+    """A progress report shown on the job without an event (the rate limit kept it from being
+    one), written with a heartbeat: its stage and message, clipped as an event's are, and the
+    job's `updated_at` it gives (never below the job's last change)."""
+
+    stage: str
+    message: str | None
+    updated_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,7 +433,15 @@ class JobStorePort(Protocol):
         self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int
     ) -> bool: ...
 
-    def renew_lease(self, job_id: str, owner: str, *, now: int, lease_ms: int) -> bool: ...
+    def renew_lease(
+        self,
+        job_id: str,
+        owner: str,
+        *,
+        now: int,
+        lease_ms: int,
+        progress: ShownProgress | None = None,
+    ) -> bool: ...
 
     def keep_outcome(
         self, job_id: str, owner: str, *, now: int, reason: str | None, message: str | None
