@@ -57,7 +57,7 @@ SHARDS: Final[dict[tuple[str, str], tuple[int, str]]] = {
     # The tenant's feed: its protocol events over FEED_SHARDS partitions (store/feed.py).
     (keys.FEED_INDEX, FEED_KIND): (keys.FEED_SHARDS, "per tenant"),
     **{
-        (keys.SWEEP_INDEX, kind.value): (keys.SWEEP_SHARDS, "in total")
+        (keys.SWEEP_INDEX, kind.value): (keys.SWEEP_SHARDS[kind], "in total")
         for kind in keys.SweepBacklog
     },
 }

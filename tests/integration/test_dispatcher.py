@@ -22,6 +22,9 @@ from jobstream_local.streams import StreamPoller
 from tests.support.harness import Clock, canonical_task
 from tests.support.receiver import receiver
 
+# The test reads every record of the table's stream: only what it wrote may be there.
+WHOLE_STREAM = pytest.mark.bare_table
+
 
 def stream_arn(table_name: str) -> str:
     arn: str = boto3.client("dynamodb").describe_table(TableName=table_name)["Table"][
@@ -68,6 +71,7 @@ class Failing:
         return {"batchItemFailures": []}
 
 
+@WHOLE_STREAM
 def test_a_failed_record_and_those_after_it_are_read_again(table_name: str) -> None:
     put(table_name, "a", "b", "c")
     handler = Failing("b", times=1)
@@ -79,6 +83,7 @@ def test_a_failed_record_and_those_after_it_are_read_again(table_name: str) -> N
     assert handler.batches[-1] == ["d"]
 
 
+@WHOLE_STREAM
 def test_a_batch_failing_past_its_retries_is_given_up(table_name: str) -> None:
     put(table_name, "a", "b")
     handler = Failing("a", times=100)
@@ -91,6 +96,7 @@ def test_a_batch_failing_past_its_retries_is_given_up(table_name: str) -> None:
     assert handler.batches[-1] == ["c"]
 
 
+@WHOLE_STREAM
 def test_a_handler_that_raises_is_retried_from_the_batch_start(table_name: str) -> None:
     put(table_name, "a", "b")
     calls: list[int] = []
@@ -173,6 +179,7 @@ def _live_iterators(table_name: str) -> int:
     return sum(1 for i in backend.shard_iterators.values() if i.stream_shard is shard)
 
 
+@WHOLE_STREAM
 def test_a_cancelled_transaction_reaches_no_reader(table_name: str) -> None:
     """A dispatcher must never hand off what a cancelled admission did not commit."""
     put(table_name, "kept")

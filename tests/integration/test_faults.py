@@ -44,6 +44,7 @@ from jobstream.service import callbacks, execution
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.jobs import JobStore
+from jobstream.store.sweep_index import record_legacy_shards_retired
 from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
 from tests.support.dispatch import dispatch_stream
@@ -61,7 +62,7 @@ def few_shards(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two shards per key: still sharded, but a sweep's or a listing's calls stay few enough
     to fail each of them in turn (the matrix is quadratic in the calls an operation makes)."""
     monkeypatch.setattr(keys, "TENANT_SHARDS", 2)
-    monkeypatch.setattr(keys, "SWEEP_SHARDS", 2)
+    monkeypatch.setattr(keys, "SWEEP_SHARDS", dict.fromkeys(keys.SweepBacklog, 2))
 
 
 class CrashError(Exception):
@@ -123,6 +124,7 @@ def fresh_runtime(rt: Runtime) -> Runtime:
     """The same runtime on a table of its own (for the fault-free run)."""
     table = f"ref-{uuid.uuid4().hex[:10]}"
     create_tables(_template(), _dynamodb(), name_for=lambda _: table)
+    record_legacy_shards_retired(_dynamodb(), table, now=0)
     settings = rt.settings.model_copy(update={"table_name": table})
     return replace(rt, settings=settings, store=JobStore(table))
 
@@ -358,6 +360,7 @@ def new_world(base: Runtime, now: int) -> World:
     suffix = uuid.uuid4().hex[:10]
     table = f"faults-{suffix}"
     create_tables(_template(), _dynamodb(), name_for=lambda _: table)
+    record_legacy_shards_retired(_dynamodb(), table, now=0)
     queues = create_queues(_template(), _sqs(), name_for=lambda name: f"{name}-{suffix}")
     posted: list[str] = []
 

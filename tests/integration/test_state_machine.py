@@ -55,6 +55,7 @@ from jobstream.store.client import dynamodb_client
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.jobs import MAX_CALLBACK_ATTEMPTS, JobStore, item_to_record
 from jobstream.store.records import with_parts
+from jobstream.store.sweep_index import record_legacy_shards_retired
 from jobstream_local.resources import create_tables
 from jobstream_local.template import Template
 from tests.support.harness import Clock, canonical_task
@@ -148,6 +149,7 @@ class World:
     def __init__(self, base: Runtime) -> None:
         table = f"sm-{uuid.uuid4().hex[:10]}"
         create_tables(template(), boto3.client("dynamodb"), name_for=lambda _: table)
+        record_legacy_shards_retired(boto3.client("dynamodb"), table, now=0)
         self.clock = Clock()
         client = WatchedClient(dynamodb_client(), self._written)
         self.rt = replace(
@@ -199,8 +201,10 @@ class World:
             if sk == keys.JOB_SK:
                 views[job_id] = JobView(item=item, record=item_to_record(item))
         for (pk, sk), item in sorted(snapshot.items()):
-            if pk.startswith("ENDPOINT#"):
-                continue  # a callback endpoint's health (store/endpoints.py), no job's item
+            if pk.startswith("ENDPOINT#") or pk == keys.LEGACY_SHARDS_PK:
+                # A callback endpoint's health (store/endpoints.py), the record of the sweep
+                # index's retired shards (store/sweep_index.py): no job's items.
+                continue
             job_id = pk.removeprefix("JOB#")
             assert job_id in views, f"an item {sk} of no job {job_id}"
             if sk == keys.JOB_SK:

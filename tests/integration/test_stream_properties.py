@@ -15,6 +15,7 @@ from jobstream.runtime import Runtime
 from jobstream.service import admission, jobs
 from jobstream.service import events as stream
 from jobstream.store.jobs import JobStore
+from jobstream.store.sweep_index import record_legacy_shards_retired
 from jobstream_local.resources import create_tables
 from jobstream_local.template import Template
 from tests.support.event_ids import parse_event_id
@@ -46,6 +47,7 @@ class Scenario:
     def __init__(self, rt: Runtime) -> None:
         table = f"prop-{uuid.uuid4().hex[:10]}"
         create_tables(Template.load(), boto3.client("dynamodb"), name_for=lambda _: table)
+        record_legacy_shards_retired(boto3.client("dynamodb"), table, now=0)
         self.clock = Clock()
         settings = rt.settings.model_copy(update={"table_name": table})
         self.rt = replace(rt, settings=settings, store=JobStore(table), clock=self.clock)

@@ -35,7 +35,7 @@ from jobstream.store.cursor import StartKey
 from jobstream.store.listing import batch_get
 from jobstream.store.ports import MAX_CALLBACK_ATTEMPTS
 from jobstream.store.records import EVENT_PROGRESS, item_to_record, job_key, part_key, with_parts
-from jobstream.store.sweep_index import sweep_entries
+from jobstream.store.sweep_index import retire_legacy_shards, sweep_entries
 
 MAX_ERROR_CHARS: Final = 1000
 # Dead callbacks read to a request (BatchGetItem's most).
@@ -575,3 +575,7 @@ class CallbackStore(TableStore):
         while refs := [_ref_from_sweep_key(key) for key in islice(entries, DEAD_READ_BATCH)]:
             found = self.get_many(refs)
             yield from (found[ref] for ref in refs if ref in found)
+
+    def retire_legacy_shards(self, *, now: int) -> bool:
+        """The sweep index's legacy shards, every kind's (store/sweep_index.py)."""
+        return retire_legacy_shards(self.client, self.table_name, now=now)

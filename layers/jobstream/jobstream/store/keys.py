@@ -9,6 +9,8 @@
     quota counter  PK=QUOTA#<tenant>  SK=#QUOTA  (a tenant with quotas: store/quotas.py)
     resource       PK=RESOURCE#<name>  SK=#RESOURCE  (a shared resource's slots, pace, back-off)
     slot waiter    PK=RESOURCE#<name>  SK=WAIT#<created_at:013>#<job_id>  (store/resources.py)
+    legacy shards  PK=SWEEP#LEGACY  SK=#RETIRED  (the sweep found the earlier release's extra
+                   sweep shards empty: store/sweep_index.py)
 
 `#ACK` < `#JOB` < `#RESULT` < `EVT#...`: one query of `#ACK`..`#RESULT` reads the cursor, the job
 and its result together.
@@ -20,16 +22,19 @@ sweep must find, oldest first), and `feed` (every protocol event of a tenant in 
 committed, over FEED_SHARDS partitions; service/feed.py).
 
 Write sharding (docs/capacity.md): a tenant's jobs are spread over TENANT_SHARDS partitions of
-`by_tenant`, and each kind of sweep backlog over SWEEP_SHARDS partitions of `sweep`, by a hash of
-the job id, so that no partition key takes more than its share of DynamoDB's 1,000 writes per
-second. Shard 0 keeps the unsharded key of earlier releases, so items written before sharding
+`by_tenant`, and each kind of sweep backlog over its SWEEP_SHARDS partitions of `sweep`, by a
+hash of the job id, so that no partition key takes more than its share of DynamoDB's 1,000 writes
+per second. Shard 0 keeps the unsharded key of earlier releases, so items written before sharding
 are still read. Raising a shard count later is safe (readers read every shard below it);
-lowering it would hide items.
+lowering it hides items unless the shards above the new count are read until they are empty, as
+the sweep backlogs' shards above their count and below LEGACY_SWEEP_SHARDS are
+(store/sweep_index.py).
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
 
@@ -70,7 +75,22 @@ class SweepBacklog(StrEnum):
 
 
 TENANT_SHARDS: Final = 16
-SWEEP_SHARDS: Final = 32
+# Each kind's shards, by its index writes (docs/capacity.md). A job puts 2 units on the hand-off
+# backlog once only its terminal event enters it when written (its entry in and out; 8 while
+# every event's does) and 2 on the active jobs, so 4 shards hold 4 x 1,000 / 2 = 2,000
+# admissions a second, twice the goal. A dead callback puts 1 on the dead backlog (2 more if
+# redriven) and callbacks die rarely (a failing endpoint is paused first): 2 shards hold 2,000
+# deaths a second.
+SWEEP_SHARDS: Final[Mapping[SweepBacklog, int]] = {
+    SweepBacklog.CALLBACK_HANDOFF: 4,
+    SweepBacklog.CALLBACK_DEAD: 2,
+    SweepBacklog.ACTIVE_JOBS: 4,
+}
+# The earlier release wrote every kind over 32 shards: those above a kind's count are read too
+# until the sweep finds them all empty and records so (store/sweep_index.py).
+LEGACY_SWEEP_SHARDS: Final = 32
+LEGACY_SHARDS_PK: Final = "SWEEP#LEGACY"
+LEGACY_SHARDS_SK: Final = "#RETIRED"
 # A tenant's feed partitions: 8 x 1,000 index writes a second hold 2,000 jobs a second of 4
 # events each (docs/capacity.md); a feed read queries every one.
 FEED_SHARDS: Final = 8
@@ -126,13 +146,18 @@ def sweep_pk(backlog: SweepBacklog, shard: int) -> str:
 
 
 def sweep_partitions(backlog: SweepBacklog) -> list[str]:
-    """Every shard of one kind of sweep backlog."""
-    return [sweep_pk(backlog, shard) for shard in range(SWEEP_SHARDS)]
+    """Every shard of one kind of sweep backlog that is written to."""
+    return [sweep_pk(backlog, shard) for shard in range(SWEEP_SHARDS[backlog])]
+
+
+def legacy_sweep_partitions(backlog: SweepBacklog) -> list[str]:
+    """The shards of one kind that only the earlier release wrote (read until found empty)."""
+    return [sweep_pk(backlog, shard) for shard in range(SWEEP_SHARDS[backlog], LEGACY_SWEEP_SHARDS)]
 
 
 def job_sweep_pk(backlog: SweepBacklog, job_id: str) -> str:
-    """The shard of `backlog` that holds the job's items (its intents share it)."""
-    return sweep_pk(backlog, shard_of(job_id, SWEEP_SHARDS))
+    """The shard of `backlog` that holds the job's items (its intents of the kind share it)."""
+    return sweep_pk(backlog, shard_of(job_id, SWEEP_SHARDS[backlog]))
 
 
 def sweep_kind(value: str) -> str:

@@ -290,6 +290,10 @@ class CallbackStorePort(Protocol):
 
     def dead(self) -> Iterator[CallbackRecord]: ...
 
+    def retire_legacy_shards(self, *, now: int) -> bool:
+        """Whether the sweep index's legacy shards (every kind's) are retired: now, when none
+        holds an entry any more (recorded once), or before; False while one holds an entry."""
+
     def of_job(
         self, job_id: str, *, since: int, consistent: bool = True
     ) -> list[CallbackRecord]: ...
