@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from jobstream.store import keys
+from jobstream.store.sweep_index import record_legacy_shards_retired
 from jobstream_local.template import Template
 
 _TABLE_KEYS = ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "BillingMode")
@@ -13,10 +15,16 @@ _QUEUE_ATTRIBUTES = ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySecond
 
 
 def create_tables(
-    template: Template, dynamodb: Any, name_for: Callable[[str], str] | None = None
+    template: Template,
+    dynamodb: Any,
+    name_for: Callable[[str], str] | None = None,
+    *,
+    upgraded: bool = False,
 ) -> dict[str, dict[str, str]]:
     """Create every AWS::DynamoDB::Table of the template; their Ref values (and the ARN of
-    their stream, `StreamArn`) by logical id."""
+    their stream, `StreamArn`) by logical id. A table with the sweep index is recorded as
+    created by this release (the earlier release's sweep shards never held anything:
+    store/sweep_index.py) unless `upgraded` (as a table an upgrade finds)."""
     created = {}
     for logical_id, properties in template.resources_of_type("AWS::DynamoDB::Table").items():
         name = (name_for or template.physical_name)(logical_id)
@@ -30,6 +38,9 @@ def create_tables(
         if ttl:
             dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
         created[logical_id] = {"Ref": name}
+        indexes = {index["IndexName"] for index in request.get("GlobalSecondaryIndexes", [])}
+        if keys.SWEEP_INDEX in indexes and not upgraded:
+            record_legacy_shards_retired(dynamodb, name, now=0)
         if "LatestStreamArn" in description:
             created[logical_id]["StreamArn"] = description["LatestStreamArn"]
     return created

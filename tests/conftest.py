@@ -35,7 +35,6 @@ from jobstream.retries import RetryPolicy, set_default_policy
 from jobstream.runtime import Runtime
 from jobstream.store.client import dynamodb_client
 from jobstream.store.jobs import JobStore
-from jobstream.store.sweep_index import record_legacy_shards_retired
 from jobstream_local.moto_patches import patch_moto
 from jobstream_local.resources import create_queues, create_tables
 from jobstream_local.template import Template
@@ -100,10 +99,9 @@ def retries_without_sleeping() -> Iterator[list[float]]:
 def table_name(aws: None, request: pytest.FixtureRequest) -> str:
     name = f"jobs-{uuid.uuid4().hex[:12]}"
     client = boto3.client("dynamodb")
-    create_tables(Template.load(), client, name_for=lambda _logical_id: name)
-    if request.node.get_closest_marker("bare_table") is None:
-        # A table this release created: the earlier release's sweep shards never held anything.
-        record_legacy_shards_retired(client, name, now=0)
+    # `bare_table`: a table an upgrade from the release with 32 sweep shards finds.
+    upgraded = request.node.get_closest_marker("bare_table") is not None
+    create_tables(Template.load(), client, name_for=lambda _logical_id: name, upgraded=upgraded)
     return name
 
 
