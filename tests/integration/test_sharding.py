@@ -42,7 +42,8 @@ def submit_watched(rt: Runtime, key: str) -> str:
     job_id = submit(rt, key, callback_url="https://consumer.example.test/hooks")
     accepted = rt.callbacks.get(IntentRef(job_id, 1))
     assert accepted is not None
-    assert rt.callbacks.watch(accepted.ref, due=accepted.created_at + keys.HANDOFF_GRACE_MS)
+    due = accepted.created_at + keys.HANDOFF_GRACE_MS
+    assert rt.callbacks.watch(accepted.ref, due=due, now=accepted.created_at)
     return job_id
 
 

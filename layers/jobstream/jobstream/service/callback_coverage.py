@@ -53,9 +53,10 @@ def hand_over(rt: Runtime, intent: CallbackRecord, job: JobRecord) -> None:
     if not covers_job(intent):
         return
     callbacks = rt.callbacks.of_job(job.job_id, since=job.created_at, consistent=False)
+    now = rt.clock()
     for callback in _unindexed_open(callbacks, but=intent.sequence):
         due = max(callback.created_at, callback.resent_at or 0) + HANDOFF_GRACE_MS
-        rt.callbacks.watch(callback.ref, due=due)
+        rt.callbacks.watch(callback.ref, due=due, now=now)
 
 
 def resend_unindexed(rt: Runtime, job: JobRecord, now: int) -> int:

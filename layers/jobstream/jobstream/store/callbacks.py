@@ -411,19 +411,24 @@ class CallbackStore(TableStore):
             is not None
         )
 
-    def watch(self, ref: IntentRef, *, due: int) -> bool:
+    def watch(self, ref: IntentRef, *, due: int, now: int) -> bool:
         """Give an open callback its own entry in the hand-off shards, due at `due`: its job's
         terminal callback, which covered it, is closing. False when it was closed or indexed
-        since (nothing written)."""
+        since (nothing written).
+
+        It also sets `resent_at` (now): the dispatcher reads this write from the table's stream
+        and would otherwise take it for a new callback and send it once more, beside the message
+        already queued or the attempt under way (a first attempt takes no claim to stop it)."""
         return (
             self._update(
                 ref,
-                "SET sweep_pk = :handoff, sweep_sk = :due",
+                "SET sweep_pk = :handoff, sweep_sk = :due, resent_at = :now",
                 # Never an entry for a closed callback, nor a second one (a retry's stays).
                 "#state IN (:pending, :in_flight) AND attribute_not_exists(sweep_pk)",
                 {
                     ":handoff": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_HANDOFF, ref.job_id),
                     ":due": keys.sweep_sk(due, ref.item_id),
+                    ":now": now,
                     ":pending": CallbackState.PENDING,
                     ":in_flight": CallbackState.IN_FLIGHT,
                 },
