@@ -34,7 +34,7 @@ from bench.cost import (
 from bench.end_to_end import EndToEnd
 from bench.end_to_end import measure as end_to_end
 from bench.end_to_end import report_lines as end_to_end_lines
-from bench.invocations import Invocation
+from bench.invocations import Invocation, Series, series_of
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 REPORT = REPOSITORY / "docs" / "performance.md"
@@ -127,6 +127,8 @@ class Row:
     write_units: float
     millis: float
     round_trips: int = 0
+    # The custom metrics one run publishes (name and dimension values).
+    metric_series: frozenset[Series] = frozenset()
 
 
 def measure(meter: Meter, operation: str, action: Callable[[], Any], repeat: int = 5) -> Row:
@@ -478,7 +480,7 @@ def sweep_rows() -> list[Row]:
             meter.attach(dynamodb_client(), sqs_client())
             if finished == SWEEP_FINISHED[0]:
                 # What every minute costs with nothing to do (the bill's fixed part).
-                rows.append(measure(meter, "sweep: idle (no job)", partial(sweep, rt)))
+                rows.append(idle_sweep_row(meter, partial(sweep, rt)))
             _finished_jobs(client, table, finished)
             for index in range(5):
                 task = {
@@ -492,6 +494,18 @@ def sweep_rows() -> list[Row]:
                 measure(meter, f"sweep: 5 open jobs, {finished} finished", partial(sweep, rt))
             )
     return rows
+
+
+def idle_sweep_row(meter: Meter, run: Callable[[], Any]) -> Row:
+    """The idle sweep's calls and units, and the metrics it publishes every minute."""
+    from jobstream import observability
+
+    observability.emf_documents()  # what earlier measures left pending
+    row = measure(meter, "sweep: idle (no job)", run)
+    row.metric_series = frozenset(
+        series for document in observability.emf_documents() for series in series_of(document)
+    )
+    return row
 
 
 def _same_name(name: str, _logical_id: str) -> str:

@@ -48,10 +48,26 @@ CALLBACK_RECEIVER_S: Final = 0.100
 # measured here on one core is scaled by 1,769 / memory below that (this machine's core taken
 # as a Graviton core's equal).
 FULL_VCPU_MB: Final = 1769
-# Lambda's own lines per invocation (START, END, REPORT; the REPORT of a cold start names its
-# INIT duration), as they read in CloudWatch.
-PLATFORM_LOG_BYTES: Final = 330
-PLATFORM_LOG_EVENTS: Final = 3
+# Lambda's own lines per invocation in the JSON log format (the template's): its start and its
+# report (a cold start's report also names its INIT), as they read in CloudWatch. Kept only when
+# the template's PlatformLogLevel is INFO or DEBUG; WARN leaves them out.
+PLATFORM_LOG_LINES: Final = (
+    (
+        '{"time":"2026-12-04T15:22:57.291Z","type":"platform.start","record":'
+        '{"requestId":"0f4a3c2e-7b1d-4e59-9a6c-3d2b1e0f8a7c","version":"$LATEST"}}'
+    ),
+    (
+        '{"time":"2026-12-04T15:22:57.342Z","type":"platform.report","record":'
+        '{"requestId":"0f4a3c2e-7b1d-4e59-9a6c-3d2b1e0f8a7c","metrics":{"durationMs":48.113,'
+        '"billedDurationMs":49,"memorySizeMB":512,"maxMemoryUsedMB":83},"status":"success"}}'
+    ),
+)
+PLATFORM_LOG_BYTES: Final = sum(len(line.encode("utf-8")) for line in PLATFORM_LOG_LINES)
+PLATFORM_LOG_EVENTS: Final = len(PLATFORM_LOG_LINES)
+PLATFORM_LOG_KEPT_AT: Final = frozenset({"INFO", "DEBUG"})
+# A JSON line of the function's without a timestamp (the EMF documents): Lambda may add one.
+# Counted on every such line, an upper bound.
+ADDED_TIMESTAMP_BYTES: Final = len(',"timestamp":"2026-12-04T15:22:57.291Z"')
 # CloudWatch Logs bills each event's bytes plus 26 bytes.
 LOG_EVENT_OVERHEAD_BYTES: Final = 26
 # Stored logs: about this share of the ingested bytes (compressed), for the template's retention.

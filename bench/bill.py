@@ -19,7 +19,7 @@ from bench import assumptions as a
 from bench.capacity import ENDPOINT_KIND
 from bench.cold_start import ColdImport
 from bench.cost import COMPUTE_RUNS, QUOTAS_SCENARIO, RESOURCE_SCENARIO, JobCost, added_by
-from bench.invocations import Invocation
+from bench.invocations import Invocation, Series
 
 HTTP_FUNCTIONS = frozenset({"AdmissionFunction", "JobsFunction", "EventsFunction", "AckFunction"})
 # The functions whose invocations authenticate a request or sign a callback: they read the
@@ -55,6 +55,11 @@ class Stack:
     dashboards: int
     access_log_bytes: int  # one API access log line, its fields filled as they typically are
     queue_triggers: int
+    platform_log_level: str  # Lambda's own lines kept (PlatformLogLevel's default)
+
+    @property
+    def platform_lines_kept(self) -> bool:
+        return self.platform_log_level in a.PLATFORM_LOG_KEPT_AT
 
     @classmethod
     def from_template(cls, template: Any) -> Stack:
@@ -85,6 +90,7 @@ class Stack:
             dashboards=len(template.resources_of_type("AWS::CloudWatch::Dashboard")),
             access_log_bytes=_access_line_bytes(access_format),
             queue_triggers=len(template.queue_sources()),
+            platform_log_level=str(defaults["PlatformLogLevel"]),
         )
 
 
@@ -214,9 +220,13 @@ def whole_bill(
     secret_price = a.PRICE_PER_MILLION[a.SECRETS_CALL] / 1_000_000
 
     log_bytes = (
-        sum(i.log_bytes + i.log_events * a.LOG_EVENT_OVERHEAD_BYTES for i in invocations)
-        + cost.lambda_invocations
-        * (a.PLATFORM_LOG_BYTES + a.PLATFORM_LOG_EVENTS * a.LOG_EVENT_OVERHEAD_BYTES)
+        sum(
+            i.log_bytes
+            + i.log_events * a.LOG_EVENT_OVERHEAD_BYTES
+            + i.log_events_untimed * a.ADDED_TIMESTAMP_BYTES
+            for i in invocations
+        )
+        + cost.lambda_invocations * platform_log_bytes(stack)
         + cost.http_requests * (stack.access_log_bytes + a.LOG_EVENT_OVERHEAD_BYTES)
     )
     logs = (
@@ -262,7 +272,7 @@ def whole_bill(
     return Bill(
         at_scale={line: at_scale[line] for line in JOB_LINES},
         low_traffic={line: low[line] for line in JOB_LINES},
-        fixed_monthly=fixed_monthly(stack, idle_sweep, metric_series_at_least(cost)),
+        fixed_monthly=fixed_monthly(stack, idle_sweep, hourly_series(cost, idle_sweep)),
         duration_s=duration,
         log_bytes=log_bytes,
         egress_bytes=egress_bytes,
@@ -271,18 +281,36 @@ def whole_bill(
     )
 
 
-def metric_series_at_least(cost: JobCost) -> int:
-    """Custom metrics the stack publishes: each metric once per stack (its total, once it has
-    occurred), and one more per dimension value seen (the job's life shows some: event types;
-    error codes, reasons and tenants add theirs as they occur)."""
+def platform_log_bytes(stack: Stack) -> int:
+    """Lambda's own lines an invocation adds to its log group, with their event overhead."""
+    if not stack.platform_lines_kept:
+        return 0
+    return a.PLATFORM_LOG_BYTES + a.PLATFORM_LOG_EVENTS * a.LOG_EVENT_OVERHEAD_BYTES
+
+
+def platform_lines_text(stack: Stack) -> str:
+    kept = "kept" if stack.platform_lines_kept else "left out"
+    return (
+        f"Lambda's own start and report lines ({a.PLATFORM_LOG_BYTES} bytes an invocation) "
+        f"{kept} at the template's PlatformLogLevel, {stack.platform_log_level}"
+    )
+
+
+def hourly_series(cost: JobCost, idle_sweep: Any) -> set[Series]:
+    """Custom metrics published in every hour at 1M jobs a month (one job every ~2.6 s): those a
+    job's life publishes (its counts, each per stack and per dimension value) and the sweep's,
+    every minute. CloudWatch bills a custom metric by the hour, only for the hours it receives
+    a value: the others (errors, retries, parked callbacks, resources) cost $0.30 / 730 for each
+    hour in which they occur, nothing in a healthy hour."""
+    return set(cost.metric_series) | set(idle_sweep.metric_series)
+
+
+def fixed_monthly(stack: Stack, idle_sweep: Any, hourly: set[Series]) -> dict[str, float]:
+    """What the stack costs a month with no job at all, and the custom metrics that a month
+    of 1M jobs publishes every hour."""
     from jobstream.observability import METRICS
 
-    with_values = {series for series in cost.metric_series if len(series[1]) > 1}
-    return len(METRICS) + len(with_values)
-
-
-def fixed_monthly(stack: Stack, idle_sweep: Any, metric_series: int) -> dict[str, float]:
-    """What the stack costs a month with no job at all."""
+    occasional = len(set(METRICS) - {name for name, _ in hourly})
     minutes = a.SECONDS_PER_MONTH / 60
     sweep_memory = stack.memory_mb["ReconcileFunction"]
     sweep_seconds = idle_sweep.round_trips * a.AWS_CALL_S
@@ -293,8 +321,10 @@ def fixed_monthly(stack: Stack, idle_sweep: Any, metric_series: int) -> dict[str
         f"CloudWatch alarms ({stack.alarms}, on {stack.alarm_metrics} metrics)": (
             stack.alarm_metrics * a.ALARM_MONTH
         ),
-        f"EMF custom metrics (at least {metric_series} series)": metric_series
-        * a.CUSTOM_METRIC_MONTH,
+        (
+            f"EMF custom metrics (at 1M jobs a month, {len(hourly)} series published every "
+            f"hour; the other {occasional} metrics are billed only for the hours they occur in)"
+        ): len(hourly) * a.CUSTOM_METRIC_MONTH,
         f"CloudWatch dashboard ({stack.dashboards})": stack.dashboards * a.DASHBOARD_MONTH,
         (
             f"the sweep every minute, idle ({idle_sweep.read_units:g} read units, "
@@ -304,7 +334,7 @@ def fixed_monthly(stack: Stack, idle_sweep: Any, metric_series: int) -> dict[str
             idle_sweep.read_units * a.PRICE_PER_MILLION[a.READ_UNIT] / 1_000_000
             + a.PRICE_PER_MILLION[a.LAMBDA_REQUEST] / 1_000_000
             + gb_seconds(sweep_seconds, sweep_memory) * a.LAMBDA_GB_SECOND
-            + (a.PLATFORM_LOG_BYTES / a.GB) * a.CLOUDWATCH_LOGS_INGESTED_GB
+            + (platform_log_bytes(stack) / a.GB) * a.CLOUDWATCH_LOGS_INGESTED_GB
         ),
         f"SQS empty receives ({stack.queue_triggers} triggered queues)": empty_receives
         * a.PRICE_PER_MILLION[a.SQS_REQUEST]
@@ -409,8 +439,10 @@ def _notes(bill: Bill, costs: list[JobCost], stack: Stack) -> list[str]:
             f"CloudWatch Logs: {bill.log_bytes:,} bytes ingested per job: what the life's "
             "invocations wrote (EMF metrics on stdout, JSON log lines on stderr, at Powertools' "
             "INFO: "
-            f"the template sets no level), Lambda's START/END/REPORT lines ({a.PLATFORM_LOG_BYTES} "
-            f"bytes an invocation), one API access line per HTTP request ({stack.access_log_bytes} "
+            f"the template sets no level; {a.ADDED_TIMESTAMP_BYTES} bytes more on each EMF line, "
+            "for the timestamp Lambda's JSON log format may add to it), "
+            f"{platform_lines_text(stack)}, "
+            f"one API access line per HTTP request ({stack.access_log_bytes} "
             f"bytes, the template's format), {a.LOG_EVENT_OVERHEAD_BYTES} bytes per event; "
             f"${a.CLOUDWATCH_LOGS_INGESTED_GB}/GB ingested, and {a.LOG_STORED_SHARE:.0%} of it "
             f"stored {stack.log_retention_days} days at "

@@ -32,6 +32,7 @@ class Invocation:
     own_s: float = 0.0  # CPU time less AWS calls and nested invocations
     log_bytes: int = 0
     log_events: int = 0
+    log_events_untimed: int = 0  # JSON lines without a timestamp (EMF): Lambda may add one
     reads_registry: bool = False
     # What it sends out to the internet: the HTTP response's body, or the callback's.
     egress_bytes: int = 0
@@ -52,16 +53,33 @@ class _CountingStream(io.TextIOBase):
             current.log_events += text.count("\n")
         for line in text.splitlines():
             if line.startswith('{"_aws"'):
-                self._recorder.metric_series(json.loads(line))
+                document = json.loads(line)
+                self._recorder.metric_series(document)
+                if current is not None and "timestamp" not in document:
+                    current.log_events_untimed += 1
         return len(text)
+
+
+Series = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def series_of(document: dict[str, Any]) -> set[Series]:
+    """The CloudWatch metrics (name and dimension values) an EMF document defines: each is a
+    custom metric, billed for every hour it receives a value."""
+    found = set()
+    for directive in document["_aws"]["CloudWatchMetrics"]:
+        for dimensions in directive["Dimensions"]:
+            values = tuple((name, str(document[name])) for name in dimensions)
+            for metric in directive["Metrics"]:
+                found.add((metric["Name"], values))
+    return found
 
 
 @dataclass
 class Recorder:
     invocations: list[Invocation] = field(default_factory=list)
-    # Every CloudWatch metric the EMF documents written so far define (name and dimensions):
-    # each is a custom metric, billed by the month.
-    series: set[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=set)
+    # Every CloudWatch metric the EMF documents written so far define (name and dimensions).
+    series: set[Series] = field(default_factory=set)
     _stack: list[Invocation] = field(default_factory=list)
 
     @property
@@ -115,11 +133,7 @@ class Recorder:
         inner._make_api_call = timed
 
     def metric_series(self, document: dict[str, Any]) -> None:
-        for directive in document["_aws"]["CloudWatchMetrics"]:
-            for dimensions in directive["Dimensions"]:
-                values = tuple((name, str(document[name])) for name in dimensions)
-                for metric in directive["Metrics"]:
-                    self.series.add((metric["Name"], values))
+        self.series.update(series_of(document))
 
     def registry_read(self) -> None:
         """The invocation asked for the consumer registry (on AWS: a secret read when cold)."""

@@ -392,12 +392,17 @@ def without_endpoints(snapshot: Snapshot) -> Snapshot:
     return {k: v for k, v in snapshot.items() if not k[0].startswith("ENDPOINT#")}
 
 
+# What a terminal callback leaving the hand-off shards writes on its job's uncovered ones
+# (service/callback_coverage.py, CallbackStore.watch): an entry of their own, and `resent_at`
+# with it, so that the dispatcher does not take that write for a new callback.
+COVER_ATTRIBUTES = frozenset({"sweep_pk", "sweep_sk", "resent_at"})
+
+
 def without_sweep_entries(snapshot: Snapshot) -> Snapshot:
-    """The snapshot without the events' sweep index keys: a terminal callback leaving the
-    hand-off shards gives its job's uncovered ones an entry (service/callback_coverage.py)."""
+    """The snapshot without what the cover writes on the events (COVER_ATTRIBUTES)."""
     return {
         k: (
-            {name: value for name, value in v.items() if name not in {"sweep_pk", "sweep_sk"}}
+            {name: value for name, value in v.items() if name not in COVER_ATTRIBUTES}
             if k[1].startswith(keys.EVENT_PREFIX)
             else v
         )

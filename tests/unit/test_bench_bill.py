@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -11,7 +11,7 @@ from bench.bill import Stack, cpu_factor, own_seconds, whole_bill
 from bench.billing import Bill
 from bench.cold_start import ColdImport
 from bench.cost import JobCost
-from bench.invocations import Invocation
+from bench.invocations import Invocation, Series
 from jobstream_local.template import Template
 
 CALLBACKS = "CallbacksFunction"
@@ -23,13 +23,14 @@ class IdleSweep:
     round_trips: int = 9
     read_units: float = 32.5
     calls: list[str] = field(default_factory=lambda: ["Query"] * 64)
+    metric_series: frozenset[Series] = frozenset({("sweep_duration_ms", (("service", "s"),))})
 
 
 def _stack() -> Stack:
     return Stack.from_template(Template.load())
 
 
-def _job(invocations: list[Invocation]) -> JobCost:
+def _job(invocations: list[Invocation], series: frozenset[Series] = frozenset()) -> JobCost:
     return JobCost(
         scenario="1-candidate result",
         candidates=1,
@@ -41,6 +42,7 @@ def _job(invocations: list[Invocation]) -> JobCost:
         invocations=tuple(invocations),
         table_bytes=3_000,
         index_bytes=1_000,
+        metric_series=series,
     )
 
 
@@ -114,3 +116,34 @@ def test_all_in_adds_the_fixed_months_share() -> None:
     assert fixed > 0
     per_million = 1_000_000 / a.JOBS_PER_MONTH
     assert bill.all_in_at_scale == pytest.approx(sum(bill.at_scale.values()) + fixed * per_million)
+
+
+def _log_bytes(stack: Stack, invocations: list[Invocation]) -> int:
+    return whole_bill(_job(invocations), [], _imports(0.5), stack, IdleSweep()).log_bytes
+
+
+def test_lambdas_own_lines_are_billed_only_where_the_platform_level_keeps_them() -> None:
+    stack = _stack()
+    assert stack.platform_log_level == "WARN"  # the template's default
+    invocations = [Invocation(WORKER, log_bytes=300, log_events=1, log_events_untimed=1)]
+    left_out = _log_bytes(stack, invocations)
+    # The worker's EMF line, its event overhead and the timestamp Lambda may add; 3 access lines.
+    own = 300 + a.LOG_EVENT_OVERHEAD_BYTES + a.ADDED_TIMESTAMP_BYTES
+    assert left_out == own + 3 * (stack.access_log_bytes + a.LOG_EVENT_OVERHEAD_BYTES)
+    for level in ("INFO", "DEBUG"):
+        kept = _log_bytes(replace(stack, platform_log_level=level), invocations)
+        platform = a.PLATFORM_LOG_BYTES + a.PLATFORM_LOG_EVENTS * a.LOG_EVENT_OVERHEAD_BYTES
+        assert kept - left_out == platform
+
+
+def test_custom_metrics_are_billed_for_the_series_a_healthy_hour_publishes() -> None:
+    total = ("events_recorded", (("service", "s"),))
+    by_type = ("events_recorded", (("service", "s"), ("type", "job.requested")))
+    job = _job([Invocation(WORKER)], frozenset({total, by_type}))
+    bill = whole_bill(job, [], _imports(0.5), _stack(), IdleSweep())
+    (line,) = [name for name in bill.fixed_monthly if name.startswith("EMF custom metrics")]
+    # The job's two series and the sweep's one, each a month of hours.
+    assert bill.fixed_monthly[line] == pytest.approx(3 * a.CUSTOM_METRIC_MONTH)
+    from jobstream.observability import METRICS
+
+    assert f"the other {len(METRICS) - 2} metrics" in line

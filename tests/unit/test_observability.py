@@ -147,38 +147,53 @@ def test_emf_documents_have_the_specified_shape() -> None:
     observability.count("admitted")
     observability.count("rejected", dimension="invalid_params")
     observability.count("rejected", dimension="auth_error")
+    observability.count("events_recorded", dimension="job.requested")
     observability.duration_ms("sweep_duration_ms", 12.5)
     observability.duration_ms("sweep_duration_ms", 7.25)
     documents = observability.emf_documents(timestamp_ms=1_700_000_000_000)
     for document in documents:
         assert not emf_problems(document), document
-    plain = next(d for d in documents if "code" not in d)
-    assert plain["_aws"] == {
-        "Timestamp": 1_700_000_000_000,
-        "CloudWatchMetrics": [
-            {
-                "Namespace": "jobstream",
-                "Dimensions": [["service"]],
-                "Metrics": [
-                    {"Name": "admitted", "Unit": "Count"},
-                    {"Name": "sweep_duration_ms", "Unit": "Milliseconds"},
-                ],
-            }
+    # One value of `code` per document: two documents, the first with every other metric.
+    first, second = documents
+    plain = {
+        "Namespace": "jobstream",
+        "Dimensions": [["service"]],
+        "Metrics": [
+            {"Name": "admitted", "Unit": "Count"},
+            {"Name": "sweep_duration_ms", "Unit": "Milliseconds"},
         ],
     }
-    assert (plain["service"], plain["admitted"], plain["sweep_duration_ms"]) == (
+    # Per code, and per stack alone: the total an alarm watches.
+    by_code = {
+        "Namespace": "jobstream",
+        "Dimensions": [["service", "code"], ["service"]],
+        "Metrics": [{"Name": "rejected", "Unit": "Count"}],
+    }
+    by_type = {
+        "Namespace": "jobstream",
+        "Dimensions": [["service", "type"], ["service"]],
+        "Metrics": [{"Name": "events_recorded", "Unit": "Count"}],
+    }
+    assert first["_aws"] == {
+        "Timestamp": 1_700_000_000_000,
+        "CloudWatchMetrics": [plain, by_code, by_type],
+    }
+    assert (first["service"], first["admitted"], first["sweep_duration_ms"]) == (
         "jobstream",
         2,
         [12.5, 7.25],
     )
-    coded = {d["code"]: d for d in documents if "code" in d}
-    assert set(coded) == {"invalid_params", "auth_error"}
-    # Per code, and per stack alone: the total an alarm watches.
-    assert coded["auth_error"]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
-        ["service", "code"],
-        ["service"],
-    ]
-    assert coded["auth_error"]["rejected"] == 1
+    assert (first["code"], first["rejected"]) == ("auth_error", 1)
+    assert (first["type"], first["events_recorded"]) == ("job.requested", 1)
+    assert second["_aws"] == {"Timestamp": 1_700_000_000_000, "CloudWatchMetrics": [by_code]}
+    assert (second["code"], second["rejected"]) == ("invalid_params", 1)
+    assert metric_values(documents) == {
+        ("admitted", ()): 2,
+        ("sweep_duration_ms", ()): [12.5, 7.25],
+        ("rejected", ("auth_error",)): 1,
+        ("rejected", ("invalid_params",)): 1,
+        ("events_recorded", ("job.requested",)): 1,
+    }
     assert observability.emf_documents() == []  # drained
 
 

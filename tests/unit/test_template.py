@@ -1399,6 +1399,22 @@ def test_every_function_logs_to_its_own_group_with_a_retention(function: str) ->
     assert len(set(groups)) == len(groups), f"functions share a log group: {groups}"
 
 
+@pytest.mark.parametrize("function", FUNCTIONS_NOW)
+def test_every_function_logs_json_with_the_platform_level_of_the_parameter(function: str) -> None:
+    """JSON, so that Lambda's START/REPORT lines have a level PlatformLogLevel filters (the
+    bill counts them only when the parameter's default keeps them); no application level, so
+    Lambda never filters out the EMF documents (they carry no level: INFO)."""
+    own = TEMPLATE_NOW.resources_of_type(FUNCTION)[function].get("LoggingConfig") or {}
+    # SAM merges a function's LoggingConfig over the Globals' one, key by key.
+    merged = {**(globals_function(TEMPLATE_NOW).get("LoggingConfig") or {}), **own}
+    assert merged.get("LogFormat") == "JSON", merged
+    assert merged.get("SystemLogLevel") == {"Ref": "PlatformLogLevel"}, merged
+    assert "ApplicationLogLevel" not in merged, merged
+    parameter = parameters(TEMPLATE_NOW)["PlatformLogLevel"]
+    assert parameter["AllowedValues"] == ["WARN", "INFO", "DEBUG"]
+    assert parameter["Default"] in parameter["AllowedValues"]
+
+
 def test_the_http_api_has_access_logs_and_route_throttling() -> None:
     apis = sorted(TEMPLATE_NOW.resources_of_type(HTTP_API))
     assert apis

@@ -230,10 +230,12 @@ def duration_ms(name: str, value: float) -> None:
 
 
 def emf_documents(timestamp_ms: int | None = None) -> list[dict[str, Any]]:
-    """The pending metrics as EMF documents (one per dimension set), and forget them."""
+    """The pending metrics as EMF documents, and forget them: one directive per dimension set,
+    as few documents as the dimensions' values allow (a document holds one value of each
+    dimension; every line costs its bytes in CloudWatch Logs)."""
     at = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     service = service_name()
-    documents = []
+    documents: list[dict[str, Any]] = []
     for dimensions, metrics in sorted(_metrics.drain().items()):
         names = sorted(metrics)
         directive = {
@@ -246,17 +248,30 @@ def emf_documents(timestamp_ms: int | None = None) -> list[dict[str, Any]]:
             ],
             "Metrics": [{"Name": name, "Unit": METRICS[name].unit} for name in names],
         }
-        document: dict[str, Any] = {
-            "_aws": {"Timestamp": at, "CloudWatchMetrics": [directive]},
-            **_properties,
-            SERVICE_DIMENSION: service,
-            **dict(dimensions),
-        }
+        document = _document_for(documents, dimensions, at, service)
+        document["_aws"]["CloudWatchMetrics"].append(directive)
+        document.update(dimensions)
         for name in names:
             values = metrics[name]
             document[name] = values[0] if len(values) == 1 else values
-        documents.append(document)
     return documents
+
+
+def _document_for(
+    documents: list[dict[str, Any]], dimensions: DimensionSet, at: int, service: str
+) -> dict[str, Any]:
+    """The first document that holds no value of these dimensions yet (a metric has one
+    dimension set, so its name is free there too), else a new one."""
+    for existing in documents:
+        if not any(name in existing for name, _ in dimensions):
+            return existing
+    document: dict[str, Any] = {
+        "_aws": {"Timestamp": at, "CloudWatchMetrics": []},
+        **_properties,
+        SERVICE_DIMENSION: service,
+    }
+    documents.append(document)
+    return document
 
 
 def flush() -> list[dict[str, Any]]:
