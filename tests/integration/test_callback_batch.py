@@ -192,10 +192,10 @@ def test_only_the_messages_that_raise_are_failures_and_all_raising_fails_the_inv
     # An attempt's first call: the read of its callback with its job.
     read = CallbackStore.get_with_job
 
-    def flaky(self: CallbackStore, ref: IntentRef) -> Any:
+    def flaky(self: CallbackStore, ref: IntentRef, *, with_result: bool = True) -> Any:
         if ref.job_id == broken:
             raise RuntimeError("DynamoDB refused the read")
-        return read(self, ref)
+        return read(self, ref, with_result=with_result)
 
     def ok(_target: Any, _body: bytes, _headers: Any, _timeout: float) -> HttpResult:
         return HttpResult(204, "", None)

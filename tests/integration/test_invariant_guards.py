@@ -336,7 +336,12 @@ class SentRefs:
     def __init__(self) -> None:
         self.sent: list[IntentRef] = []
 
-    def send(self, refs: Sequence[IntentRef], tenants: Sequence[str | None] | None = None) -> int:
+    def send(
+        self,
+        refs: Sequence[IntentRef],
+        tenants: Sequence[str | None] | None = None,
+        without_result: Sequence[bool] | None = None,
+    ) -> int:
         self.sent.extend(refs)
         return len(refs)
 

@@ -504,7 +504,9 @@ def test_an_admission_whose_answer_was_lost_is_answered_as_the_replay_it_is(
     work = sqs.receive_message(QueueUrl=wrt.settings.work_queue_url or "")["Messages"]
     assert [json.loads(m["Body"]) for m in work] == [{"job_id": job_id}]
     hooks = sqs.receive_message(QueueUrl=wrt.settings.callback_queue_url or "")["Messages"]
-    assert [json.loads(m["Body"]) for m in hooks] == [{"job_id": job_id, "sequence": 1}]
+    assert [json.loads(m["Body"]) for m in hooks] == [
+        {"job_id": job_id, "sequence": 1, "without_result": True}
+    ]
     # The consumer's own retry, later, is an ordinary replay: nothing is sent again.
     assert admission.submit(wrt, "acme", task, None)[0] == 200
     dispatch_stream(wrt)

@@ -92,15 +92,17 @@ def test_what_is_handed_off_and_from_which_record() -> None:
                 state="pending",
                 attempts=0,
                 feed_pk="F3#acme",
+                kind="job.execution_started",
             ),
         ]
     )
     # The job's tenant is its work message's group, and its callbacks' (SQS fair queues); an
-    # event written before the feed names no tenant: its message goes without a group.
+    # event written before the feed names no tenant: its message goes without a group. The
+    # event's kind comes along when the image has it.
     assert found.jobs == [("9", JobDispatch(JOB, "acme"))]
     assert found.callbacks == [
         ("10", NewCallback(IntentRef(JOB, 1), None)),
-        ("11", NewCallback(IntentRef(JOB, 2), "acme")),
+        ("11", NewCallback(IntentRef(JOB, 2), "acme", "job.execution_started")),
     ]
 
 
@@ -140,10 +142,17 @@ class FakeQueue:
         self.accepts = accepts
         self.sent: list[list[Any]] = []
         self.tenants: list[list[str | None] | None] = []
+        self.without_result: list[list[bool] | None] = []
 
-    def send(self, items: list[Any], tenants: list[str | None] | None = None) -> int:
+    def send(
+        self,
+        items: list[Any],
+        tenants: list[str | None] | None = None,
+        without_result: list[bool] | None = None,
+    ) -> int:
         self.sent.append(list(items))
         self.tenants.append(tenants)
+        self.without_result.append(without_result)
         if self.error is not None:
             raise self.error
         return len(items) if self.accepts is None else min(self.accepts, len(items))
@@ -174,6 +183,20 @@ def test_a_batch_whose_sends_pass_has_no_failures() -> None:
     assert work.sent == [[JobDispatch(JOB, "acme"), JobDispatch(OTHER, "globex")]]
     assert callback.sent == [[IntentRef(JOB, 1)]]
     assert callback.tenants == [[None]]
+    assert callback.without_result == [[False]]  # its kind unknown: its attempt reads it
+
+
+def test_a_callback_whose_event_shows_no_result_says_so_in_its_message() -> None:
+    """Only a terminal event's body shows the job with its result (lifecycle/log.py): the
+    other messages flag it, and their attempts read two items instead of three."""
+    kinds = ["job.requested", "job.execution_started", "job.progressed", "job.outcome_succeeded"]
+    records = [
+        record("INSERT", f"EVT#000000000{n}", number=str(n), state="pending", attempts=0, kind=k)
+        for n, k in enumerate(kinds, start=1)
+    ]
+    callback = FakeQueue()
+    assert dispatch_records(runtime_with(FakeQueue(), callback), records) == []
+    assert callback.without_result == [[True, True, True, False]]
 
 
 def test_a_refused_send_names_its_earliest_record() -> None:

@@ -82,18 +82,40 @@ def send_in_batches(
     return sent
 
 
-def message_body(ref: IntentRef) -> str:
-    return json.dumps({"job_id": ref.job_id, "sequence": ref.sequence}, separators=(",", ":"))
+# A callback message's flag: its event's body shows no result (the sender knew the event's
+# kind), so its attempt need not read the job's result item. Absent: read it.
+WITHOUT_RESULT: Final = "without_result"
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackMessage:
+    """What a callback queue message names: the intent, and whether its body shows no result."""
+
+    ref: IntentRef
+    without_result: bool = False
+
+
+def message_body(ref: IntentRef, *, without_result: bool = False) -> str:
+    value: dict[str, object] = {"job_id": ref.job_id, "sequence": ref.sequence}
+    if without_result:
+        value[WITHOUT_RESULT] = True
+    return json.dumps(value, separators=(",", ":"))
 
 
 def parse_message_body(body: str) -> IntentRef:
     """The intent a queue message names; ValueError for anything else."""
+    return parse_callback_message(body).ref
+
+
+def parse_callback_message(body: str) -> CallbackMessage:
+    """The intent a queue message names and its flag; ValueError for anything else."""
     value = json.loads(body)
     job_id = value.get("job_id") if isinstance(value, dict) else None
     sequence = value.get("sequence") if isinstance(value, dict) else None
     if not isinstance(job_id, str) or not job_id or type(sequence) is not int or sequence < 1:
         raise ValueError("message body does not name a callback intent")
-    return IntentRef(job_id, sequence)
+    # Only a literal true skips the read: anything else reads as before.
+    return CallbackMessage(IntentRef(job_id, sequence), value.get(WITHOUT_RESULT) is True)
 
 
 class CallbackQueue:
@@ -111,12 +133,21 @@ class CallbackQueue:
     def client(self) -> SQSClient:
         return self._client_factory()
 
-    def send(self, refs: Sequence[IntentRef], tenants: Sequence[str | None] | None = None) -> int:
+    def send(
+        self,
+        refs: Sequence[IntentRef],
+        tenants: Sequence[str | None] | None = None,
+        without_result: Sequence[bool] | None = None,
+    ) -> int:
         """Send one message per intent, in its tenant's message group when `tenants` names one
-        for it; returns how many SQS accepted."""
+        for it, flagged when `without_result` says its body shows no result; returns how many
+        SQS accepted."""
         if not self.url:
             return 0
-        bodies = [message_body(ref) for ref in refs]
+        flags = without_result if without_result is not None else [False] * len(refs)
+        bodies = [
+            message_body(ref, without_result=flag) for ref, flag in zip(refs, flags, strict=True)
+        ]
         return send_in_batches(self.client, self.url, bodies, tenants)
 
     def delay(self, receipt_handle: str, delay_ms: int) -> None:

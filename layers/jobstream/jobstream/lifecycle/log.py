@@ -84,6 +84,12 @@ def callback_intent(
     return CallbackIntent(base_url=base_url, watched=watched)
 
 
+def body_shows_result(kind: str) -> bool:
+    """Whether a callback of this kind shows the job with its result (callback_body): a
+    terminal event alone, so an attempt for any other need not read the result item."""
+    return kind in TERMINAL_KINDS
+
+
 def callback_body(
     record: JobRecord, intent: CallbackRecord, now: int, *, words: documents.JobTypeWords
 ) -> str | None:

@@ -31,10 +31,10 @@ from jobstream.domain import (
 )
 from jobstream.errors import JobstreamError
 from jobstream.jobtypes import registry
-from jobstream.lifecycle.log import callback_body
+from jobstream.lifecycle.log import body_shows_result, callback_body
 from jobstream.outbound.guard import check_at_delivery
 from jobstream.protocol.events import callback_event_id, callback_idempotency_key
-from jobstream.queue import parse_message_body
+from jobstream.queue import parse_callback_message
 from jobstream.runtime import Runtime
 from jobstream.service import callback_coverage, endpoints
 from jobstream.service.messages import parse_or_drop
@@ -69,11 +69,12 @@ class AttemptResult:
     outcome: str = ""
 
 
-def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
-    """One attempt for the intent a message names; idempotent under duplicate messages."""
+def deliver(rt: Runtime, ref: IntentRef, *, without_result: bool = False) -> AttemptResult:
+    """One attempt for the intent a message names; idempotent under duplicate messages.
+    `without_result`: the message says its event's body shows no result (not read)."""
     now = rt.clock()
     settings = rt.settings
-    current, job = rt.callbacks.get_with_job(ref)
+    current, job = _read(rt, ref, without_result=without_result)
     if current is None:
         return _not_claimed(rt, current, job, now)
     if job is not None and current.created_at < job.created_at:
@@ -101,6 +102,18 @@ def deliver(rt: Runtime, ref: IntentRef) -> AttemptResult:
         return _park(rt, intent, passed.endpoint, None, job=job)
     verdict, retry_after_ms = _attempt(rt, intent, job, body)
     return _outcome(rt, intent, passed, verdict, retry_after_ms, job=job)
+
+
+def _read(
+    rt: Runtime, ref: IntentRef, *, without_result: bool
+) -> tuple[CallbackRecord | None, JobRecord | None]:
+    """The callback and its job, with the job's result unless the message said its body shows
+    none; read again with it if the callback turns out to show one."""
+    current, job = rt.callbacks.get_with_job(ref, with_result=not without_result)
+    if without_result and current is not None and body_shows_result(current.kind):
+        # The slot holds another event than the message's (a later job's under the same key).
+        return rt.callbacks.get_with_job(ref)
+    return current, job
 
 
 def _claimless(settings: Settings, current: CallbackRecord, now: int) -> bool:
@@ -230,11 +243,12 @@ def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
     """Process one queue message; raises RetryLaterError to keep it (a partial batch failure)."""
     # One message per record of a batch: no key may carry over from the previous one.
     observability.bind(job_id=None, event_id=None)
-    ref = parse_or_drop(parse_message_body, body, "callback intent")
-    if ref is None:
+    message = parse_or_drop(parse_callback_message, body, "callback intent")
+    if message is None:
         return "invalid"
+    ref = message.ref
     observability.bind(job_id=ref.job_id)
-    result = deliver(rt, ref)
+    result = deliver(rt, ref, without_result=message.without_result)
     if result.disposition is Disposition.RETRY:
         if result.delay_ms > IN_FLIGHT_WAIT_MAX_MS:
             observability.count("callbacks_left_to_sweep")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobstream import observability
+from jobstream.lifecycle.log import body_shows_result
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 from jobstream.store.ports import NewCallback, new_items
@@ -49,9 +50,16 @@ def handoffs(records: Iterable[Mapping[str, Any]]) -> Handoffs:
 
 def _send_callbacks(rt: Runtime) -> Callable[[list[NewCallback]], int]:
     def send(callbacks: list[NewCallback]) -> int:
-        # Each in its tenant's message group (a fair queue).
+        # Each in its tenant's message group (a fair queue); a message whose event shows no
+        # result says so, and its attempt reads two items, not three.
         refs = [callback.ref for callback in callbacks]
-        return rt.callback_queue.send(refs, [callback.tenant for callback in callbacks])
+        without_result = [
+            callback.kind is not None and not body_shows_result(callback.kind)
+            for callback in callbacks
+        ]
+        return rt.callback_queue.send(
+            refs, [callback.tenant for callback in callbacks], without_result
+        )
 
     return send
 

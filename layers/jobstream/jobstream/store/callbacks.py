@@ -121,12 +121,16 @@ class CallbackStore(TableStore):
         item = response.get("Item")
         return _record(item) if item else None
 
-    def get_with_job(self, ref: IntentRef) -> tuple[CallbackRecord | None, JobRecord | None]:
+    def get_with_job(
+        self, ref: IntentRef, *, with_result: bool = True
+    ) -> tuple[CallbackRecord | None, JobRecord | None]:
         """The callback and its job with the job's result (as `get` and `JobStore.get_jobs`
         read them), in one consistent read of three items of the job's partition: an attempt's
-        reads in one round trip. The result is read whatever the event (its kind is known only
-        once read); a body shows it for a terminal event alone."""
-        wanted = [self._key(ref), job_key(ref.job_id), part_key(ref.job_id, keys.RESULT_SK)]
+        reads in one round trip. A body shows the result for a terminal event alone: without
+        `with_result` (the message said its event is none), two items and no result."""
+        wanted = [self._key(ref), job_key(ref.job_id)]
+        if with_result:
+            wanted.append(part_key(ref.job_id, keys.RESULT_SK))
         found = batch_get(self.client, self.table_name, wanted, consistent=True)
         by_sort_key = {item[keys.SK]["S"]: item for item in found}
         event = by_sort_key.get(keys.event_sk(ref.sequence))

@@ -25,10 +25,12 @@ class NewJob:
 @dataclass(frozen=True, slots=True)
 class NewCallback:
     """A callback nobody has sent yet, and its job's tenant (from its event's place in the
-    tenant's feed; None for an event written before the feed): its message group."""
+    tenant's feed; None for an event written before the feed): its message group. `kind`: its
+    event's (None if the image lacks it)."""
 
     ref: IntentRef
     tenant: str | None
+    kind: str | None = None
 
 
 @dataclass
@@ -67,7 +69,8 @@ def new_items(records: Iterable[Mapping[str, Any]]) -> NewItems:
         ):
             ref = IntentRef(job_id, keys.sequence_of(sk))
             tenant = keys.tenant_of_feed_pk(image.get("feed_pk", {}).get("S", ""))
-            found.callbacks.append((sequence_number, NewCallback(ref, tenant)))
+            kind = image.get("kind", {}).get("S")
+            found.callbacks.append((sequence_number, NewCallback(ref, tenant, kind)))
     return found
 
 
