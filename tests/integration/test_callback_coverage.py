@@ -156,3 +156,29 @@ def test_a_terminal_callback_that_dies_hands_its_cover_over(
     assert entries[1] == keys.SweepBacklog.CALLBACK_HANDOFF
     assert entries[record.event_count] == keys.SweepBacklog.CALLBACK_DEAD
     assert IntentRef(job_id, 1) in set(crt.callbacks.due(now=clock.now + keys.HANDOFF_GRACE_MS))
+
+
+def test_the_hand_over_reads_the_jobs_callbacks_consistently(
+    crt: Runtime, queues: dict[str, Any]
+) -> None:
+    """A callback written a moment before the terminal event (a progress report) must be in
+    the read that decides which callbacks get an entry of their own: an eventually consistent
+    Query may miss it on DynamoDB (moto never does, so the request itself is checked)."""
+    reads: list[bool] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        if params.get("KeyConditionExpression", "").startswith("#pk = :pk AND #sk BETWEEN"):
+            reads.append(bool(params.get("ConsistentRead")))
+
+    events = crt.store.client.meta.events
+    with receiver(204) as hook:
+        job_id = submit(crt, hook.url)
+        assert execution.execute(crt, job_id) == "succeeded"
+        events.register("provide-client-params.dynamodb.Query", record, unique_id="of-job")
+        try:
+            drain(crt, queues)
+        finally:
+            events.unregister("provide-client-params.dynamodb.Query", unique_id="of-job")
+        assert len(hook.requests) == 3
+    # The terminal callback's hand-over, as it leaves the hand-off shards: one read, consistent.
+    assert reads == [True]

@@ -49,10 +49,12 @@ def covers_job(intent: CallbackRecord) -> bool:
 def hand_over(rt: Runtime, intent: CallbackRecord, job: JobRecord) -> None:
     """Before a terminal callback leaves the hand-off shards: each of its job's open callbacks
     without an entry of its own gets one, due a grace period after its event, so that none is
-    left without cover. Usually there is none (they were delivered first): one read."""
+    left without cover. Usually there is none (they were delivered first): one consistent read."""
     if not covers_job(intent):
         return
-    callbacks = rt.callbacks.of_job(job.job_id, since=job.created_at, consistent=False)
+    # Consistent: a callback written a moment before the terminal event (a progress report)
+    # must be seen, or nothing would cover it once this entry is gone.
+    callbacks = rt.callbacks.of_job(job.job_id, since=job.created_at, consistent=True)
     now = rt.clock()
     for callback in _unindexed_open(callbacks, but=intent.sequence):
         due = max(callback.created_at, callback.resent_at or 0) + HANDOFF_GRACE_MS
