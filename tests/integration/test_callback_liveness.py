@@ -46,7 +46,12 @@ class HeldMessages(CallbackQueue):
         super().__init__(url="held", dead_letter_url=None)
         self.sent: list[IntentRef] = []
 
-    def send(self, refs: Sequence[IntentRef], tenants: Sequence[str | None] | None = None) -> int:
+    def send(
+        self,
+        refs: Sequence[IntentRef],
+        tenants: Sequence[str | None] | None = None,
+        without_result: Sequence[bool] | None = None,
+    ) -> int:
         self.sent.extend(refs)
         return len(refs)
 
