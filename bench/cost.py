@@ -31,7 +31,7 @@ from bench.assumptions import (
 )
 from bench.billing import Bill, BillingMeter, Table
 from bench.capacity import partition_kind
-from bench.invocations import Invocation, Recorder
+from bench.invocations import Invocation, Recorder, Series
 from jobstream.store.item_size import item_size
 
 TABLE_NAME: Final = "cost-jobs"
@@ -59,7 +59,7 @@ class JobCost:
     # The size of its result's item (`#RESULT`): what a listing reads of it.
     result_bytes: int = 0
     # The CloudWatch metrics (name, dimensions) its life's EMF documents define.
-    metric_series: frozenset[tuple[str, tuple[tuple[str, str], ...]]] = frozenset()
+    metric_series: frozenset[Series] = frozenset()
     # Write units (table and indexes) by step of the life, in order.
     write_units_by_step: tuple[tuple[str, float], ...] = ()
 

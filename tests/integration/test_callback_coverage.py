@@ -16,6 +16,7 @@ from jobstream.service import execution
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from tests.integration.test_callbacks import drain, intent, messages, submit
+from tests.support.client_hooks import hooked
 from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Clock
 from tests.support.receiver import receiver
@@ -170,15 +171,11 @@ def test_the_hand_over_reads_the_jobs_callbacks_consistently(
         if params.get("KeyConditionExpression", "").startswith("#pk = :pk AND #sk BETWEEN"):
             reads.append(bool(params.get("ConsistentRead")))
 
-    events = crt.store.client.meta.events
     with receiver(204) as hook:
         job_id = submit(crt, hook.url)
         assert execution.execute(crt, job_id) == "succeeded"
-        events.register("provide-client-params.dynamodb.Query", record, unique_id="of-job")
-        try:
+        with hooked(crt.store.client, "provide-client-params.dynamodb.Query", record, "of-job"):
             drain(crt, queues)
-        finally:
-            events.unregister("provide-client-params.dynamodb.Query", unique_id="of-job")
         assert len(hook.requests) == 3
     # The terminal callback's hand-over, as it leaves the hand-off shards: one read, consistent.
     assert reads == [True]

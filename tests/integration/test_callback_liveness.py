@@ -9,7 +9,6 @@ sent it too late, fails here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +18,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule, run_state_machine_as_test
 
 from jobstream.domain import CallbackState, IntentRef
-from jobstream.queue import CallbackQueue
 from jobstream.runtime import Runtime
 from jobstream.service import callbacks, endpoints
 from jobstream.service.callbacks import LEASE_MARGIN_MS
@@ -32,6 +30,7 @@ from tests.integration.test_state_machine import (
     ServiceMachine,
     picks,
 )
+from tests.support.queues import SentCallbacks
 
 # A sweep a minute, as deployed; how many a settling runs, and how late a callback may be.
 SWEEP_EVERY_MS = HANDOFF_GRACE_MS + 1_000
@@ -39,33 +38,12 @@ SETTLING_SWEEPS = 8
 LATE_MS = 4 * SWEEP_EVERY_MS
 
 
-class HeldMessages(CallbackQueue):
-    """The callback queue: what the sweep sends is held until a rule delivers it."""
-
-    def __init__(self) -> None:
-        super().__init__(url="held", dead_letter_url=None)
-        self.sent: list[IntentRef] = []
-
-    def send(
-        self,
-        refs: Sequence[IntentRef],
-        tenants: Sequence[str | None] | None = None,
-        without_result: Sequence[bool] | None = None,
-    ) -> int:
-        self.sent.extend(refs)
-        return len(refs)
-
-    def take(self) -> list[IntentRef]:
-        taken, self.sent = self.sent, []
-        return taken
-
-
 class LivenessMachine(ServiceMachine):
     """No dispatcher: every callback's first hand-off is lost, and the sweep must find it."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.messages = HeldMessages()
+        self.messages = SentCallbacks()
         self.world.rt = self.rt = replace(self.world.rt, queue=self.messages)
 
     def pick_intent(self, pick: int, which: int) -> tuple[IntentRef, dict[str, Any]]:

@@ -15,6 +15,7 @@ from jobstream.service import callbacks, execution
 from jobstream.service import events as stream
 from jobstream.store import keys
 from tests.integration.test_callbacks import drain, messages, submit
+from tests.support.client_hooks import hooked
 from tests.support.dispatch import dispatch_stream
 from tests.support.receiver import receiver
 
@@ -28,12 +29,8 @@ def items_read(rt: Runtime) -> Iterator[list[list[str]]]:
         (wanted,) = params["RequestItems"].values()
         calls.append(sorted(key[keys.SK]["S"] for key in wanted["Keys"]))
 
-    events = rt.store.client.meta.events
-    events.register("provide-client-params.dynamodb.BatchGetItem", record, unique_id="reads")
-    try:
+    with hooked(rt.store.client, "provide-client-params.dynamodb.BatchGetItem", record, "reads"):
         yield calls
-    finally:
-        events.unregister("provide-client-params.dynamodb.BatchGetItem", unique_id="reads")
 
 
 def test_the_dispatcher_flags_the_callbacks_whose_body_shows_no_result(crt: Runtime) -> None:

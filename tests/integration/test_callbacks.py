@@ -33,6 +33,7 @@ from jobstream_local.template import Template
 from jobstream_local.workers import QueuePoller
 from tests.conftest import CALLBACK_SECRET as SECRET
 from tests.conftest import CALLBACK_TOKEN as TOKEN
+from tests.support.client_hooks import hooked
 from tests.support.dispatch import dispatch_stream
 from tests.support.faults import Faults, injected
 from tests.support.harness import Clock, canonical_task
@@ -121,12 +122,8 @@ def dynamodb_calls(rt: Runtime) -> Iterator[list[str]]:
     def record(model: Any, **_: Any) -> None:
         calls.append(model.name)
 
-    events = rt.store.client.meta.events
-    events.register("before-call.dynamodb", record, unique_id="test-calls")
-    try:
+    with hooked(rt.store.client, "before-call.dynamodb", record, "test-calls"):
         yield calls
-    finally:
-        events.unregister("before-call.dynamodb", unique_id="test-calls")
 
 
 def test_the_dispatcher_hands_a_new_callback_to_the_queue(crt: Runtime) -> None:

@@ -39,6 +39,7 @@ from tests.integration.test_conformance_jobs import FOUR_TARGETS
 from tests.support.dispatch import dispatch_stream
 from tests.support.event_ids import parse_event_id
 from tests.support.harness import Api, Clock, canonical_task
+from tests.support.queues import SentCallbacks
 from tests.support.state import mark_running, set_job_attributes, whole_table
 from tests.support.validation import validate_error
 
@@ -330,27 +331,11 @@ def test_a_duplicate_during_a_first_attempt_without_a_claim_records_once(crt: Ru
 # -- I5 / I10: an attempt that died in flight is sent again ---------------------------------------
 
 
-class SentRefs:
-    """The callback queue, reduced to what it was asked to send."""
-
-    def __init__(self) -> None:
-        self.sent: list[IntentRef] = []
-
-    def send(
-        self,
-        refs: Sequence[IntentRef],
-        tenants: Sequence[str | None] | None = None,
-        without_result: Sequence[bool] | None = None,
-    ) -> int:
-        self.sent.extend(refs)
-        return len(refs)
-
-
 def test_the_sweep_resends_an_attempt_that_died_in_flight(rt: Runtime, clock: Clock) -> None:
     """A delivery claimed the callback, then its invocation died and took the message with it:
     the queue holds nothing. Only the callback's place in the sweep index (a claim does not
     move it) and the reclaim of an expired attempt bring the callback back."""
-    queue = SentRefs()
+    queue = SentCallbacks()
 
     def post(target: Any, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
         return HttpResult(status=204, body_excerpt="", retry_after=None)
@@ -376,7 +361,7 @@ def test_the_sweep_leaves_a_live_attempt_alone(rt: Runtime, clock: Clock) -> Non
     """A claim does not move the callback (its open job covers it: it has no index entry of
     its own): a slow attempt still under its lease is not sent again (its duplicate would only
     be refused), and is once its lease has lapsed."""
-    queue = SentRefs()
+    queue = SentCallbacks()
     runtime = replace(rt, queue=queue)  # type: ignore[arg-type]
     job_id = admit(runtime, callback=True)
     ref = IntentRef(job_id, 1)
