@@ -701,9 +701,11 @@ def report(
         )
     lines += [
         "",
-        "Targets: capabilities 0 calls; get 1; admission at most 2 round trips (GetItem or",
-        "Query, then one transaction: it sends nothing, the dispatcher hands the job and its",
-        "callback to their queues from the table's stream) with the registry's cache warm, one",
+        "Targets: capabilities 0 calls; get 1; admission at most 3 round trips (GetItem or",
+        "Query, then the job's put and its event's put: two single writes where one transaction",
+        "billed both twice, one round trip more for 2 write units less; it sends nothing, the",
+        "dispatcher hands the job and its callback to their queues from the table's stream) with",
+        "the registry's cache warm, one",
         "more (GetSecretValue, first) in a new environment and whenever the cache's age",
         "(60 s) has passed; replay 1 read; page <= 2 calls;",
         "ack <= 2 calls; page and ack cost flat in the number of prior events. No write path",

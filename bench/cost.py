@@ -551,15 +551,16 @@ def _resource_lines(costs: list[JobCost]) -> list[str]:
 # What each step's write units buy (the 1-candidate job: bench/cost.py `_one_job`).
 _STEP_PURPOSE: Final = {
     "admission": (
-        "the job and its `job.accepted` event in one transaction (2 items, billed twice), their "
-        "`by_tenant`, `by_correlation` and `feed` entries, and the job's `JOB#ACTIVE` entry (the "
-        "sweep finds an open job, and through it its callbacks)"
+        "the job (describing its first event until it is written) and its `job.accepted` event, "
+        "two single conditional writes; their `by_tenant`, `by_correlation` and `feed` entries, "
+        "and the job's `JOB#ACTIVE` entry (the sweep finds an open job, and through it its "
+        "callbacks)"
     ),
     "worker run": (
-        "the claim with `job.started` (a transaction of 2 items), the result's own item, the "
-        "terminal event with the job's end (a transaction of 2 items); each commit's `by_tenant`, "
-        "`by_correlation` and `feed` entries; the job leaving `JOB#ACTIVE`, its terminal "
-        "callback entering `CALLBACK#HANDOFF`. A run under 5 s writes no `job.progress`"
+        "the claim with `job.started` (the job's update, then the event's put), the result's own "
+        "item, the terminal event with the job's end (the same two writes); each commit's "
+        "`by_tenant`, `by_correlation` and `feed` entries; the job leaving `JOB#ACTIVE`, its "
+        "terminal callback entering `CALLBACK#HANDOFF`. A run under 5 s writes no `job.progress`"
     ),
     "callbacks": (
         "one conditional write per delivered callback (a first attempt claims nothing), and the "
@@ -586,14 +587,17 @@ def _floor_lines(cost: JobCost) -> list[str]:
         "The floor: under the protocol's durability rules a job's life needs one item write per",
         "state change of the job, per event, for its result and its cursor, and one per delivery",
         "recorded: 11 write units for 3 events (3 job writes, 3 events, the result, the cursor, 3",
-        "deliveries), all of them table writes. What the rest buys: each of the 3 commits is",
-        "one transaction of the job and its event (all or nothing: a crash never leaves an event",
-        "without its state, I10), billed twice, 6 units more than two single writes; the listing",
-        "indexes hold each job's status (3 entries each: admission, claim, end) so a filtered",
-        "listing reads no other job; the feed holds every event once (3); the sweep's cover costs",
-        "4 (the open job's entry in and out, the terminal callback's in and out), whatever the",
-        "number of events. Each `job.progress` (a run over 5 s: at most one per 5 s) adds its",
-        "commit (4), its feed entry (1) and its delivery (1).",
+        f"deliveries), all of them table writes; this job's are {cost.bill.table_write_units:g}.",
+        "Each commit is two single conditional writes, the job's then its event's, not one",
+        "transaction billed twice: the job's write decides it and describes the event until it is",
+        "written (store/pending.py), so a crash between the two loses nothing (I10). What the",
+        "index entries buy: the listing indexes hold each job's status (3 entries each:",
+        "admission, claim, end) so a filtered listing reads no other job; the feed holds every",
+        "event once (3); the sweep's cover costs 4 (the open job's entry in and out, the terminal",
+        "callback's in and out), whatever the number of events. Each `job.progress` (a run over",
+        "5 s: at most one per 5 s) adds its commit (2), its feed entry (1) and its delivery (1).",
+        "The description costs a consistent read (1 unit) when a",
+        "process appends to a job whose last event it did not write itself (the worker's claim).",
     ]
     return lines
 
@@ -605,7 +609,8 @@ def report_lines(costs: list[JobCost]) -> list[str]:
         "One job as a consumer lives it: admitted with a `callback_url` (a correlation id and two",
         "short labels, as TelePost sends), run, every event delivered by callback, its stream",
         "paged once (`unacked=1`) and acknowledged once. Units by DynamoDB's billing rules applied",
-        "to the items really written and read (`bench/billing.py`: transactions x2, index writes",
+        "to the items really written and read (`bench/billing.py`: transactions x2 (a quota",
+        "counter's only), index writes",
         "by projection, strongly consistent reads 1 unit per 4 KB). Every AWS request is counted,",
         "the dispatcher's included: it runs after each commit, as Lambda invokes it for a lone",
         "commit (the most invocations and sends; commits close together share one batch). Lambda",

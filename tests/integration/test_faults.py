@@ -218,8 +218,10 @@ def run_case(case: Case, rt: Runtime, clock: Clock, fault: Fault | None) -> dict
         if fault is not None:
             with crashing(rt, fault):
                 job_id = case.action(rt, api, clock, job_id)
-        # The client retries (or, without a fault, makes) the call; then the sweep runs.
+        # The client retries (or, without a fault, makes) the call; the dispatcher reads the
+        # table's stream, as Lambda runs it after every commit; then the sweep runs.
         job_id = case.action(rt, api, clock, job_id)
+        dispatch_stream(rt)
         sweep(rt)
         return state(rt, job_id)
     finally:
@@ -273,6 +275,7 @@ def test_a_worker_crash_at_any_call_converges_on_redelivery(
                     execution.handle_work_message(runtime, body, "message-1")
             clock.advance(runtime.settings.lease_ms)
             execution.handle_work_message(runtime, body, "message-1")
+            dispatch_stream(runtime)
             result = state(runtime, job_id)
             # Progress events depend on timing; the lifecycle must not.
             result["kinds"] = [kind for kind in result["kinds"] if kind != "job.progressed"]

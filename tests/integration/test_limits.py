@@ -24,6 +24,7 @@ from jobstream.service import admission, callbacks, execution, jobs
 from jobstream.service import events as stream
 from jobstream.service.dead_letters import list_dead
 from jobstream.service.sweep import sweep
+from jobstream.store import keys
 from jobstream.store.budgets import (
     ADMITTED_JOB_BYTES,
     MAX_MESSAGE_CHARS,
@@ -150,7 +151,10 @@ def test_a_task_whose_job_is_over_its_budget_is_400_and_writes_nothing(rt: Runti
     status, body = admission.submit(rt, "acme", at_budget, None)
     assert status == 202, body
     job_id = body["job"]["job_id"]
-    assert item_size(whole_table(rt)[(f"JOB#{job_id}", "#JOB")]) == ADMITTED_JOB_BYTES
+    job_item = dict(whole_table(rt)[(f"JOB#{job_id}", "#JOB")])
+    # Its first event's description rides on it until a later write: a growth of the item.
+    job_item.pop(keys.PENDING_EVENT)
+    assert item_size(job_item) == ADMITTED_JOB_BYTES
 
 
 def _candidates(count: int, title_chars: int) -> list[dict[str, Any]]:

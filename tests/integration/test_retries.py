@@ -487,12 +487,13 @@ def test_a_refusal_that_is_not_transient_is_still_a_500(
 def test_an_admission_whose_answer_was_lost_is_answered_as_the_replay_it_is(
     wrt: Runtime,
 ) -> None:
-    """The admission's transaction was applied and its answer lost; the retry is refused (the
-    job exists): the answer is the job (a replay). Its commit reached the table's stream: the
-    dispatcher hands it to the work queue and its callback to the callback queue once (no sweep
-    needed), and nothing more for the consumer's later replay."""
+    """The admission's job write was applied and its answer lost; the retry is refused (the
+    job exists): the answer is the job (a replay). Its first event was never put by it: the
+    dispatcher, reading the job's record from the table's stream, hands the job to the work
+    queue and writes the event from the job's description, whose callback it then hands to the
+    callback queue, once each (no sweep needed); nothing more for the consumer's later replay."""
     task = canonical_task(callback_url="https://consumer.example.test/hooks")
-    faults = Faults(kinds=("internal",), mode="after", at=1, matching="TransactItems")
+    faults = Faults(kinds=("internal",), mode="after", at=1, matching="params_canonical")
     with injected(faults):
         status, body = admission.submit(wrt, "acme", task, None)
     assert faults.fired == 1

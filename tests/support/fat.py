@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from jobstream.domain import JobRecord
+from jobstream.domain import JobRecord, StoredEvent
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.protocol.errors import Reason
 from jobstream.protocol.events import EventKind
 from jobstream.protocol.task import MAX_CALLBACK_URL, MAX_CORRELATION_ID, MAX_IDEMPOTENCY_KEY
+from jobstream.store import pending
 from jobstream.store.budgets import (
     ADMITTED_JOB_BYTES,
     MAX_MESSAGE_CHARS,
@@ -20,6 +21,7 @@ from jobstream.store.budgets import (
     admitted_job_size,
     result_size,
 )
+from jobstream.store.ports import CallbackIntent, NewEvent
 
 AT = 1_790_481_174_000
 # Three UTF-8 bytes and one UTF-16 unit: the most bytes a length-limited id can take.
@@ -116,4 +118,24 @@ def fattest(record: JobRecord, *, result: dict[str, Any] | None = None) -> JobRe
         last_event_at=later,
         recorded_kinds=frozenset(kind.value for kind in EventKind if kind.value.startswith("job.")),
         ack_sequence=10**6,
+        # The description of its last event (store/pending.py) at its largest: a progress
+        # event's clipped stage and message, a watched callback on the longest base URL a
+        # request can name (a DNS name of 253 characters and a stage name of 128).
+        pending_event=pending.describe(
+            NewEvent(
+                StoredEvent(
+                    record.job_id,
+                    10**6,
+                    max((kind.value for kind in EventKind), key=len),
+                    later,
+                    progress_stage="\U0001f600" * (MAX_PROGRESS_STAGE_BYTES // 4),
+                    progress_message="\U0001f600" * (MAX_PROGRESS_MESSAGE_BYTES // 4),
+                ),
+                expires_at=10**10,
+                intent=CallbackIntent(
+                    base_url="https://" + "h" * 253 + "/" + "s" * 128, watched=True
+                ),
+                feed_at=later,
+            )
+        ),
     )

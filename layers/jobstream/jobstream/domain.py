@@ -68,6 +68,10 @@ class JobRecord:
     event_count: int = 0
     last_event_at: int = 0
     recorded_kinds: frozenset[str] = field(default_factory=frozenset)
+    # The last event as its commit described it on the job item (store/pending.py), until it is
+    # known written: a commit writes the job first and its event next, and whoever finds the
+    # event missing writes it from this. None once this process wrote it, or where never read.
+    pending_event: dict[str, Any] | None = None
     # The consumer's ack cursor: its own item (`#ACK`), read with the job where needed.
     ack_sequence: int = 0
     # Epoch SECONDS (DynamoDB TTL): set with the terminal event; absent while the job is open.

@@ -144,6 +144,9 @@ METRICS: Final[dict[str, Metric]] = {
     # The event stream: lifecycle/log.py, and admission for the first event of a job.
     "events_recorded": Metric(dimension="type"),
     "events_repaired": Metric(),
+    # An event its commit's writer left unwritten (it died between the job's write and the
+    # event's), written from the job's description: lifecycle/log.py, the dispatcher, a page.
+    "events_settled": Metric(),
     # The tenant's feed: service/feed.py (a long-poll that found nothing at first and waited).
     "feed_waits": Metric(),
     # A tenant's own redrive of its dead callbacks: service/deliveries.py.

@@ -2,7 +2,9 @@
 recorded on read (reconcile), and the one retry of a move that lost a race.
 
 Every move goes through `commit`: the state change (lifecycle/transitions.py) and the event it
-records, with its callback when the job has a callback URL, in ONE transaction. A move that loses
+records, with its callback when the job has a callback URL: the job's conditional write decides
+it, the event's put follows, and whoever finds that event missing writes it from the job
+(store/pending.py). A move that loses
 a race (StaleJobError) is decided again on the job as it is now (`apply_until_settled`).
 """
 
@@ -38,6 +40,7 @@ __all__ = [
     "implied_events",
     "next_event",
     "reconcile",
+    "settle_last_event",
 ]
 
 # Each loss of a race re-reads the job; a job has at most a handful of lifecycle events.
@@ -121,13 +124,25 @@ def feed_stamp(event: StoredEvent, now: int) -> int | None:
 
 
 def after_append(record: JobRecord, event: StoredEvent) -> JobRecord:
-    """The job as the store holds it once `event` has been appended."""
+    """The job as the store holds it once `event` has been appended (by this process: no
+    event of it is left to make sure of)."""
     return replace(
         record,
         event_count=event.sequence,
         last_event_at=event.at,
         recorded_kinds=record.recorded_kinds | {event.kind},
+        pending_event=None,
     )
+
+
+def settle_last_event(rt: Runtime, record: JobRecord) -> bool:
+    """Make sure the job's last event is written: a commit writes its job, then its event, and
+    a writer that died between the two left it described on the job (store/pending.py). True
+    when this call wrote it."""
+    written = rt.store.settle_event(record, now=rt.clock())
+    if written:
+        observability.count("events_settled")
+    return written
 
 
 def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> JobRecord:
@@ -159,8 +174,8 @@ def reconcile(rt: Runtime, record: JobRecord, base_url: str | None = None) -> Jo
 def commit(
     rt: Runtime, record: JobRecord, transition: Transition, *, base_url: str | None = None
 ) -> JobRecord:
-    """Apply a transition's state change and record its event in ONE transaction; the job as
-    it is then, computed from the same change as the update.
+    """Apply a transition's state change and record its event (the job's write decides it, the
+    event's put follows); the job as it is then, computed from the same change as the update.
 
     Raises StaleJobError when the job moved on; `apply_until_settled` decides again.
     """
@@ -224,9 +239,14 @@ def _append(
     change: StateChange | None = None,
     base_url: str | None,
 ) -> None:
-    """Append `event` (with its callback, if any) atomically. The callback names the event; its
-    body is built from the job when it is sent. The dispatcher hands it to the callback queue
-    from the table's stream (service/dispatcher.py): no write path waits for SQS."""
+    """Append `event` (with its callback, if any): the job's update, then the event. The
+    callback names the event; its body is built from the job when it is sent. The dispatcher
+    hands it to the callback queue from the table's stream (service/dispatcher.py): no write
+    path waits for SQS."""
+    if record.pending_event is not None:
+        # The append replaces the description of the job's last event (store/pending.py): that
+        # event is written first, whoever was to write it.
+        settle_last_event(rt, record)
     intent = callback_intent(record, event, base_url)
     terminal = event.kind in TERMINAL_KINDS
     # Every item of the job expires from its deadline on; the terminal event starts the job

@@ -28,7 +28,8 @@ TERMINAL_KIND_BY_STATUS: Final[dict[JobStatus, EventKind]] = {
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """A move: the event it records and the state change written with it, in one transaction."""
+    """A move: the event it records and the state change written with it, one commit
+    (lifecycle/log.py)."""
 
     kind: EventKind
     change: StateChange

@@ -72,7 +72,7 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
             observability.count("admitted")
             return NEW, documents.submission(admitted, rt.clock(), base_url, words=registry)
         # Another request admitted the same key first, or this one did and the answer to its
-        # transaction was lost (the retry then found the job): either way it is a replay.
+        # write was lost (the retry then found the job): either way it is a replay.
         existing = rt.store.get_job(job_id)
         if existing is None or has_expired(existing, rt.clock()):
             raise RuntimeError(f"job {job_id} vanished during admission")

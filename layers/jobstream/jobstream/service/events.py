@@ -8,7 +8,7 @@ from typing import Any
 
 from jobstream.domain import JobRecord, StoredEvent
 from jobstream.jobtypes import registry
-from jobstream.lifecycle.log import reconcile
+from jobstream.lifecycle.log import reconcile, settle_last_event
 from jobstream.lifecycle.retention import item_expiry
 from jobstream.protocol import documents
 from jobstream.protocol.events import parse_event_position
@@ -22,17 +22,16 @@ def events_page(
 ) -> dict[str, Any]:
     after, unacked_only = parse_events_query(query)
     record = reconcile(rt, load_owned_job(rt, tenant, job_id), base_url)
-    if unacked_only or after is None:
-        start = record.ack_sequence if unacked_only else 0
-        events, has_more = rt.store.events_after(
-            record.job_id, start, documents.PAGE_SIZE, since=record.created_at
-        )
-    else:
-        events, has_more = _events_after_id(rt, record, after)
+    start, events, has_more = _page(rt, record, after, unacked_only=unacked_only)
+    if not has_more and (events[-1].sequence if events else start) < record.event_count:
+        # The job is ahead of its events: its last commit's event is being written, or its
+        # writer died between its two writes (store/pending.py). Written now if missing.
+        settle_last_event(rt, record)
+        start, events, has_more = _page(rt, record, after, unacked_only=unacked_only)
     if events and events[-1].sequence > record.event_count:
-        # A writer appended after the job was read. An event commits in one transaction with
-        # its job's update, so the job read now is at least as new as every event on the page:
-        # a terminal event always shows its terminal job.
+        # A writer appended after the job was read. A commit writes its job before its event,
+        # so the job read now is at least as new as every event on the page: a terminal event
+        # always shows its terminal job.
         record = rt.store.get_job(record.job_id) or record
         # That read may know events appended after the query: the page says more follow.
         has_more = has_more or record.event_count > events[-1].sequence
@@ -41,7 +40,22 @@ def events_page(
     )
 
 
-def _events_after_id(rt: Runtime, record: JobRecord, after: str) -> tuple[list[StoredEvent], bool]:
+def _page(
+    rt: Runtime, record: JobRecord, after: str | None, *, unacked_only: bool
+) -> tuple[int, list[StoredEvent], bool]:
+    """The page's start (the sequence it reads after), its events, and whether more follow."""
+    if unacked_only or after is None:
+        start = record.ack_sequence if unacked_only else 0
+        events, has_more = rt.store.events_after(
+            record.job_id, start, documents.PAGE_SIZE, since=record.created_at
+        )
+        return start, events, has_more
+    return _events_after_id(rt, record, after)
+
+
+def _events_after_id(
+    rt: Runtime, record: JobRecord, after: str
+) -> tuple[int, list[StoredEvent], bool]:
     """The page after the event `after` names; from the start when it names no event of this
     job (unknown, malformed or foreign ids replay everything: consumers dedupe)."""
     position = parse_event_position(after, record.job_id)
@@ -52,8 +66,11 @@ def _events_after_id(rt: Runtime, record: JobRecord, after: str) -> tuple[list[S
             record.job_id, sequence - 1, documents.PAGE_SIZE + 1, since=record.created_at
         )
         if events and (events[0].sequence, events[0].at) == (sequence, at):
-            return events[1:], has_more
-    return rt.store.events_after(record.job_id, 0, documents.PAGE_SIZE, since=record.created_at)
+            return sequence, events[1:], has_more
+    events, has_more = rt.store.events_after(
+        record.job_id, 0, documents.PAGE_SIZE, since=record.created_at
+    )
+    return 0, events, has_more
 
 
 def acknowledge(

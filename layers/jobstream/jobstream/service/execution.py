@@ -140,7 +140,7 @@ def claim(rt: Runtime, job_id: str, owner: str) -> JobRecord | None:
 def _claim(
     rt: Runtime, record: JobRecord, owner: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS
 ) -> JobRecord | None:
-    """queued -> running with a fresh lease and `job.started`, in one transaction; or a running
+    """queued -> running with a fresh lease and `job.started`, in one commit; or a running
     job whose lease has ended (its worker gave it up, or is gone) taken over as its next
     attempt, or, its attempts spent, ended `expired` (its runs keep dying)."""
     if record.status is JobStatus.RUNNING:

@@ -18,7 +18,9 @@ item and the result item. Each stays within 400 KiB
   (`pending_message`), clipped to `MAX_MESSAGE_CHARS` (at most 4 bytes a character), and the
   progress stage and message, clipped to `MAX_PROGRESS_STAGE_BYTES` and
   `MAX_PROGRESS_MESSAGE_BYTES` (each progress event's item keeps them too, and stays one write
-  unit). The job item is these two: it never holds a copy of a result.
+  unit), and the description of its last event (store/pending.py: written with each commit,
+  the first one included; a progress event's clipped stage and message, the request's base
+  URL). The job item is these two: it never holds a copy of a result.
 - `RESULT_BYTES` (128 KiB): the `result` a success writes in its own item (`#RESULT`), sized
   here as it is written there (`result_size`). A larger result is cut by the job type's rule
   before it is written (`JobType.fit_result`: a search keeps its best candidates; a type without

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from jobstream.domain import CallbackState, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
-from jobstream.store import keys, quotas
+from jobstream.store import keys, pending, quotas
 from jobstream.store.callbacks import CallbackStore
 from jobstream.store.client import TableStore, dynamodb_client, error_code
 from jobstream.store.codec import from_attribute, to_item
@@ -215,31 +215,33 @@ class JobStore(TableStore):
     def create_job(
         self, record: JobRecord, first: NewEvent, *, now_s: int, quota: QuotaCharge | None = None
     ) -> bool:
-        """Admission: the job and its first event (with its callback) in one transaction, with
-        the charge of the tenant's quotas when it has some (store/quotas.py). False when a job
-        with this id exists (nothing was written); QuotaExceededError when the tenant is over
-        a quota (nothing written). An expired job under the same key is replaced."""
-        items: list[TransactWriteItemTypeDef] = [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": record_to_item(record),
-                    # One idempotency key, one job: never overwrite an admitted job, unless it
-                    # has passed its retention (its key is free again).
-                    "ConditionExpression": "attribute_not_exists(#pk) OR #expires <= :now",
-                    "ExpressionAttributeNames": {"#pk": keys.PK, "#expires": keys.TTL_ATTRIBUTE},
-                    "ExpressionAttributeValues": to_item({":now": now_s}),
-                }
-            },
-            self._put_event(record, first),
-        ]
+        """Admission: the job, then its first event (with its callback), each one conditional
+        write (store/pending.py: the job keeps the event's description until it is written),
+        with the charge of the tenant's quotas in the job's write when it has some (a
+        transaction, store/quotas.py). False when a job with this id exists (nothing was
+        written); QuotaExceededError when the tenant is over a quota (nothing written). An
+        expired job under the same key is replaced."""
+        described = replace(record, pending_event=pending.describe(first))
+        put_job: TransactWriteItemTypeDef = {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": record_to_item(described),
+                # One idempotency key, one job: never overwrite an admitted job, unless it
+                # has passed its retention (its key is free again).
+                "ConditionExpression": "attribute_not_exists(#pk) OR #expires <= :now",
+                "ExpressionAttributeNames": {"#pk": keys.PK, "#expires": keys.TTL_ATTRIBUTE},
+                "ExpressionAttributeValues": to_item({":now": now_s}),
+            }
+        }
         if quota is None:
-            return _applied(
-                lambda: self.client.transact_write_items(
-                    TransactItems=items, ReturnConsumedCapacity="TOTAL"
-                )
+            created = _applied(
+                lambda: self.client.put_item(**put_job["Put"], ReturnConsumedCapacity="TOTAL")
             )
-        return self._create_charged(items, self._first_attempt(quota))
+        else:
+            created = self._create_charged([put_job], self._first_attempt(quota))
+        if created:
+            self._write_event(record, first)
+        return created
 
     def _create_charged(self, items: list[TransactWriteItemTypeDef], attempt: Attempt) -> bool:
         """The admission's transaction with its quota charge, tried again while the refusal
@@ -273,22 +275,31 @@ class JobStore(TableStore):
         return replace(attempt, new_window=known is None or known < attempt.minute)
 
     def append_event(self, record: JobRecord, append: Append) -> None:
-        """Record `append.event` as the job's next event, with its state change and callback,
-        atomically. A terminal event gives the job its own expiry and takes it off the sweep's
-        active set.
+        """Record `append.event` as the job's next event, with its state change and callback:
+        the job's conditional update first (it decides the commit, and describes the event,
+        store/pending.py), then the event's put. A terminal event gives the job its own expiry
+        and takes it off the sweep's active set.
+
+        The update replaces the description of the job's last event: the caller has made sure
+        of that event first (`settle_event`), unless it wrote it itself.
 
         Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
         event = append.event
         if event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
-        names: dict[str, str] = {"#count": "event_count", "#last": "last_event_at"}
+        names: dict[str, str] = {
+            "#count": "event_count",
+            "#last": "last_event_at",
+            "#pending": pending.ATTRIBUTE,
+        }
         values: dict[str, Any] = {
             ":expected": record.event_count,
             ":next": event.sequence,
             ":at": event.at,
+            ":pending": pending.describe(append),
         }
-        assignments = ["#count = :next", "#last = :at"]
+        assignments = ["#count = :next", "#last = :at", "#pending = :pending"]
         # The sequence check makes concurrent appenders serialise: exactly one wins each slot.
         conditions = ["#count = :expected"]
         add_clause = (
@@ -314,23 +325,51 @@ class JobStore(TableStore):
                 "ExpressionAttributeValues": to_item(values),
             }
         }
-        items = [update, self._put_event(record, append)]
-        if append.releases_quota_of is not None:
-            items.append(quotas.release_item(self.table_name, append.releases_quota_of))
         try:
-            self.client.transact_write_items(TransactItems=items, ReturnConsumedCapacity="TOTAL")
+            if append.releases_quota_of is None:
+                self.client.update_item(**update["Update"], ReturnConsumedCapacity="TOTAL")
+            else:
+                # The open job leaves its tenant's count with its terminal state, or neither.
+                self.client.transact_write_items(
+                    TransactItems=[
+                        update,
+                        quotas.release_item(self.table_name, append.releases_quota_of),
+                    ],
+                    ReturnConsumedCapacity="TOTAL",
+                )
         except ClientError as error:
             if _condition_failed(error):
                 raise StaleJobError(
                     record.job_id, after_lost_answer=after_lost_answer(error)
                 ) from None
             raise
+        self._write_event(record, append)
+
+    def settle_event(self, record: JobRecord, *, now: int) -> bool:
+        """Write the job's last event from the description its commit left on the job item
+        (store/pending.py), when its writer did not (it died between its two writes); True
+        when this call wrote it. `record`: the job as read, its description with it."""
+        late = pending.event_of(record, now=now)
+        if late is None:
+            return False
+        found = self.client.get_item(
+            TableName=self.table_name,
+            Key=part_key(record.job_id, keys.event_sk(late.event.sequence)),
+            ConsistentRead=True,
+            ProjectionExpression="#at",
+            ExpressionAttributeNames={"#at": "at"},
+            ReturnConsumedCapacity="TOTAL",
+        ).get("Item")
+        # An event of an earlier job under the same key is older than this job: not its own.
+        if found is not None and int(from_attribute(found["at"])) >= record.created_at:
+            return False
+        return self._write_event(record, late)
 
     def put_result(self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int) -> bool:
         """Keep a finished run's result in its own item, before the completion that makes the
-        job `succeeded`: written once, outside the transaction (billed once, not twice). False
-        when a run of this job stored its result first (nothing written): the job's result is
-        that one, and the completion lands it."""
+        job `succeeded`: written once, before the commit, in its own item (the job item stays
+        small). False when a run of this job stored its result first (nothing written): the
+        job's result is that one, and the completion lands it."""
         return _applied(
             lambda: self.client.put_item(
                 TableName=self.table_name,
@@ -517,7 +556,9 @@ class JobStore(TableStore):
 
     # -- items -------------------------------------------------------------------------------
 
-    def _put_event(self, record: JobRecord, new: NewEvent) -> TransactWriteItemTypeDef:
+    def _write_event(self, record: JobRecord, new: NewEvent) -> bool:
+        """Put a committed event's item; False when it was there already (written from its
+        description by someone who found it missing, the same event: its commit decided it)."""
         event, intent = new.event, new.intent
         values: dict[str, Any] = {
             keys.PK: keys.job_pk(event.job_id),
@@ -546,16 +587,17 @@ class JobStore(TableStore):
                 values["sweep_sk"] = keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id)
             if intent.base_url:
                 values["base_url"] = intent.base_url
-        return {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": to_item(values),
+        return _applied(
+            lambda: self.client.put_item(
+                TableName=self.table_name,
+                Item=to_item(values),
                 # An event position is written once; ids stay stable (I2, I3).
-                "ConditionExpression": _SLOT_FREE,
-                "ExpressionAttributeNames": {"#pk": keys.PK, "#at": "at"},
-                "ExpressionAttributeValues": to_item({":created": record.created_at}),
-            }
-        }
+                ConditionExpression=_SLOT_FREE,
+                ExpressionAttributeNames={"#pk": keys.PK, "#at": "at"},
+                ExpressionAttributeValues=to_item({":created": record.created_at}),
+                ReturnConsumedCapacity="TOTAL",
+            )
+        )
 
     def _job_range(
         self,

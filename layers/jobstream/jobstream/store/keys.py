@@ -45,6 +45,8 @@ PK: Final = "pk"
 SK: Final = "sk"
 ACK_SK: Final = "#ACK"
 JOB_SK: Final = "#JOB"
+# The job item's description of its last event until it is known written (store/pending.py).
+PENDING_EVENT: Final = "pending_event"
 RESULT_SK: Final = "#RESULT"
 QUOTA_SK: Final = "#QUOTA"
 RESOURCE_SK: Final = "#RESOURCE"

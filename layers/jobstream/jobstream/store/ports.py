@@ -123,7 +123,7 @@ class QuotaContendedError(JobstreamError):
 
 @dataclass(frozen=True, slots=True)
 class CallbackIntent:
-    """An event's callback, recorded on the event's own item in the event's transaction. It
+    """An event's callback, recorded on the event's own item with the event. It
     holds no copy of the event: the body is rebuilt from the job when it is sent, so the item
     stays small whatever the job's labels and result weigh (`store/budgets.py`)."""
 
@@ -171,16 +171,16 @@ class NewEvent:
 
 @dataclass(frozen=True, slots=True)
 class Append(NewEvent):
-    """An event appended to a job's stream, with what its job takes in the same transaction: a
-    state change, and what the event is (the store knows no event kinds): `once_per_job`, its
-    kind may stand once in the job's stream; `job_expires_at`, it is the terminal event and
-    gives the job its own expiry."""
+    """An event appended to a job's stream, with what its job's write in the same commit
+    takes: a state change, and what the event is (the store knows no event kinds):
+    `once_per_job`, its kind may stand once in the job's stream; `job_expires_at`, it is the
+    terminal event and gives the job its own expiry."""
 
     change: StateChange | None = None
     job_expires_at: int | None = None
     once_per_job: bool = False
     # The tenant whose quota counter the event frees an open job of (the terminal event of a
-    # job its admission counted), in the same transaction.
+    # job its admission counted), in a transaction with the job's write.
     releases_quota_of: str | None = None
 
 
@@ -434,6 +434,10 @@ class JobStorePort(Protocol):
     ) -> bool: ...
 
     def append_event(self, record: JobRecord, append: Append) -> None: ...
+
+    def settle_event(self, record: JobRecord, *, now: int) -> bool:
+        """Write the job's last event from its description (store/pending.py) when it is
+        missing; True when this call wrote it."""
 
     def put_result(
         self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int

@@ -1,7 +1,7 @@
 """The items of one job and how a JobRecord maps onto them.
 
 The job item (`#JOB`) holds the job's state. What only some reads need lives in items of its own,
-so that the job item, rewritten (twice, inside transactions) on every state change, stays small:
+so that the job item, rewritten on every state change, stays small:
 the ack cursor (`#ACK`, written by acks alone) and a succeeded job's result (`#RESULT`, written
 once). Both carry `job_created_at`, the creation time of the job they belong to: a job admitted
 again under an expired key never reads an item of its predecessor as its own.
