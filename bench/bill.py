@@ -362,8 +362,9 @@ def feature_lines(costs: list[JobCost]) -> list[str]:
     if quotas is not None:
         added = quotas.write_units
         lines.append(
-            f"| quotas (a tenant with quotas) | {added:+g} write units (its counter, inside the "
-            f"admission's and the terminal event's transactions) | ${added * write_price:,.2f} |"
+            f"| quotas (a tenant with quotas) | {added:+g} write units (its counter, in a "
+            "transaction with the admission's job write and with the terminal commit's job "
+            f"update, which it bills twice) | ${added * write_price:,.2f} |"
         )
     lines += [
         (

@@ -519,9 +519,10 @@ def _quota_lines(costs: list[JobCost]) -> list[str]:
     return [
         "",
         f"Quotas (`{QUOTAS_SCENARIO}`): {added:+g} write units per job and {calls:+d} AWS calls:",
-        "the tenant's counter item (`QUOTA#<tenant>`, store/quotas.py) is one more conditional",
-        "update inside the admission's transaction (2 units) and one more update inside the",
-        "terminal event's transaction (2 units), no request of its own. A tenant without quotas",
+        "the tenant's counter item (`QUOTA#<tenant>`, store/quotas.py) moves with the job: the",
+        "admission's job write and the terminal commit's job update each become a transaction",
+        "with the counter's conditional update (the counter's 2 units, and 1 more for the job's",
+        "write billed twice), no request of its own. A tenant without quotas",
         "pays nothing (the first row). The first admission of a minute in a function instance",
         "may try once more (a cancelled transaction) when another instance started the window.",
     ]
