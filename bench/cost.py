@@ -552,14 +552,15 @@ def _resource_lines(costs: list[JobCost]) -> list[str]:
 # What each step's write units buy (the 1-candidate job: bench/cost.py `_one_job`).
 _STEP_PURPOSE: Final = {
     "admission": (
-        "the job (describing its first event until it is written) and its `job.accepted` event, "
+        "the job (describing its first event) and its `job.accepted` event, "
         "two single conditional writes; their `by_tenant`, `by_correlation` and `feed` entries, "
         "and the job's `JOB#ACTIVE` entry (the sweep finds an open job, and through it its "
         "callbacks)"
     ),
     "worker run": (
         "the claim with `job.started` (the job's update, then the event's put), the result's own "
-        "item, the terminal event with the job's end (the same two writes); each commit's "
+        "item, the terminal event with the job's end (a transaction of 2 items, billed twice: "
+        "nothing follows it to write its event late); each commit's "
         "`by_tenant`, `by_correlation` and `feed` entries; the job leaving `JOB#ACTIVE`, its "
         "terminal callback entering `CALLBACK#HANDOFF`. A run under 5 s writes no `job.progress`"
     ),
@@ -589,11 +590,13 @@ def _floor_lines(cost: JobCost) -> list[str]:
         "state change of the job, per event, for its result and its cursor, and one per delivery",
         "recorded: 11 write units for 3 events (3 job writes, 3 events, the result, the cursor, 3",
         f"deliveries), all of them table writes; this job's are {cost.bill.table_write_units:g}.",
-        "Each commit is two single conditional writes, the job's then its event's, not one",
-        "transaction billed twice: the job's write decides it and describes the event until it is",
-        "written (store/pending.py), so a crash between the two loses nothing (I10). What the",
-        "index entries buy: the listing indexes hold each job's status (3 entries each:",
-        "admission, claim, end) so a filtered listing reads no other job; the feed holds every",
+        "What the rest buys: the terminal commit is one transaction of the job and its event,",
+        "billed twice (2 units more than two single writes), as no commit follows it to write",
+        "its event late; the other commits are two single conditional writes, the job's then its",
+        "event's, the job's write describing the event (store/pending.py), so a crash between",
+        "the two loses nothing (I10). The index entries: the listing indexes hold each job's",
+        "status (3 entries each: admission, claim, end) so a filtered listing reads no other",
+        "job; the feed holds every",
         "event once (3); the sweep's cover costs 4 (the open job's entry in and out, the terminal",
         "callback's in and out), whatever the number of events. Each `job.progress` (a run over",
         "5 s: at most one per 5 s) adds its commit (2), its feed entry (1) and its delivery (1).",

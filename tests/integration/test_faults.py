@@ -219,9 +219,11 @@ def run_case(case: Case, rt: Runtime, clock: Clock, fault: Fault | None) -> dict
             with crashing(rt, fault):
                 job_id = case.action(rt, api, clock, job_id)
         # The client retries (or, without a fault, makes) the call; the dispatcher reads the
-        # table's stream, as Lambda runs it after every commit; then the sweep runs.
+        # table's stream, as Lambda runs it after every commit; a sweep runs once the hand-off
+        # grace has passed (it writes an open job's event its writer died before writing).
         job_id = case.action(rt, api, clock, job_id)
         dispatch_stream(rt)
+        clock.advance(keys.HANDOFF_GRACE_MS)
         sweep(rt)
         return state(rt, job_id)
     finally:

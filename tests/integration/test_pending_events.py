@@ -1,8 +1,9 @@
-"""A commit is the job's conditional write, then its event's put (store/pending.py). A writer
-that dies between the two leaves the event described on the job; whoever comes next writes it:
-the dispatcher for a job's first and terminal commits, the next appender before its own write, a
-page that finds the job ahead of its events. Each written late is the same event (its sequence,
-kind and `at`), its callback watched by the sweep, in the feed from when it was written."""
+"""A non-terminal commit is the job's conditional write, then its event's put (store/pending.py).
+A writer that dies between the two leaves the event described on the job; whoever comes next
+writes it: the job's next appender before its own write, a page that finds the job ahead of its
+events. Each written late is the same event (its sequence, kind and `at`), its callback watched
+by the sweep, in the feed from when it was written. A terminal commit stays one transaction:
+nothing follows it to write its event late."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any
 import boto3
 
 from jobstream.runtime import Runtime
+from jobstream.service import execution
+from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import from_item
 from tests.support.client_hooks import hooked
@@ -61,80 +64,83 @@ def kinds(api: Api, job_id: str) -> list[str]:
     return [event["payload"]["detail"]["internal_kind"] for event in response.body["events"]]
 
 
-def test_an_admission_that_died_before_its_event_is_completed_by_the_dispatcher(
-    crt: Runtime, clock: Clock
+def the_job_id(rt: Runtime) -> str:
+    (job_id,) = [
+        keys.job_id_of(entry[keys.PK])
+        for entry in map(from_item, rt.store.client.scan(TableName=rt.settings.table_name)["Items"])
+        if entry[keys.SK] == keys.JOB_SK
+    ]
+    return job_id
+
+
+def test_an_admission_that_died_before_its_event_is_completed_by_the_claim(
+    wrt: Runtime, clock: Clock
 ) -> None:
     api = Api(token="acme-token")
-    with dying_before_event_put(crt) as died:
+    with dying_before_event_put(wrt) as died:
         response = api.post("/jobs", canonical_task())
     assert died == [keys.event_sk(1)]
     assert response.status >= 500  # the invocation died: its client tries again
-    (job_id,) = [
-        keys.job_id_of(entry[keys.PK])
-        for entry in map(
-            from_item, crt.store.client.scan(TableName=crt.settings.table_name)["Items"]
-        )
-        if entry[keys.SK] == keys.JOB_SK
-    ]
-    job = crt.store.get_job_item(job_id)
+    job_id = the_job_id(wrt)
+    job = wrt.store.get_job_item(job_id)
     assert job is not None
     assert job.event_count == 1
     assert job.pending_event is not None
-    assert item(crt, job_id, keys.event_sk(1)) is None
+    assert item(wrt, job_id, keys.event_sk(1)) is None
+    # The client's retry is a replay of the same job; the dispatcher hands the job to a worker.
+    assert api.post("/jobs", canonical_task()).status == 200
+    dispatch_stream(wrt)
 
     clock.advance(5_000)
-    dispatch_stream(crt)
+    assert execution.claim(wrt, job_id, "worker-1") is not None
 
-    event = item(crt, job_id, keys.event_sk(1))
-    assert event is not None
-    assert (event["kind"], event["at"]) == ("job.requested", job.last_event_at)
+    first = item(wrt, job_id, keys.event_sk(1))
+    assert first is not None
+    assert (first["kind"], first["at"]) == ("job.requested", job.last_event_at)
     # Its callback, written late, has its own sweep entry; it enters the feed when written.
-    assert event["state"] == "pending"
-    assert "sweep_pk" in event
-    assert event["feed_sk"] == keys.feed_sk(clock.now, job_id, 1)
-    # The client's retry is a replay of the same job, its stream whole.
-    assert api.post("/jobs", canonical_task()).status == 200
-    assert kinds(api, job_id) == ["job.requested"]
+    assert first["state"] == "pending"
+    assert "sweep_pk" in first
+    assert first["feed_sk"] == keys.feed_sk(clock.now, job_id, 1)
+    dispatch_stream(wrt)
+    sent = boto3.client("sqs").receive_message(
+        QueueUrl=wrt.settings.callback_queue_url or "", MaxNumberOfMessages=10
+    )["Messages"]
+    assert sorted(json.loads(message["Body"])["sequence"] for message in sent) == [1, 2]
+    assert kinds(api, job_id) == ["job.requested", "job.execution_started"]
 
 
-def test_a_terminal_commit_that_died_before_its_event_is_completed_by_the_dispatcher(
-    crt: Runtime, clock: Clock
-) -> None:
+def test_a_terminal_commit_is_one_transaction(crt: Runtime) -> None:
+    """Nothing follows a terminal commit to write its event late: its event is put in the
+    same transaction as its job's update, which drops the job's description."""
     api = Api(token="acme-token")
     job_id = admitted(api)
-    dispatch_stream(crt)
-    with dying_before_event_put(crt) as died:
-        api.post(f"/jobs/{job_id}/cancel")
-    assert died == [keys.event_sk(2)]
+    calls: list[str] = []
+
+    def count(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    with (
+        dying_before_event_put(crt) as died,
+        hooked(crt.store.client, "before-call.dynamodb", count, "calls"),
+    ):
+        assert api.post(f"/jobs/{job_id}/cancel").status == 200
+    assert died == []
+    assert "TransactWriteItems" in calls
+    assert "PutItem" not in calls
     job = crt.store.get_job_item(job_id)
     assert job is not None
     assert job.status == "cancelled"
-    assert job.event_count == 2
-
-    dispatch_stream(crt)
-
-    event = item(crt, job_id, keys.event_sk(2))
-    assert event is not None
-    assert event["kind"] == "job.outcome_cancelled"
-    assert event["state"] == "pending"
-    assert "sweep_pk" in event
-    # The dispatcher's own write is a new callback: handed off like any other.
-    sent = boto3.client("sqs").receive_message(
-        QueueUrl=crt.settings.callback_queue_url or "", MaxNumberOfMessages=10
-    )["Messages"]
-    assert {json.loads(message["Body"])["sequence"] for message in sent} == {1, 2}
-    assert kinds(api, job_id) == ["job.requested", "job.outcome_cancelled"]
+    assert job.pending_event is None
+    cancelled = item(crt, job_id, keys.event_sk(2))
+    assert cancelled is not None
+    assert cancelled["kind"] == "job.outcome_cancelled"
 
 
 def test_the_next_appender_writes_the_event_before_its_own(rt: Runtime) -> None:
     api = Api(token="acme-token")
     with dying_before_event_put(rt):
         api.post("/jobs", canonical_task())
-    (job_id,) = [
-        keys.job_id_of(entry[keys.PK])
-        for entry in map(from_item, rt.store.client.scan(TableName=rt.settings.table_name)["Items"])
-        if entry[keys.SK] == keys.JOB_SK
-    ]
+    job_id = the_job_id(rt)
     # No dispatcher ran: the cancel's own commit writes event 1 first, then its own.
     assert api.post(f"/jobs/{job_id}/cancel").status == 200
     first, second = item(rt, job_id, keys.event_sk(1)), item(rt, job_id, keys.event_sk(2))
@@ -147,18 +153,15 @@ def test_the_next_appender_writes_the_event_before_its_own(rt: Runtime) -> None:
 
 def test_a_page_writes_the_last_event_its_writer_left(rt: Runtime) -> None:
     api = Api(token="acme-token")
-    job_id = admitted(api)
     with dying_before_event_put(rt):
-        api.post(f"/jobs/{job_id}/cancel")
-    assert item(rt, job_id, keys.event_sk(2)) is None
-    # The job says cancelled: the page shows its terminal event with it, never without.
+        api.post("/jobs", canonical_task())
+    job_id = the_job_id(rt)
+    assert item(rt, job_id, keys.event_sk(1)) is None
+    # The job is admitted: its page shows its first event, never an empty stream (I1).
     response = api.get(f"/jobs/{job_id}/events")
-    assert [event["type"] for event in response.body["events"]] == [
-        "job.accepted",
-        "job.cancelled",
-    ]
+    assert [event["type"] for event in response.body["events"]] == ["job.accepted"]
     assert "next_after" not in response.body
-    assert item(rt, job_id, keys.event_sk(2)) is not None
+    assert item(rt, job_id, keys.event_sk(1)) is not None
 
 
 def test_a_page_that_is_not_behind_reads_no_event_item_more(rt: Runtime) -> None:
@@ -185,19 +188,49 @@ def test_the_description_keeps_what_the_job_item_does_not(rt: Runtime) -> None:
     rest, in short names (it rides on every later write of the job item)."""
     api = Api(token="acme-token")
     job_id = admitted(api)
-    api.post(f"/jobs/{job_id}/cancel")
     job = from_item(
         rt.store.client.get_item(
             TableName=rt.settings.table_name,
             Key={keys.PK: {"S": keys.job_pk(job_id)}, keys.SK: {"S": keys.JOB_SK}},
         )["Item"]
     )
-    event = item(rt, job_id, keys.event_sk(2))
+    event = item(rt, job_id, keys.event_sk(1))
     assert event is not None
     assert job[keys.PENDING_EVENT] == {
-        "k": "job.outcome_cancelled",
+        "k": "job.requested",
         "x": event[keys.TTL_ATTRIBUTE],
-        "m": "fw",
+        "m": "fu",
         "b": "https://jobs.example.test",
     }
-    assert (job["event_count"], job["last_event_at"]) == (2, event["at"])
+    assert (job["event_count"], job["last_event_at"]) == (1, event["at"])
+
+
+def test_the_sweep_writes_an_open_jobs_event_once_the_hand_off_grace_has_passed(
+    wrt: Runtime, clock: Clock
+) -> None:
+    """A queued job may wait long for its next commit (a busy resource): the sweep writes the
+    event its admission died before writing, with its callback, a grace after it, and leaves a
+    live writer's few milliseconds alone."""
+    api = Api(token="acme-token")
+    with dying_before_event_put(wrt):
+        api.post("/jobs", canonical_task())
+    job_id = the_job_id(wrt)
+    calls: list[str] = []
+
+    def count(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    with hooked(wrt.store.client, "before-call.dynamodb", count, "calls"):
+        early = sweep(wrt)
+    assert early.events_settled == 0
+    assert "PutItem" not in calls
+    assert item(wrt, job_id, keys.event_sk(1)) is None
+
+    clock.advance(keys.HANDOFF_GRACE_MS)
+    assert sweep(wrt).events_settled == 1
+    first = item(wrt, job_id, keys.event_sk(1))
+    assert first is not None
+    assert first["kind"] == "job.requested"
+    assert "sweep_pk" in first
+    # Nothing left: the next sweep reads the event and writes nothing.
+    assert sweep(wrt).events_settled == 0

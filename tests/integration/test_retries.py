@@ -488,10 +488,11 @@ def test_an_admission_whose_answer_was_lost_is_answered_as_the_replay_it_is(
     wrt: Runtime,
 ) -> None:
     """The admission's job write was applied and its answer lost; the retry is refused (the
-    job exists): the answer is the job (a replay). Its first event was never put by it: the
-    dispatcher, reading the job's record from the table's stream, hands the job to the work
-    queue and writes the event from the job's description, whose callback it then hands to the
-    callback queue, once each (no sweep needed); nothing more for the consumer's later replay."""
+    job exists): the answer is the job (a replay). Its commit reached the table's stream: the
+    dispatcher hands the job to the work queue once (no sweep needed). Its first event was never
+    put by it: the job describes it, and the first to append to the job (here the claim) writes
+    it first, whose callback the dispatcher then hands off once; nothing more for the consumer's
+    later replay."""
     task = canonical_task(callback_url="https://consumer.example.test/hooks")
     faults = Faults(kinds=("internal",), mode="after", at=1, matching="params_canonical")
     with injected(faults):
@@ -504,10 +505,12 @@ def test_an_admission_whose_answer_was_lost_is_answered_as_the_replay_it_is(
     sqs = boto3.client("sqs")
     work = sqs.receive_message(QueueUrl=wrt.settings.work_queue_url or "")["Messages"]
     assert [json.loads(m["Body"]) for m in work] == [{"job_id": job_id}]
-    hooks = sqs.receive_message(QueueUrl=wrt.settings.callback_queue_url or "")["Messages"]
-    assert [json.loads(m["Body"]) for m in hooks] == [
-        {"job_id": job_id, "sequence": 1, "without_result": True}
-    ]
+    callbacks = wrt.settings.callback_queue_url or ""
+    assert sqs.receive_message(QueueUrl=callbacks).get("Messages") is None
+    assert execution.claim(wrt, job_id, "worker-1") is not None
+    dispatch_stream(wrt)
+    hooks = sqs.receive_message(QueueUrl=callbacks, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(json.loads(m["Body"])["sequence"] for m in hooks) == [1, 2]
     # The consumer's own retry, later, is an ordinary replay: nothing is sent again.
     assert admission.submit(wrt, "acme", task, None)[0] == 200
     dispatch_stream(wrt)

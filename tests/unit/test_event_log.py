@@ -3,6 +3,7 @@ store that loses as often as told: what is written, what is read again, and how 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -23,7 +24,9 @@ class LosingStore:
     appended: list[tuple[JobRecord, Append]] = field(default_factory=list)
     refused: int = 0
 
-    def append_event(self, record: JobRecord, append: Append) -> None:
+    def append_event(
+        self, record: JobRecord, append: Append, *, clock: Callable[[], int] | None = None
+    ) -> None:
         if self.refused < self.losses:
             self.refused += 1
             raise StaleJobError(record.job_id, after_lost_answer=self.refused == 2)

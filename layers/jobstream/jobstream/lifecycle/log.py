@@ -4,8 +4,9 @@ recorded on read (reconcile), and the one retry of a move that lost a race.
 Every move goes through `commit`: the state change (lifecycle/transitions.py) and the event it
 records, with its callback when the job has a callback URL: the job's conditional write decides
 it, the event's put follows, and whoever finds that event missing writes it from the job
-(store/pending.py). A move that loses
-a race (StaleJobError) is decided again on the job as it is now (`apply_until_settled`).
+(store/pending.py); a terminal commit is one transaction of both, as nothing follows it.
+A move that loses a race (StaleJobError) is decided again on the job as it is now
+(`apply_until_settled`).
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ def settle_last_event(rt: Runtime, record: JobRecord) -> bool:
     """Make sure the job's last event is written: a commit writes its job, then its event, and
     a writer that died between the two left it described on the job (store/pending.py). True
     when this call wrote it."""
-    written = rt.store.settle_event(record, now=rt.clock())
+    written = rt.store.settle_event(record, clock=rt.clock)
     if written:
         observability.count("events_settled")
     return written
@@ -244,8 +245,8 @@ def _append(
     hands it to the callback queue from the table's stream (service/dispatcher.py): no write
     path waits for SQS."""
     if record.pending_event is not None:
-        # The append replaces the description of the job's last event (store/pending.py): that
-        # event is written first, whoever was to write it.
+        # The append replaces (or, terminal, drops) the description of the job's last event
+        # (store/pending.py): that event is written first, whoever was to write it.
         settle_last_event(rt, record)
     intent = callback_intent(record, event, base_url)
     terminal = event.kind in TERMINAL_KINDS
@@ -264,5 +265,6 @@ def _append(
             once_per_job=event.kind in ONCE_PER_JOB_KINDS,
             releases_quota_of=record.tenant if terminal and record.quota_counted else None,
         ),
+        clock=rt.clock,
     )
     observability.count("events_recorded", dimension=event.kind)

@@ -100,7 +100,9 @@ def _create(rt: Runtime, record: JobRecord, first: NewEvent, quota: QuotaCharge 
     """Write the new job (False: its key names a job already); over a quota it is a 429 and
     nothing is written."""
     try:
-        return rt.store.create_job(record, first, now_s=record.created_at // 1000, quota=quota)
+        return rt.store.create_job(
+            record, first, now_s=record.created_at // 1000, quota=quota, clock=rt.clock
+        )
     except QuotaExceededError as refusal:
         if _admitted_meanwhile(rt, record.job_id):
             # The same key admitted by a racing request: a replay, which no quota refuses.

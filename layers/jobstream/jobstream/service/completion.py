@@ -1,4 +1,4 @@
-"""Completing a job: its outcome and terminal event in one commit, never thrown away.
+"""Completing a job: its outcome and terminal event in one transaction, never thrown away.
 
 A run's outcome is known before it is recorded, and a success's result is stored first, once
 per job, in its own item (`#RESULT`): a second run never rewrites it, it completes the job with
@@ -141,7 +141,7 @@ def within_budget(outcome: Outcome, job_type: str) -> Outcome:
 def complete(
     rt: Runtime, record: JobRecord, owner: str, outcome: Outcome, *, result_stored: bool = False
 ) -> str:
-    """Store a success's result, then state and terminal event in one commit, only while
+    """Store a success's result, then state and terminal event in one transaction, only while
     holding the lease. Returns the status, or "lost" when the job was cancelled, expired or
     taken over first; raises CompletionDeferredError when a transient cause outlasted the
     retries (the outcome is kept). A refusal no retry cures fails the job `internal_error`."""
@@ -160,7 +160,7 @@ def complete(
 
 
 def _attempt(rt: Runtime, record: JobRecord, kept: KeptOutcome) -> str:
-    """Store a success's result, then the commit; or, when a transient cause outlasted
+    """Store a success's result, then the transaction; or, when a transient cause outlasted
     the retries, the outcome kept (with what was stored) and the completion deferred."""
     try:
         if kept.outcome.result is not None and not kept.result_stored and _holds(record, kept):

@@ -12,13 +12,6 @@ skipped:
   0, no `resent_at` (the sweep's and a redrive's own sends set it). INSERT, or MODIFY when it
   takes the slot of an earlier job's event under the same key.
 
-It also makes sure of the event of a commit nothing else follows: a job's first (the job item
-as admission wrote it, above) and its terminal (a job item in a terminal status). A commit writes
-its job, then its event (store/pending.py); when the batch holds the job's record but not its
-event's, the dispatcher reads the event and writes it from the job's description if its writer
-died between the two writes. A job's other commits are always followed by another, whose
-appender does the same first.
-
 A duplicate message is harmless (claims are conditional); a lost one is re-sent by the sweep.
 A send that fails is reported as a batch item failure, so Lambda retries the batch from that
 record (and gives up after its retries: the sweep covers it within a minute or two).
@@ -32,8 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobstream import observability
-from jobstream.domain import JobRecord
-from jobstream.lifecycle.log import body_shows_result, settle_last_event
+from jobstream.lifecycle.log import body_shows_result
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
 from jobstream.store.ports import NewCallback, new_items
@@ -48,13 +40,12 @@ class Handoffs:
 
     jobs: list[tuple[str, JobDispatch]] = field(default_factory=list)
     callbacks: list[tuple[str, NewCallback]] = field(default_factory=list)
-    commits: list[tuple[str, JobRecord]] = field(default_factory=list)
 
 
 def handoffs(records: Iterable[Mapping[str, Any]]) -> Handoffs:
     named = new_items(records)
     jobs = [(number, JobDispatch(job.job_id, job.tenant)) for number, job in named.jobs]
-    return Handoffs(jobs, named.callbacks, named.commits)
+    return Handoffs(jobs, named.callbacks)
 
 
 def _send_callbacks(rt: Runtime) -> Callable[[list[NewCallback]], int]:
@@ -77,7 +68,7 @@ def dispatch_records(rt: Runtime, records: Iterable[Mapping[str, Any]]) -> list[
     """Send what `records` name to their queues; the sequence numbers of the records whose
     send failed (Lambda retries the batch from the first of them)."""
     found = handoffs(records)
-    failed = _settled(rt, found.commits)
+    failed: list[str] = []
     work, callback = rt.work_queue, rt.callback_queue
     # A queue without a URL (a deployment or test without it) takes nothing: nothing to retry.
     if found.jobs and getattr(work, "url", True):
@@ -94,19 +85,6 @@ def dispatch_records(rt: Runtime, records: Iterable[Mapping[str, Any]]) -> list[
     if failed:
         observability.count("handoffs_failed", len(failed))
     return sorted(failed, key=_order)[:1]
-
-
-def _settled(rt: Runtime, commits: list[tuple[str, JobRecord]]) -> list[str]:
-    """Write each commit's event its writer left unwritten; the sequence numbers of the records
-    whose check failed (Lambda retries the batch from there: nothing else would write them)."""
-    failed: list[str] = []
-    for number, record in commits:
-        try:
-            settle_last_event(rt, record)
-        except Exception:
-            logger.warning("an unwritten event's check failed; Lambda retries it", exc_info=True)
-            failed.append(number)
-    return failed
 
 
 def _sent(

@@ -25,7 +25,8 @@ def events_page(
     start, events, has_more = _page(rt, record, after, unacked_only=unacked_only)
     if not has_more and (events[-1].sequence if events else start) < record.event_count:
         # The job is ahead of its events: its last commit's event is being written, or its
-        # writer died between its two writes (store/pending.py). Written now if missing.
+        # writer died between its two writes (store/pending.py). Written now if missing (a
+        # race with a live writer is harmless: one of the two puts wins, the same event).
         settle_last_event(rt, record)
         start, events, has_more = _page(rt, record, after, unacked_only=unacked_only)
     if events and events[-1].sequence > record.event_count:

@@ -23,7 +23,7 @@ from jobstream.domain import (
     JobRecord,
     JobStatus,
 )
-from jobstream.lifecycle.log import reconcile
+from jobstream.lifecycle.log import reconcile, settle_last_event
 from jobstream.protocol.errors import EXPIRY_REASONS, Reason
 from jobstream.queue import JobDispatch
 from jobstream.runtime import Runtime
@@ -57,6 +57,9 @@ class SweepReport:
     waiters_woken: int = 0
     outcomes_landed: int = 0
     events_repaired: int = 0
+    # Open jobs' last events their writers died before writing, written from the job's
+    # description (store/pending.py).
+    events_settled: int = 0
     errors: int = 0
     budget_exhausted: bool = False
     # Jobs the sweep ended `expired`, by its verdict.
@@ -240,6 +243,7 @@ def _reconcile_open_jobs(
         if not in_time():
             return False
         records = _read_batch(rt.store.get_job_items, rt.store.get_job_item, job_ids, report)
+        _settle_unwritten(rt, list(records.values()), report)
         for job_id in job_ids:
             if not in_time():
                 return False
@@ -254,6 +258,24 @@ def _reconcile_open_jobs(
                 report.errors += 1
     _redispatch_lost(rt, report, seen)
     return True
+
+
+def _settle_unwritten(rt: Runtime, records: list[JobRecord], report: SweepReport) -> None:
+    """Write the last event of each open job whose writer died before writing it: its next
+    commit or a page would, but a job may wait long for either (a queued job behind a busy
+    resource), and its callback and feed entry with it. Descriptions older than the hand-off
+    grace only (a live writer's put is milliseconds away), their events read in one batch."""
+    now = rt.clock()
+    described = [
+        record
+        for record in records
+        if record.pending_event is not None and record.last_event_at <= now - HANDOFF_GRACE_MS
+    ]
+    if not described:
+        return
+    for record in rt.store.unwritten_events(described):
+        if settle_last_event(rt, record):
+            report.events_settled += 1
 
 
 def _redispatch_lost(rt: Runtime, report: SweepReport, seen: _OpenJobs) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -56,7 +56,7 @@ from jobstream.store.sweep_index import sweep_entries
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+    from mypy_boto3_dynamodb.type_defs import PutTypeDef, TransactWriteItemTypeDef
 
 __all__ = [
     "MAX_CALLBACK_ATTEMPTS",
@@ -76,6 +76,7 @@ __all__ = [
 ]
 
 _LAST_SEQUENCE: Final = 10**keys.SEQUENCE_WIDTH - 1
+_Event = TypeVar("_Event", bound=NewEvent)
 # Tries of a charged admission: a guess of the quota window that missed, then a counter changed
 # by racing admissions; a refusal for a quota ends it at once.
 MAX_CHARGE_TRIES: Final = 4
@@ -213,12 +214,19 @@ class JobStore(TableStore):
     # -- writes ------------------------------------------------------------------------------
 
     def create_job(
-        self, record: JobRecord, first: NewEvent, *, now_s: int, quota: QuotaCharge | None = None
+        self,
+        record: JobRecord,
+        first: NewEvent,
+        *,
+        now_s: int,
+        quota: QuotaCharge | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> bool:
         """Admission: the job, then its first event (with its callback), each one conditional
         write (store/pending.py: the job keeps the event's description until it is written),
         with the charge of the tenant's quotas in the job's write when it has some (a
-        transaction, store/quotas.py). False when a job with this id exists (nothing was
+        transaction, store/quotas.py); `clock`: the feed's stamp is taken again just before the
+        event's put. False when a job with this id exists (nothing was
         written); QuotaExceededError when the tenant is over a quota (nothing written). An
         expired job under the same key is replaced."""
         described = replace(record, pending_event=pending.describe(first))
@@ -240,7 +248,7 @@ class JobStore(TableStore):
         else:
             created = self._create_charged([put_job], self._first_attempt(quota))
         if created:
-            self._write_event(record, first)
+            self._write_event(record, _restamped(first, clock))
         return created
 
     def _create_charged(self, items: list[TransactWriteItemTypeDef], attempt: Attempt) -> bool:
@@ -274,32 +282,57 @@ class JobStore(TableStore):
         known = self._windows.get(charge.tenant)
         return replace(attempt, new_window=known is None or known < attempt.minute)
 
-    def append_event(self, record: JobRecord, append: Append) -> None:
-        """Record `append.event` as the job's next event, with its state change and callback:
-        the job's conditional update first (it decides the commit, and describes the event,
-        store/pending.py), then the event's put. A terminal event gives the job its own expiry
-        and takes it off the sweep's active set.
-
-        The update replaces the description of the job's last event: the caller has made sure
-        of that event first (`settle_event`), unless it wrote it itself.
+    def append_event(
+        self, record: JobRecord, append: Append, *, clock: Callable[[], int] | None = None
+    ) -> None:
+        """Record `append.event` as the job's next event, with its state change and callback.
+        A non-terminal event: the job's conditional update first (it decides the commit, and
+        describes the event, store/pending.py), then the event's put; the caller has made sure
+        of the job's last event first (`settle_event`), unless it wrote it itself, as the update
+        replaces its description. A terminal event: one transaction of both (nothing follows a
+        terminal commit to write its event late), which gives the job its own expiry, takes it
+        off the sweep's active set and drops the description. `clock`: the feed's stamp is
+        taken again just before the event's put.
 
         Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
-        event = append.event
-        if event.sequence != record.event_count + 1:
+        if append.event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
-        names: dict[str, str] = {
-            "#count": "event_count",
-            "#last": "last_event_at",
-            "#pending": pending.ATTRIBUTE,
-        }
+        terminal = append.job_expires_at is not None
+        update = self._job_update(record, append)
+        try:
+            if terminal:
+                items: list[TransactWriteItemTypeDef] = [
+                    update,
+                    {"Put": self._event_put(record, append)},
+                ]
+                if append.releases_quota_of is not None:
+                    # The open job leaves its tenant's count with its terminal state, or neither.
+                    items.append(quotas.release_item(self.table_name, append.releases_quota_of))
+                self.client.transact_write_items(
+                    TransactItems=items, ReturnConsumedCapacity="TOTAL"
+                )
+            else:
+                self.client.update_item(**update["Update"], ReturnConsumedCapacity="TOTAL")
+        except ClientError as error:
+            if _condition_failed(error):
+                raise StaleJobError(
+                    record.job_id, after_lost_answer=after_lost_answer(error)
+                ) from None
+            raise
+        if not terminal:
+            self._write_event(record, _restamped(append, clock))
+
+    def _job_update(self, record: JobRecord, append: Append) -> TransactWriteItemTypeDef:
+        """The job's conditional update of a commit (`append_event`)."""
+        event = append.event
+        names: dict[str, str] = {"#count": "event_count", "#last": "last_event_at"}
         values: dict[str, Any] = {
             ":expected": record.event_count,
             ":next": event.sequence,
             ":at": event.at,
-            ":pending": pending.describe(append),
         }
-        assignments = ["#count = :next", "#last = :at", "#pending = :pending"]
+        assignments = ["#count = :next", "#last = :at"]
         # The sequence check makes concurrent appenders serialise: exactly one wins each slot.
         conditions = ["#count = :expected"]
         add_clause = (
@@ -310,9 +343,13 @@ class JobStore(TableStore):
         removed: list[str] = []
         if append.job_expires_at is not None:
             removed += _terminal_clause(append.job_expires_at, names, values, assignments)
+        else:
+            names["#pending"] = pending.ATTRIBUTE
+            values[":pending"] = pending.describe(append)
+            assignments.append("#pending = :pending")
         if append.change is not None:
             removed += _apply_change(append.change, names, values, assignments, conditions)
-        update: TransactWriteItemTypeDef = {
+        return {
             "Update": {
                 "TableName": self.table_name,
                 "Key": job_key(record.job_id),
@@ -325,36 +362,39 @@ class JobStore(TableStore):
                 "ExpressionAttributeValues": to_item(values),
             }
         }
-        try:
-            if append.releases_quota_of is None:
-                self.client.update_item(**update["Update"], ReturnConsumedCapacity="TOTAL")
-            else:
-                # The open job leaves its tenant's count with its terminal state, or neither.
-                self.client.transact_write_items(
-                    TransactItems=[
-                        update,
-                        quotas.release_item(self.table_name, append.releases_quota_of),
-                    ],
-                    ReturnConsumedCapacity="TOTAL",
-                )
-        except ClientError as error:
-            if _condition_failed(error):
-                raise StaleJobError(
-                    record.job_id, after_lost_answer=after_lost_answer(error)
-                ) from None
-            raise
-        self._write_event(record, append)
 
-    def settle_event(self, record: JobRecord, *, now: int) -> bool:
+    def unwritten_events(self, records: Sequence[JobRecord]) -> list[JobRecord]:
+        """Those of `records` whose described last event (store/pending.py) is not in the
+        table, read together (eventually consistent: for descriptions written a while ago)."""
+        described = [record for record in records if record.pending_event is not None]
+        found = batch_get(
+            self.client,
+            self.table_name,
+            [part_key(record.job_id, keys.event_sk(record.event_count)) for record in described],
+            consistent=False,
+        )
+        written = {
+            (keys.job_id_of(item[keys.PK]["S"]), keys.sequence_of(item[keys.SK]["S"])): int(
+                from_attribute(item["at"])
+            )
+            for item in found
+        }
+        # An event of an earlier job under the same key is older than this job: not its own.
+        return [
+            record
+            for record in described
+            if written.get((record.job_id, record.event_count), -1) < record.created_at
+        ]
+
+    def settle_event(self, record: JobRecord, *, clock: Callable[[], int]) -> bool:
         """Write the job's last event from the description its commit left on the job item
         (store/pending.py), when its writer did not (it died between its two writes); True
         when this call wrote it. `record`: the job as read, its description with it."""
-        late = pending.event_of(record, now=now)
-        if late is None:
+        if pending.event_of(record, now=0) is None:
             return False
         found = self.client.get_item(
             TableName=self.table_name,
-            Key=part_key(record.job_id, keys.event_sk(late.event.sequence)),
+            Key=part_key(record.job_id, keys.event_sk(record.event_count)),
             ConsistentRead=True,
             ProjectionExpression="#at",
             ExpressionAttributeNames={"#at": "at"},
@@ -363,7 +403,8 @@ class JobStore(TableStore):
         # An event of an earlier job under the same key is older than this job: not its own.
         if found is not None and int(from_attribute(found["at"])) >= record.created_at:
             return False
-        return self._write_event(record, late)
+        late = pending.event_of(record, now=clock())
+        return late is not None and self._write_event(record, late)
 
     def put_result(self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int) -> bool:
         """Keep a finished run's result in its own item, before the completion that makes the
@@ -559,6 +600,10 @@ class JobStore(TableStore):
     def _write_event(self, record: JobRecord, new: NewEvent) -> bool:
         """Put a committed event's item; False when it was there already (written from its
         description by someone who found it missing, the same event: its commit decided it)."""
+        put = self._event_put(record, new)
+        return _applied(lambda: self.client.put_item(**put, ReturnConsumedCapacity="TOTAL"))
+
+    def _event_put(self, record: JobRecord, new: NewEvent) -> PutTypeDef:
         event, intent = new.event, new.intent
         values: dict[str, Any] = {
             keys.PK: keys.job_pk(event.job_id),
@@ -587,17 +632,14 @@ class JobStore(TableStore):
                 values["sweep_sk"] = keys.sweep_sk(event.at + keys.HANDOFF_GRACE_MS, item_id)
             if intent.base_url:
                 values["base_url"] = intent.base_url
-        return _applied(
-            lambda: self.client.put_item(
-                TableName=self.table_name,
-                Item=to_item(values),
-                # An event position is written once; ids stay stable (I2, I3).
-                ConditionExpression=_SLOT_FREE,
-                ExpressionAttributeNames={"#pk": keys.PK, "#at": "at"},
-                ExpressionAttributeValues=to_item({":created": record.created_at}),
-                ReturnConsumedCapacity="TOTAL",
-            )
-        )
+        return {
+            "TableName": self.table_name,
+            "Item": to_item(values),
+            # An event position is written once; ids stay stable (I2, I3).
+            "ConditionExpression": _SLOT_FREE,
+            "ExpressionAttributeNames": {"#pk": keys.PK, "#at": "at"},
+            "ExpressionAttributeValues": to_item({":created": record.created_at}),
+        }
 
     def _job_range(
         self,
@@ -631,6 +673,14 @@ class JobStore(TableStore):
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
+def _restamped(new: _Event, clock: Callable[[], int] | None) -> _Event:
+    """`new` with its feed stamp taken again now: the feed's readers stay a settle window behind
+    the newest stamps, and the job's write has taken a round trip since the first stamp."""
+    if clock is None or new.feed_at is None:
+        return new
+    return replace(new, feed_at=max(new.feed_at, clock()))
+
+
 def _once_per_job_clause(
     kind: str, names: dict[str, str], values: dict[str, Any], conditions: list[str]
 ) -> str:
@@ -648,11 +698,11 @@ def _terminal_clause(
 ) -> list[str]:
     """The terminal event's update of its job; returns the attributes it removes."""
     # The stream is complete: the job leaves the sweep's active set in the same write, and is
-    # kept for the retention period from now on.
+    # kept for the retention period from now on; its events are all written with it.
     names["#expires"] = keys.TTL_ATTRIBUTE
     values[":expires"] = expires_at
     assignments.append("#expires = :expires")
-    return ["sweep_pk", "sweep_sk"]
+    return ["sweep_pk", "sweep_sk", pending.ATTRIBUTE]
 
 
 def _apply_change(

@@ -13,7 +13,7 @@ the same contract.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -430,12 +430,23 @@ class JobStorePort(Protocol):
     # -- writes (each conditional: see the implementation for the condition and why)
 
     def create_job(
-        self, record: JobRecord, first: NewEvent, *, now_s: int, quota: QuotaCharge | None = None
+        self,
+        record: JobRecord,
+        first: NewEvent,
+        *,
+        now_s: int,
+        quota: QuotaCharge | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> bool: ...
 
-    def append_event(self, record: JobRecord, append: Append) -> None: ...
+    def append_event(
+        self, record: JobRecord, append: Append, *, clock: Callable[[], int] | None = None
+    ) -> None: ...
 
-    def settle_event(self, record: JobRecord, *, now: int) -> bool:
+    def unwritten_events(self, records: Sequence[JobRecord]) -> list[JobRecord]:
+        """Those of `records` whose described last event is not in the table."""
+
+    def settle_event(self, record: JobRecord, *, clock: Callable[[], int]) -> bool:
         """Write the job's last event from its description (store/pending.py) when it is
         missing; True when this call wrote it."""
 
