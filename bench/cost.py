@@ -520,9 +520,9 @@ def _quota_lines(costs: list[JobCost]) -> list[str]:
         "",
         f"Quotas (`{QUOTAS_SCENARIO}`): {added:+g} write units per job and {calls:+d} AWS calls:",
         "the tenant's counter item (`QUOTA#<tenant>`, store/quotas.py) moves with the job: the",
-        "admission's job write and the terminal commit's job update each become a transaction",
-        "with the counter's conditional update (the counter's 2 units, and 1 more for the job's",
-        "write billed twice), no request of its own. A tenant without quotas",
+        "admission's job write becomes a transaction with the counter's conditional update (2",
+        "units, and 1 more: the job's write billed twice), and the terminal commit's transaction",
+        "takes the counter's update too (2 units), no request of its own. A tenant without quotas",
         "pays nothing (the first row). The first admission of a minute in a function instance",
         "may try once more (a cancelled transaction) when another instance started the window.",
     ]
@@ -600,8 +600,10 @@ def _floor_lines(cost: JobCost) -> list[str]:
         "event once (3); the sweep's cover costs 4 (the open job's entry in and out, the terminal",
         "callback's in and out), whatever the number of events. Each `job.progress` (a run over",
         "5 s: at most one per 5 s) adds its commit (2), its feed entry (1) and its delivery (1).",
-        "The description costs a consistent read (1 unit) when a",
-        "process appends to a job whose last event it did not write itself (the worker's claim).",
+        "The description costs a consistent read (1 unit) when a process appends to a job whose",
+        "last event it did not write itself (the worker's claim), and, for a job open longer than",
+        "the hand-off grace (60 s), half a read unit a sweep (a minute): its last event read in",
+        "the sweep's batch, in case its writer died before writing it.",
     ]
     return lines
 

@@ -145,7 +145,8 @@ METRICS: Final[dict[str, Metric]] = {
     "events_recorded": Metric(dimension="type"),
     "events_repaired": Metric(),
     # An event its commit's writer left unwritten (it died between the job's write and the
-    # event's), written from the job's description: lifecycle/log.py, the dispatcher, a page.
+    # event's), written from the job's description: lifecycle/log.py (the next appender), a
+    # page (service/events.py), the sweep (an open job's).
     "events_settled": Metric(),
     # The tenant's feed: service/feed.py (a long-poll that found nothing at first and waited).
     "feed_waits": Metric(),

@@ -223,12 +223,11 @@ class JobStore(TableStore):
         clock: Callable[[], int] | None = None,
     ) -> bool:
         """Admission: the job, then its first event (with its callback), each one conditional
-        write (store/pending.py: the job keeps the event's description until it is written),
-        with the charge of the tenant's quotas in the job's write when it has some (a
-        transaction, store/quotas.py); `clock`: the feed's stamp is taken again just before the
-        event's put. False when a job with this id exists (nothing was
-        written); QuotaExceededError when the tenant is over a quota (nothing written). An
-        expired job under the same key is replaced."""
+        write (the job describes the event, store/pending.py), with the charge of the tenant's
+        quotas in the job's write when it has some (a transaction, store/quotas.py); `clock`:
+        the feed's stamp is taken again just before the event's put. False when a job with this
+        id exists (nothing was written); QuotaExceededError when the tenant is over a quota
+        (nothing written). An expired job under the same key is replaced."""
         described = replace(record, pending_event=pending.describe(first))
         put_job: TransactWriteItemTypeDef = {
             "Put": {
