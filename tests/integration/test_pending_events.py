@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import pytest
 
 from jobstream.runtime import Runtime
 from jobstream.service import execution
@@ -21,6 +22,7 @@ from jobstream.store import keys
 from jobstream.store.codec import from_item
 from tests.support.client_hooks import hooked
 from tests.support.dispatch import dispatch_stream
+from tests.support.faults import Faults, injected
 from tests.support.harness import Api, Clock, canonical_task
 
 
@@ -234,3 +236,34 @@ def test_the_sweep_writes_an_open_jobs_event_once_the_hand_off_grace_has_passed(
     assert "sweep_pk" in first
     # Nothing left: the next sweep reads the event and writes nothing.
     assert sweep(wrt).events_settled == 0
+
+
+@pytest.mark.parametrize("after", [True, False])
+def test_a_commit_whose_answer_was_lost_is_its_own_when_its_retry_is_refused(
+    rt: Runtime, *, after: bool
+) -> None:
+    """A single write carries no request token: the claim's update applied, its answer lost,
+    the retry refused by that very write. The job shows the claim's own lease owner, count,
+    `at` and description: the claim holds the job and puts its event. A refusal the job does
+    not show as its own (another claim won) stays a lost race."""
+    api = Api(token="acme-token")
+    job_id = admitted(api)
+    if not after:
+        # Another invocation claimed first: its lease owner is not this claim's.
+        assert execution.claim(rt, job_id, "worker-0") is not None
+    faults = Faults(kinds=("internal",), mode="after", at=1, matching=keys.PENDING_EVENT)
+    with injected(faults):
+        claimed = execution.claim(rt, job_id, "worker-1")
+    job = rt.store.get_job_item(job_id)
+    assert job is not None
+    started = item(rt, job_id, keys.event_sk(2))
+    assert started is not None
+    assert started["kind"] == "job.execution_started"
+    if after:
+        assert faults.fired == 1
+        assert claimed is not None
+        assert job.lease_owner == claimed.lease_owner
+        assert job.attempt == 1
+    else:
+        assert claimed is None
+        assert job.attempt == 1

@@ -273,9 +273,19 @@ def _settle_unwritten(rt: Runtime, records: list[JobRecord], report: SweepReport
     ]
     if not described:
         return
-    for record in rt.store.unwritten_events(described):
-        if settle_last_event(rt, record):
-            report.events_settled += 1
+    try:
+        unwritten = rt.store.unwritten_events(described)
+    except Exception:
+        # The pass over open jobs goes on; these are read again next sweep.
+        logger.exception("sweep could not read open jobs' last events")
+        report.errors += 1
+        return
+    for record in unwritten:
+        try:
+            report.events_settled += settle_last_event(rt, record)
+        except Exception:
+            logger.exception("sweep could not write a job's event", extra={"job_id": record.job_id})
+            report.errors += 1
 
 
 def _redispatch_lost(rt: Runtime, report: SweepReport, seen: _OpenJobs) -> None:

@@ -20,7 +20,7 @@ from jobstream.retries import after_lost_answer
 from jobstream.store import keys, pending, quotas
 from jobstream.store.callbacks import CallbackStore
 from jobstream.store.client import TableStore, dynamodb_client, error_code
-from jobstream.store.codec import from_attribute, to_item
+from jobstream.store.codec import from_attribute, to_attribute, to_item
 from jobstream.store.cursor import decode_cursor, encode_cursor
 from jobstream.store.endpoints import EndpointStore
 from jobstream.store.feed import FeedStore, is_position
@@ -314,11 +314,18 @@ class JobStore(TableStore):
             else:
                 self.client.update_item(**update["Update"], ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
-            if _condition_failed(error):
+            if not _condition_failed(error):
+                raise
+            # A single write carries no request token: a retry whose first try was applied
+            # (its answer lost) is refused by that very write, which the job then shows.
+            shown = error.response.get("Item")
+            if terminal or not (
+                after_lost_answer(error)
+                and _shows_update(shown if isinstance(shown, Mapping) else None, append)
+            ):
                 raise StaleJobError(
                     record.job_id, after_lost_answer=after_lost_answer(error)
                 ) from None
-            raise
         if not terminal:
             self._write_event(record, _restamped(append, clock))
 
@@ -359,6 +366,8 @@ class JobStore(TableStore):
                 "ConditionExpression": " AND ".join(conditions),
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": to_item(values),
+                # A refusal shows the job: a lost answer's retry may meet its own first try.
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
 
@@ -670,6 +679,22 @@ class JobStore(TableStore):
             if "LastEvaluatedKey" not in response:
                 return items
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def _shows_update(item: Mapping[str, Any] | None, append: Append) -> bool:
+    """Whether the job item `item` holds everything a non-terminal commit of `append` writes
+    (its position, its description, each attribute its change sets): that commit's own write,
+    whose answer was lost (a claim's lease owner names its invocation alone)."""
+    if not item:
+        return False
+    event = append.event
+    written = {
+        "event_count": event.sequence,
+        "last_event_at": event.at,
+        pending.ATTRIBUTE: pending.describe(append),
+        **(append.change.update.assigned if append.change is not None else {}),
+    }
+    return all(item.get(name) == to_attribute(value) for name, value in written.items())
 
 
 def _restamped(new: _Event, clock: Callable[[], int] | None) -> _Event:
