@@ -14,6 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from jobstream.runtime import Runtime
 from jobstream.service import execution
@@ -267,3 +268,29 @@ def test_a_commit_whose_answer_was_lost_is_its_own_when_its_retry_is_refused(
     else:
         assert claimed is None
         assert job.attempt == 1
+
+
+def test_a_failed_settle_leaves_the_sweeps_pass_going(
+    wrt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep's read of open jobs' last events fails past its retries: counted in `errors`,
+    and the pass over open jobs goes on (each job still checked); the next sweep writes it."""
+    api = Api(token="acme-token")
+    with dying_before_event_put(wrt):
+        api.post("/jobs", canonical_task())
+    job_id = the_job_id(wrt)
+    clock.advance(keys.HANDOFF_GRACE_MS)
+
+    def throttled(records: Any) -> Any:
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+            "BatchGetItem",
+        )
+
+    with monkeypatch.context() as patched:
+        patched.setattr(wrt.store, "unwritten_events", throttled)
+        report = sweep(wrt)
+    assert report.errors == 1
+    assert report.jobs_checked == 1
+    assert item(wrt, job_id, keys.event_sk(1)) is None
+    assert sweep(wrt).events_settled == 1
