@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Final
 
@@ -33,7 +32,7 @@ from jobstream_local.template import Template
 from jobstream_local.workers import QueuePoller
 from tests.conftest import CALLBACK_SECRET as SECRET
 from tests.conftest import CALLBACK_TOKEN as TOKEN
-from tests.support.client_hooks import hooked
+from tests.support.client_hooks import dynamodb_calls
 from tests.support.dispatch import dispatch_stream
 from tests.support.faults import Faults, injected
 from tests.support.harness import Clock, canonical_task
@@ -114,18 +113,6 @@ def stored_item(rt: Runtime, ref: IntentRef) -> dict[str, Any]:
     return item
 
 
-@contextmanager
-def dynamodb_calls(rt: Runtime) -> Iterator[list[str]]:
-    """The DynamoDB operations the service's client makes meanwhile, in order."""
-    calls: list[str] = []
-
-    def record(model: Any, **_: Any) -> None:
-        calls.append(model.name)
-
-    with hooked(rt.store.client, "before-call.dynamodb", record, "test-calls"):
-        yield calls
-
-
 def test_the_dispatcher_hands_a_new_callback_to_the_queue(crt: Runtime) -> None:
     """Admission sends nothing itself: the table's stream brings the committed callback to the
     dispatcher, which hands it to the callback queue (and the job to the work queue)."""
@@ -180,7 +167,7 @@ def test_duplicate_messages_after_delivery_post_nothing(
         delivered = stored_item(crt, ref)
         crt.callback_queue.send([ref] * 3)
         drain(crt, queues)
-        with dynamodb_calls(crt) as calls:
+        with dynamodb_calls(crt.store.client) as calls:
             assert callbacks.deliver(crt, ref).outcome == "settled"
         assert len(hook.requests) == 1
     assert stored_item(crt, ref) == delivered
@@ -644,7 +631,7 @@ def test_a_first_attempt_is_one_read_and_one_write(crt: Runtime) -> None:
 
     with receiver(204) as hook:
         ref = IntentRef(submit(crt, hook.url), 1)
-        with dynamodb_calls(crt) as calls:
+        with dynamodb_calls(crt.store.client) as calls:
             result = callbacks.deliver(replace(crt, poster=post), ref)
         assert len(hook.requests) == 1
     assert result.outcome == "delivered"
@@ -704,7 +691,7 @@ def test_a_message_past_the_window_claims_first(crt: Runtime, clock: Clock) -> N
     with receiver(204) as hook:
         ref = IntentRef(submit(crt, hook.url), 1)
         clock.advance(claimless_window_ms(crt))
-        with dynamodb_calls(crt) as calls:
+        with dynamodb_calls(crt.store.client) as calls:
             assert callbacks.deliver(replace(crt, poster=post), ref).outcome == "delivered"
         assert len(hook.requests) == 1
     assert calls == ["BatchGetItem", "UpdateItem", "GetItem", "UpdateItem"]
@@ -720,7 +707,7 @@ def test_a_resent_callback_claims_first(crt: Runtime, clock: Clock) -> None:
         ref = IntentRef(submit(crt, hook.url), 1)
         # Its open job covers it (no entry of its own): the sweep notes its re-send so.
         assert crt.callbacks.mark_resent(ref, now=clock.now)
-        with dynamodb_calls(crt) as calls:
+        with dynamodb_calls(crt.store.client) as calls:
             assert callbacks.deliver(crt, ref).outcome == "delivered"
     assert calls.count("UpdateItem") == 2
 
@@ -737,7 +724,7 @@ def test_a_failed_first_attempt_counts_and_retries(crt: Runtime, clock: Clock) -
         record = intent(crt, ref.job_id)
         assert (record.state, record.attempts, record.last_status) == ("retry_wait", 1, 503)
         clock.advance(first.delay_ms)
-        with dynamodb_calls(crt) as calls:
+        with dynamodb_calls(crt.store.client) as calls:
             assert callbacks.deliver(crt, ref).outcome == "delivered"
         # The retry's claim first (its outcome follows, and the endpoint's run of failures ends).
         assert calls[:3] == ["BatchGetItem", "UpdateItem", "GetItem"]
@@ -753,7 +740,7 @@ def test_a_first_attempt_parks_with_its_attempt_given_back(crt: Runtime, clock: 
         assert callbacks.deliver(crt, gone).outcome == "parked"
         assert len(hook.requests) == 1
         held = IntentRef(submit(crt, hook.url, key="held"), 1)
-        with dynamodb_calls(crt) as calls:
+        with dynamodb_calls(crt.store.client) as calls:
             assert callbacks.deliver(crt, held).outcome == "parked"
         assert len(hook.requests) == 1
     assert calls == ["BatchGetItem", "GetItem", "UpdateItem"]

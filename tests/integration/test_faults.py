@@ -45,11 +45,12 @@ from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.jobs import JobStore
 from jobstream.store.sweep_index import record_legacy_shards_retired
-from jobstream_local.resources import create_queues, create_tables
+from jobstream_local.resources import create_tables
 from jobstream_local.template import Template
 from tests.support.dispatch import dispatch_stream
 from tests.support.faults import KINDS, REFUSAL, Faults, injected
 from tests.support.harness import START_MS, Api, Clock, Response, canonical_task
+from tests.support.isolated import on_own_table_and_queues
 from tests.support.lambda_events import queue_handler, received_sqs_event
 from tests.support.state import callback_intents, mark_failed
 from tests.support.validation import validate_error
@@ -362,27 +363,14 @@ class World:
 
 
 def new_world(base: Runtime, now: int) -> World:
-    suffix = uuid.uuid4().hex[:10]
-    table = f"faults-{suffix}"
-    create_tables(_template(), _dynamodb(), name_for=lambda _: table)
-    record_legacy_shards_retired(_dynamodb(), table, now=0)
-    queues = create_queues(_template(), _sqs(), name_for=lambda name: f"{name}-{suffix}")
     posted: list[str] = []
 
     def poster(target: Any, body: bytes, headers: Any, timeout_s: float) -> HttpResult:
         posted.append(json.loads(body)["type"])
         return HttpResult(204, "", None)
 
-    settings = base.settings.model_copy(
-        update={
-            "table_name": table,
-            "work_queue_url": queues["WorkQueue"]["Ref"],
-            "callback_queue_url": queues["CallbackQueue"]["Ref"],
-            "callback_dead_letter_url": queues["CallbackDeadLetterQueue"]["Ref"],
-        }
-    )
     clock = Clock(now)
-    rt = replace(base, settings=settings, store=JobStore(table), clock=clock, poster=poster)
+    rt = replace(on_own_table_and_queues(base, "faults"), clock=clock, poster=poster)
     return World(rt=rt, clock=clock, api=Api(token="acme-token"), posted=posted)
 
 

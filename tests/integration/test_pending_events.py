@@ -16,12 +16,13 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from jobstream.lifecycle.identity import derive_job_id
 from jobstream.runtime import Runtime
 from jobstream.service import execution
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import from_item
-from tests.support.client_hooks import hooked
+from tests.support.client_hooks import dynamodb_calls, hooked
 from tests.support.dispatch import dispatch_stream
 from tests.support.faults import Faults, injected
 from tests.support.harness import Api, Clock, canonical_task
@@ -67,13 +68,9 @@ def kinds(api: Api, job_id: str) -> list[str]:
     return [event["payload"]["detail"]["internal_kind"] for event in response.body["events"]]
 
 
-def the_job_id(rt: Runtime) -> str:
-    (job_id,) = [
-        keys.job_id_of(entry[keys.PK])
-        for entry in map(from_item, rt.store.client.scan(TableName=rt.settings.table_name)["Items"])
-        if entry[keys.SK] == keys.JOB_SK
-    ]
-    return job_id
+def the_job_id() -> str:
+    """The job the canonical Task names (its id is derived from its key, written or not)."""
+    return derive_job_id("acme", canonical_task()["idempotency_key"])
 
 
 def test_an_admission_that_died_before_its_event_is_completed_by_the_claim(
@@ -84,7 +81,7 @@ def test_an_admission_that_died_before_its_event_is_completed_by_the_claim(
         response = api.post("/jobs", canonical_task())
     assert died == [keys.event_sk(1)]
     assert response.status >= 500  # the invocation died: its client tries again
-    job_id = the_job_id(wrt)
+    job_id = the_job_id()
     job = wrt.store.get_job_item(job_id)
     assert job is not None
     assert job.event_count == 1
@@ -117,15 +114,7 @@ def test_a_terminal_commit_is_one_transaction(crt: Runtime) -> None:
     same transaction as its job's update, which drops the job's description."""
     api = Api(token="acme-token")
     job_id = admitted(api)
-    calls: list[str] = []
-
-    def count(model: Any, **_: Any) -> None:
-        calls.append(model.name)
-
-    with (
-        dying_before_event_put(crt) as died,
-        hooked(crt.store.client, "before-call.dynamodb", count, "calls"),
-    ):
+    with dying_before_event_put(crt) as died, dynamodb_calls(crt.store.client) as calls:
         assert api.post(f"/jobs/{job_id}/cancel").status == 200
     assert died == []
     assert "TransactWriteItems" in calls
@@ -143,7 +132,7 @@ def test_the_next_appender_writes_the_event_before_its_own(rt: Runtime) -> None:
     api = Api(token="acme-token")
     with dying_before_event_put(rt):
         api.post("/jobs", canonical_task())
-    job_id = the_job_id(rt)
+    job_id = the_job_id()
     # No dispatcher ran: the cancel's own commit writes event 1 first, then its own.
     assert api.post(f"/jobs/{job_id}/cancel").status == 200
     first, second = item(rt, job_id, keys.event_sk(1)), item(rt, job_id, keys.event_sk(2))
@@ -158,7 +147,7 @@ def test_a_page_writes_the_last_event_its_writer_left(rt: Runtime) -> None:
     api = Api(token="acme-token")
     with dying_before_event_put(rt):
         api.post("/jobs", canonical_task())
-    job_id = the_job_id(rt)
+    job_id = the_job_id()
     assert item(rt, job_id, keys.event_sk(1)) is None
     # The job is admitted: its page shows its first event, never an empty stream (I1).
     response = api.get(f"/jobs/{job_id}/events")
@@ -175,12 +164,7 @@ def test_a_page_that_is_not_behind_reads_no_event_item_more(rt: Runtime) -> None
     page = api.get(f"/jobs/{job_id}/events").body
     ack = api.post(f"/jobs/{job_id}/events/ack", {"ack_through": page["events"][-1]["event_id"]})
     assert ack.status == 200
-    calls: list[str] = []
-
-    def count(model: Any, **_: Any) -> None:
-        calls.append(model.name)
-
-    with hooked(rt.store.client, "before-call.dynamodb", count, "calls"):
+    with dynamodb_calls(rt.store.client) as calls:
         response = api.get(f"/jobs/{job_id}/events?unacked=1")
     assert response.body["events"] == []
     assert "GetItem" not in calls
@@ -217,13 +201,8 @@ def test_the_sweep_writes_an_open_jobs_event_once_the_hand_off_grace_has_passed(
     api = Api(token="acme-token")
     with dying_before_event_put(wrt):
         api.post("/jobs", canonical_task())
-    job_id = the_job_id(wrt)
-    calls: list[str] = []
-
-    def count(model: Any, **_: Any) -> None:
-        calls.append(model.name)
-
-    with hooked(wrt.store.client, "before-call.dynamodb", count, "calls"):
+    job_id = the_job_id()
+    with dynamodb_calls(wrt.store.client) as calls:
         early = sweep(wrt)
     assert early.events_settled == 0
     assert "PutItem" not in calls
@@ -278,7 +257,7 @@ def test_a_failed_settle_leaves_the_sweeps_pass_going(
     api = Api(token="acme-token")
     with dying_before_event_put(wrt):
         api.post("/jobs", canonical_task())
-    job_id = the_job_id(wrt)
+    job_id = the_job_id()
     clock.advance(keys.HANDOFF_GRACE_MS)
 
     def throttled(records: Any) -> Any:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -37,12 +36,10 @@ from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import from_item
 from jobstream.store.jobs import JobStore
-from jobstream.store.sweep_index import record_legacy_shards_retired
-from jobstream_local.resources import create_queues, create_tables
-from jobstream_local.template import Template
 from tests.support.client_hooks import hooked
 from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Api, Clock, canonical_task
+from tests.support.isolated import on_own_table_and_queues
 from tests.support.state import whole_table
 
 TENANT: Final = "acme"
@@ -221,35 +218,15 @@ class Run:
 def fresh_run(base: Runtime, callbacks: tuple[bool, ...], monkeypatch: pytest.MonkeyPatch) -> Run:
     """`base` (tenant acme's callback settings) on a table, queues and clock of the example's
     own: Hypothesis runs every example in the one test's fixtures."""
-    suffix = uuid.uuid4().hex[:10]
-    table = f"torn-{suffix}"
-    create_tables(Template.load(), boto3.client("dynamodb"), name_for=lambda _: table)
-    record_legacy_shards_retired(boto3.client("dynamodb"), table, now=0)
-    queues = create_queues(
-        Template.load(), boto3.client("sqs"), name_for=lambda name: f"{name}-{suffix}"
-    )
     clock = Clock()
 
     def sleep(seconds: float) -> None:
         # A run's waits (a retry's backoff, a resource's turn) move the example's clock.
         clock.advance(round(seconds * 1000))
 
-    store = JobStore(table)
-    settings = base.settings.model_copy(
-        update={
-            "table_name": table,
-            "callback_queue_url": queues["CallbackQueue"]["Ref"],
-            "callback_dead_letter_url": queues["CallbackDeadLetterQueue"]["Ref"],
-            "work_queue_url": queues["WorkQueue"]["Ref"],
-        }
-    )
-    rt = replace(
-        base,
-        settings=settings,
-        store=store,
-        clock=clock,
-        sleep=sleep,
-    )
+    rt = replace(on_own_table_and_queues(base, "torn"), clock=clock, sleep=sleep)
+    store = rt.store
+    assert isinstance(store, JobStore)
     # The real handlers build their runtime from the environment; hand them this one.
     monkeypatch.setattr(runtime_module, "runtime", lambda: rt)
     return Run(rt, store, clock, callbacks)

@@ -1,4 +1,5 @@
-"""A botocore event handler on a client for the length of a `with` block."""
+"""A botocore event handler on a client for the length of a `with` block, and the DynamoDB
+operations a service's client makes meanwhile."""
 
 from __future__ import annotations
 
@@ -16,3 +17,15 @@ def hooked(client: Any, event: str, handler: Callable[..., Any], name: str) -> I
         yield
     finally:
         events.unregister(event, unique_id=name)
+
+
+@contextmanager
+def dynamodb_calls(client: Any) -> Iterator[list[str]]:
+    """The DynamoDB operations `client` (a service's) makes inside the block, in order."""
+    calls: list[str] = []
+
+    def record(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    with hooked(client, "before-call.dynamodb", record, "test-calls"):
+        yield calls

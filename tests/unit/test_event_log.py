@@ -4,7 +4,7 @@ store that loses as often as told: what is written, what is read again, and how 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -14,6 +14,7 @@ from jobstream.lifecycle import transitions
 from jobstream.lifecycle.log import Settled, apply_until_settled, give_up
 from jobstream.runtime import Runtime
 from jobstream.store.ports import Append, JobStorePort, StaleJobError
+from tests.support.records import job_record
 
 
 @dataclass
@@ -41,21 +42,7 @@ def runtime(store: LosingStore) -> Runtime:
 
 
 def job(status: JobStatus = JobStatus.RUNNING, **fields: Any) -> JobRecord:
-    record = JobRecord(
-        job_id="job_x",
-        tenant="acme",
-        job_type="candidate_search",
-        idempotency_key="k",
-        params={},
-        params_canonical="{}",
-        target_id="t",
-        status=status,
-        created_at=1_000,
-        updated_at=1_000,
-        event_count=2,
-        last_event_at=1_000,
-    )
-    return replace(record, **fields)
+    return job_record(**{"status": status, "event_count": 2, "last_event_at": 1_000, **fields})
 
 
 def cancel_while_active(record: JobRecord) -> transitions.Transition | None:

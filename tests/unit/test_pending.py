@@ -10,26 +10,22 @@ import pytest
 from jobstream.domain import JobRecord, JobStatus, StoredEvent
 from jobstream.store import pending
 from jobstream.store.ports import CallbackIntent, NewEvent
+from tests.support.records import job_record
 
 AT = 1_790_000_000_000
 
 
 def job(**changes: object) -> JobRecord:
-    record = JobRecord(
-        job_id="job_x",
-        tenant="acme",
-        job_type="candidate_search",
-        idempotency_key="k",
-        params={},
-        params_canonical="{}",
-        target_id="",
-        status=JobStatus.RUNNING,
-        created_at=AT - 5_000,
-        updated_at=AT,
-        event_count=2,
-        last_event_at=AT,
+    return job_record(
+        **{
+            "status": JobStatus.RUNNING,
+            "created_at": AT - 5_000,
+            "updated_at": AT,
+            "event_count": 2,
+            "last_event_at": AT,
+            **changes,
+        }
     )
-    return replace(record, **changes)  # type: ignore[arg-type]
 
 
 def progressed(**changes: object) -> NewEvent:

@@ -12,24 +12,13 @@ from jobstream.lifecycle import transitions
 from jobstream.lifecycle.transitions import TERMINAL_KIND_BY_STATUS, terminal_status_for
 from jobstream.protocol.errors import EXPIRY_REASONS, REASON_MESSAGES, Reason
 from jobstream.protocol.events import TERMINAL_KINDS, EventKind
+from tests.support.records import job_record
 
 LEASE_MS = 60_000
 
 
 def job(status: JobStatus = JobStatus.QUEUED, **fields: object) -> JobRecord:
-    record = JobRecord(
-        job_id="job_x",
-        tenant="acme",
-        job_type="candidate_search",
-        idempotency_key="k",
-        params={},
-        params_canonical="{}",
-        target_id="t",
-        status=status,
-        created_at=1_000,
-        updated_at=1_000,
-    )
-    return replace(record, **fields)  # type: ignore[arg-type]
+    return job_record(status=status, **fields)
 
 
 def test_accept_makes_a_queued_job_with_its_requested_event() -> None:

@@ -198,9 +198,7 @@ class JobStore(TableStore):
             return None, None
         record = with_parts(item_to_record(job), found)
         event = next((item for item in found if item[keys.SK]["S"].startswith("EVT#")), None)
-        at = int(from_attribute(event["at"])) if event is not None else None
-        # An event of an earlier job under the same key is no event of this one.
-        return record, at if at is not None and at >= record.created_at else None
+        return record, _own_event_at(record, event)
 
     def iter_jobs(self, query: JobQuery) -> JobListing:
         """A tenant's jobs, newest first (store/listing.py)."""
@@ -382,23 +380,20 @@ class JobStore(TableStore):
             consistent=False,
         )
         written = {
-            (keys.job_id_of(item[keys.PK]["S"]), keys.sequence_of(item[keys.SK]["S"])): int(
-                from_attribute(item["at"])
-            )
+            (keys.job_id_of(item[keys.PK]["S"]), keys.sequence_of(item[keys.SK]["S"])): item
             for item in found
         }
-        # An event of an earlier job under the same key is older than this job: not its own.
         return [
             record
             for record in described
-            if written.get((record.job_id, record.event_count), -1) < record.created_at
+            if _own_event_at(record, written.get((record.job_id, record.event_count))) is None
         ]
 
     def settle_event(self, record: JobRecord, *, clock: Callable[[], int]) -> bool:
         """Write the job's last event from the description its commit left on the job item
         (store/pending.py), when its writer did not (it died between its two writes); True
         when this call wrote it. `record`: the job as read, its description with it."""
-        if pending.event_of(record, now=0) is None:
+        if not record.pending_event:
             return False
         found = self.client.get_item(
             TableName=self.table_name,
@@ -408,8 +403,7 @@ class JobStore(TableStore):
             ExpressionAttributeNames={"#at": "at"},
             ReturnConsumedCapacity="TOTAL",
         ).get("Item")
-        # An event of an earlier job under the same key is older than this job: not its own.
-        if found is not None and int(from_attribute(found["at"])) >= record.created_at:
+        if _own_event_at(record, found) is not None:
             return False
         late = pending.event_of(record, now=clock())
         return late is not None and self._write_event(record, late)
@@ -679,6 +673,14 @@ class JobStore(TableStore):
             if "LastEvaluatedKey" not in response:
                 return items
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def _own_event_at(record: JobRecord, item: Mapping[str, Any] | None) -> int | None:
+    """The `at` of `item`, an event item read at one of the job's positions, when it is the
+    job's own; None when there is none, or it is an earlier job's under the same key (older
+    than this job)."""
+    at = int(from_attribute(item["at"])) if item is not None else None
+    return at if at is not None and at >= record.created_at else None
 
 
 def _shows_update(item: Mapping[str, Any] | None, append: Append) -> bool:
