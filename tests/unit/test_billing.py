@@ -86,9 +86,9 @@ def test_the_meter_bills_real_writes_and_reads(aws: None) -> None:
         "blob": {"S": "x" * 1500},
     }
     client.put_item(TableName=name, Item=job)
-    # 2 KB in the table; the tenant index projects the keys and `status` only: 1 unit.
+    # 2 KB in the table; the tenant index projects what a document shows, not `blob`: 1 unit.
     assert meter.bill.table_write_units == 2
-    assert meter.bill.index_write_units == {"by_tenant": 1}
+    assert meter.bill.index_write_units == {"tenant_jobs": 1}
     meter.bill.reset()
     client.transact_write_items(
         TransactItems=[
@@ -111,12 +111,12 @@ def test_the_meter_bills_real_writes_and_reads(aws: None) -> None:
         ExpressionAttributeNames={"#s": "status"},
         ExpressionAttributeValues={":s": {"S": "running"}},
     )
-    assert meter.bill.index_write_units == {"by_tenant": 1}  # the status is projected
+    assert meter.bill.index_write_units == {"tenant_jobs": 1}  # the status is projected
     meter.bill.reset()
     client.get_item(TableName=name, Key={"pk": job["pk"], "sk": job["sk"]}, ConsistentRead=True)
     client.query(
         TableName=name,
-        IndexName="by_tenant",
+        IndexName="tenant_jobs",
         KeyConditionExpression="gsi1pk = :p",
         FilterExpression="#s = :none",
         ExpressionAttributeNames={"#s": "status"},

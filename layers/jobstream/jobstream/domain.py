@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 
 class JobStatus(StrEnum):
@@ -90,6 +90,90 @@ class JobRecord:
 
     def lease_active(self, now: int) -> bool:
         return bool(self.lease_owner) and (self.lease_expires_at or 0) > now
+
+
+class ShownJob(Protocol):
+    """What a Job document shows of a job: a JobRecord, or a listing's view of a job that is
+    not running (JobView)."""
+
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def job_type(self) -> str: ...
+    @property
+    def idempotency_key(self) -> str: ...
+    @property
+    def status(self) -> JobStatus: ...
+    @property
+    def created_at(self) -> int: ...
+    @property
+    def updated_at(self) -> int: ...
+    @property
+    def deadline_at(self) -> int | None: ...
+    @property
+    def correlation_id(self) -> str | None: ...
+    @property
+    def labels(self) -> dict[str, str] | None: ...
+    @property
+    def started_at(self) -> int | None: ...
+    @property
+    def heartbeat_at(self) -> int | None: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def lease_expires_at(self) -> int | None: ...
+    @property
+    def progress_stage(self) -> str | None: ...
+    @property
+    def progress_message(self) -> str | None: ...
+    @property
+    def result(self) -> dict[str, Any] | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def reason_message(self) -> str | None: ...
+    @property
+    def is_terminal(self) -> bool: ...
+
+    def lease_active(self, now: int) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What a listing shows of a queued or finished job, read from the listing index alone
+    (store/listed.py): no lease, and nothing a document does not show."""
+
+    job_id: str
+    job_type: str
+    idempotency_key: str
+    status: JobStatus
+    created_at: int
+    updated_at: int
+    deadline_at: int | None = None
+    correlation_id: str | None = None
+    labels: dict[str, str] | None = None
+    started_at: int | None = None
+    heartbeat_at: int | None = None
+    attempt: int = 0
+    progress_stage: str | None = None
+    progress_message: str | None = None
+    result: dict[str, Any] | None = None
+    reason: str | None = None
+    reason_message: str | None = None
+    # A job shown from the index is never running: it holds no lease.
+    lease_expires_at: None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", JobStatus(self.status))
+        if self.status is JobStatus.RUNNING:
+            raise ValueError("a running job is shown from its item, not from a listing's view")
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def lease_active(self, now: int) -> bool:  # noqa: ARG002 - the protocol's signature
+        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
-from jobstream.domain import SLOT_WAIT_STAGE, JobRecord, JobStatus, StoredEvent
+from jobstream.domain import SLOT_WAIT_STAGE, JobRecord, JobStatus, ShownJob, StoredEvent
 from jobstream.protocol.errors import (
     REASON_MESSAGES,
     code_for_reason,
@@ -52,7 +52,7 @@ def events_url(job_id: str, base_url: str | None) -> str:
     return f"{base_url.rstrip('/')}{path}" if base_url else path
 
 
-def job_error(record: JobRecord) -> dict[str, Any]:
+def job_error(record: ShownJob) -> dict[str, Any]:
     """The Error of a failed, cancelled or expired job."""
     code = code_for_reason(record.reason)
     reason = parse_reason(record.reason)
@@ -75,7 +75,7 @@ def progress_document(stage: str, message: str | None, at: int) -> dict[str, Any
 
 
 def job_document(
-    record: JobRecord,
+    record: ShownJob,
     now: int,
     base_url: str | None = None,
     *,
@@ -204,7 +204,7 @@ def ack_result(record: JobRecord, now: int) -> dict[str, Any]:
 
 
 def job_page(
-    records: Sequence[JobRecord],
+    records: Sequence[ShownJob],
     *,
     next_cursor: str | None,
     now: int,

@@ -17,13 +17,14 @@ from botocore.exceptions import ClientError
 
 from jobstream.domain import CallbackState, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
-from jobstream.store import keys, pending, quotas
+from jobstream.store import keys, listed, pending, quotas, results
 from jobstream.store.callbacks import CallbackStore
 from jobstream.store.client import TableStore, dynamodb_client, error_code
 from jobstream.store.codec import from_attribute, to_attribute, to_item
 from jobstream.store.cursor import decode_cursor, encode_cursor
 from jobstream.store.endpoints import EndpointStore
 from jobstream.store.feed import FeedStore, is_position
+from jobstream.store.item_size import item_size
 from jobstream.store.listing import JobListing, batch_get, iter_jobs
 from jobstream.store.ports import (
     MAX_CALLBACK_ATTEMPTS,
@@ -52,6 +53,7 @@ from jobstream.store.records import (
     with_parts,
 )
 from jobstream.store.resources import ResourceStore
+from jobstream.store.results import from_result_attribute, to_result_attribute
 from jobstream.store.sweep_index import sweep_entries
 
 if TYPE_CHECKING:
@@ -145,10 +147,9 @@ class JobStore(TableStore):
             ConsistentRead=True,
             ReturnConsumedCapacity="TOTAL",
         ).get("Item")
-        if not item or "result" not in item or not is_part_of(record, item):
+        if not item or results.ATTRIBUTE not in item or not is_part_of(record, item):
             return None
-        result: dict[str, Any] = from_attribute(item["result"])
-        return result
+        return from_result_attribute(item[results.ATTRIBUTE])
 
     def get_jobs(self, job_ids: list[str]) -> dict[str, JobRecord]:
         """The jobs that exist of `job_ids`, each with its result (its ack cursor not read), in
@@ -353,6 +354,7 @@ class JobStore(TableStore):
             assignments.append("#pending = :pending")
         if append.change is not None:
             removed += _apply_change(append.change, names, values, assignments, conditions)
+            removed += listed.commit_clause(record, append.change, names, values, assignments)
         return {
             "Update": {
                 "TableName": self.table_name,
@@ -416,15 +418,7 @@ class JobStore(TableStore):
         return _applied(
             lambda: self.client.put_item(
                 TableName=self.table_name,
-                Item=to_item(
-                    {
-                        keys.PK: keys.job_pk(record.job_id),
-                        keys.SK: keys.RESULT_SK,
-                        GENERATION: record.created_at,
-                        "result": dict(result),
-                        keys.TTL_ATTRIBUTE: expires_at,
-                    }
-                ),
+                Item=_result_item(record, result, expires_at=expires_at),
                 # Written once per job: a second run (one resumed after its worker died, a
                 # worker that lost its lease unknowingly) never rewrites a result a consumer
                 # may have read; only an earlier job's under the same key is replaced.
@@ -556,20 +550,23 @@ class JobStore(TableStore):
                 TableName=self.table_name,
                 Key=job_key(job_id),
                 UpdateExpression=(
-                    "SET progress_stage = :stage, progress_message = :message, updated_at = :now"
+                    "SET progress_stage = :stage, progress_message = :message, updated_at = :now,"
+                    " #listed = :listed"
                 ),
                 # Once per wait, while queued; `updated_at` never goes back.
                 ConditionExpression=(
                     "#status = :queued AND updated_at <= :now"
                     " AND (attribute_not_exists(progress_stage) OR progress_stage <> :stage)"
                 ),
-                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeNames={"#status": "status", "#listed": listed.ATTRIBUTE},
                 ExpressionAttributeValues=to_item(
                     {
                         ":stage": stage,
                         ":message": message,
                         ":now": now,
                         ":queued": JobStatus.QUEUED.value,
+                        # A queued job has neither a heartbeat nor an attempt to show.
+                        ":listed": {"u": now, "s": stage, "m": message},
                     }
                 ),
             )
@@ -769,6 +766,19 @@ def _remove_clause(removed: Sequence[str], names: dict[str, str]) -> str:
     for index, name in enumerate(removed):
         names[f"#r{index}"] = name
     return " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed))) if removed else ""
+
+
+def _result_item(
+    record: JobRecord, result: Mapping[str, Any], *, expires_at: int
+) -> dict[str, Any]:
+    """A finished run's result item; with listing keys when its listing entry is small
+    (store/listed.py)."""
+    item = to_item({keys.PK: keys.job_pk(record.job_id), keys.SK: keys.RESULT_SK})
+    item[results.ATTRIBUTE] = to_result_attribute(result)
+    listing_keys = to_item(listed.result_listing_keys(record))
+    if item_size({**item, **listing_keys}) <= listed.LISTED_RESULT_MAX_BYTES:
+        item |= listing_keys
+    return item | to_item({GENERATION: record.created_at, keys.TTL_ATTRIBUTE: expires_at})
 
 
 def _item_to_event(job_id: str, item: Mapping[str, Any]) -> StoredEvent:

@@ -55,7 +55,7 @@ EVENT_PREFIX: Final = "EVT#"
 SEQUENCE_WIDTH: Final = 10
 TIME_WIDTH: Final = 13
 
-TENANT_INDEX: Final = "by_tenant"
+TENANT_INDEX: Final = "tenant_jobs"
 CORRELATION_INDEX: Final = "by_correlation"
 SWEEP_INDEX: Final = "sweep"
 FEED_INDEX: Final = "feed"

@@ -1,9 +1,10 @@
-"""`GET /jobs`: a tenant's jobs, newest first, read from the listing indexes and the table.
+"""`GET /jobs`: a tenant's jobs, newest first, read from the listing indexes (and the table).
 
-The listing indexes (`by_tenant`, `by_correlation`) project the keys and `status` only, so that
-the only job writes they see are the three that change its status (a job item is rewritten on
-every state change, progress and heartbeat included). A page's jobs are then read from the
-table, a batch at a time, with their results where they succeeded.
+The tenant's index (`tenant_jobs`) shows a queued or finished job, and a small result, as a
+document shows it (store/listed.py): a page of such jobs is read from the index alone. A running
+job's entry, a correlation id's listing (`by_correlation` holds keys and status only), an entry
+written before the index held what it shows, and a result too large for its own entry are read
+from the table, a batch at a time.
 
 What one request reads of an index is bounded (`LISTING_BUDGET`), whatever its filters match:
 a status filter is applied to the index entries as they are read, and when the budget runs out
@@ -15,15 +16,17 @@ still have a cursor; a listing without one has no more jobs.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Final
 
-from jobstream.domain import JobStatus
+from jobstream.domain import JobRecord, JobStatus, ShownJob
 from jobstream.retries import default_policy
-from jobstream.store import keys
+from jobstream.store import keys, listed, results
 from jobstream.store.codec import from_attribute, to_attribute
 from jobstream.store.ports import InvalidCursorError, JobQuery, ListedJob
 from jobstream.store.records import item_to_record, job_key, part_key, with_parts
+from jobstream.store.results import from_result_attribute
 from jobstream.store.shards import MergedQuery
 
 if TYPE_CHECKING:
@@ -49,9 +52,11 @@ def iter_jobs(client: DynamoDBClient, table_name: str, query: JobQuery) -> JobLi
     if query.correlation_id:
         index, pk_name, sort_name = keys.CORRELATION_INDEX, "gsi2pk", "gsi2sk"
         partitions = [keys.correlation_pk(query.tenant, query.correlation_id)]
+        entries_per_job = 1
     else:
         index, pk_name, sort_name = keys.TENANT_INDEX, "gsi1pk", "gsi1sk"
         partitions = keys.tenant_partitions(query.tenant)
+        entries_per_job = 2  # a succeeded job's small result has an entry of its own
     condition = "#p = :p"
     names = {"#p": pk_name}
     values: dict[str, Any] = {}
@@ -66,7 +71,7 @@ def iter_jobs(client: DynamoDBClient, table_name: str, query: JobQuery) -> JobLi
         "IndexName": index,
         "KeyConditionExpression": condition,
         "ScanIndexForward": False,
-        "Limit": _first_read(query, len(partitions)),
+        "Limit": _first_read(query, len(partitions), entries_per_job),
         "ReturnConsumedCapacity": "TOTAL",
     }
     requests: list[QueryInputTypeDef] = [
@@ -81,13 +86,14 @@ def iter_jobs(client: DynamoDBClient, table_name: str, query: JobQuery) -> JobLi
     return JobListing(client, table_name, merged, (keys.PK, keys.SK, sort_name), query)
 
 
-def _first_read(query: JobQuery, shards: int) -> int:
-    """Entries each partition's first query asks for: its share of the page and one more.
-    A status filter may skip most entries: its first reads take 7/8 of the budget at once,
-    the rest going to the partitions that run out first (about 94% of what the budget reads
-    is then used: docs/capacity.md). Never more than one read of each partition can take."""
+def _first_read(query: JobQuery, shards: int, entries_per_job: int) -> int:
+    """Entries each partition's first query asks for: its share of the page (a job and, on the
+    tenant's index, its result's entry: `entries_per_job`) and one more. A status filter may
+    skip most entries: its first reads take 7/8 of the budget at once, the rest going to the
+    partitions that run out first (about 94% of what the budget reads is then used:
+    docs/capacity.md). Never more than one read of each partition can take."""
     share = query.budget.items // shards
-    size = -(-query.limit // shards) + 1
+    size = -(-query.limit // shards) * entries_per_job + 1
     if query.status:
         size = max(size, share - share // 8)
     return min(size, share)
@@ -128,30 +134,55 @@ class JobListing:
         # returns an entry unless its partition has none left: the merge always yields one.
         raise RuntimeError("a listing stopped before reading any index entry")
 
-    def _entries(self) -> Iterator[Mapping[str, Any]]:
-        """The index entries whose status matches the filter (as the index has it), noting
-        where the read is."""
+    def _entries(self) -> Iterator[_Entry]:
+        """The job entries whose status matches the filter (as the index has it), each with
+        the result entry read just before it, noting where the read is."""
+        result: Mapping[str, Any] | None = None
         for entry in self._merged:
             self._last_entry = entry
+            if listed.is_result_entry(entry):
+                result = entry  # its job's entry comes next, newest first
+                continue
+            own = result if result is not None and _result_of(entry, result) else None
+            result = None
             if self._query.status is None or _entry_status(entry) == self._query.status:
-                yield entry
+                yield _Entry(entry, own)
 
     def _listed(self) -> Iterator[ListedJob]:
         # Batches up to the page's count; past it, one job at a time: a page only needs to know
         # that another job follows (its cursor), and a byte-bounded page stops early anyway.
         query = self._query
         entries = self._entries()
-        listed = 0
+        listed_count = 0
         while True:
-            wanted = min(LISTING_BATCH, query.limit - listed) if listed < query.limit else 1
+            wanted = (
+                min(LISTING_BATCH, query.limit - listed_count) if listed_count < query.limit else 1
+            )
             chunk = list(islice(entries, wanted))
             if not chunk:
                 return
             for job in _read_jobs(
                 self._client, self._table_name, chunk, self._resume_names, query.status
             ):
-                listed += 1
+                listed_count += 1
                 yield job
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A job's index entry, and its result's entry when the index holds one."""
+
+    job: Mapping[str, Any]
+    result: Mapping[str, Any] | None
+
+
+def _result_of(job_entry: Mapping[str, Any], result_entry: Mapping[str, Any]) -> bool:
+    """Whether a result entry is this job entry's: the same job, and the same admission of it
+    (an earlier job under the same key sorts elsewhere)."""
+    return bool(
+        result_entry["gsi1sk"]["S"] == job_entry["gsi1sk"]["S"] + listed.RESULT_SUFFIX
+        and result_entry[keys.PK]["S"] == job_entry[keys.PK]["S"]
+    )
 
 
 def _entry_status(entry: Mapping[str, Any]) -> str | None:
@@ -163,39 +194,64 @@ def _resume_key(entry: Mapping[str, Any], resume_names: tuple[str, ...]) -> dict
     return {name: from_attribute(entry[name]) for name in resume_names}
 
 
+def _shown(entry: _Entry) -> ShownJob | None:
+    """The job as the index shows it, its result with it; None when the table must say."""
+    view = listed.view(entry.job)
+    if view is None or view.status is not JobStatus.SUCCEEDED:
+        return view
+    if entry.result is None:
+        return None  # a result too large for the index, or its entry not there yet
+    return replace(view, result=from_result_attribute(entry.result[results.ATTRIBUTE]))
+
+
 def _read_jobs(
     client: DynamoDBClient,
     table_name: str,
-    entries: Sequence[Mapping[str, Any]],
+    entries: Sequence[_Entry],
     resume_names: tuple[str, ...],
     status: str | None,
 ) -> Iterator[ListedJob]:
-    """The jobs of index entries, read from the table in one batch, in the entries' order."""
+    """The jobs of index entries, in the entries' order: as the index shows them, else read
+    from the table in one batch."""
+    shown = [_shown(entry) for entry in entries]
     wanted = []
-    for entry in entries:
-        job_id = keys.job_id_of(entry[keys.PK]["S"])
+    for entry, job in zip(entries, shown, strict=True):
+        if job is not None:
+            continue
+        job_id = keys.job_id_of(entry.job[keys.PK]["S"])
         wanted.append(job_key(job_id))
-        if _entry_status(entry) == JobStatus.SUCCEEDED:
+        if _entry_status(entry.job) == JobStatus.SUCCEEDED:
             wanted.append(part_key(job_id, keys.RESULT_SK))
     found = {
         (item[keys.PK]["S"], item[keys.SK]["S"]): item
         for item in batch_get(client, table_name, wanted, consistent=False)
     }
-    for entry in entries:
-        pk = entry[keys.PK]["S"]
-        job = found.get((pk, keys.JOB_SK))
-        if job is None:
-            continue  # gone since the index was read (past its retention)
-        record = item_to_record(job)
-        if record.status is JobStatus.SUCCEEDED:
-            result = found.get((pk, keys.RESULT_SK))
-            if result is None and _entry_status(entry) != JobStatus.SUCCEEDED:
-                # It succeeded after the index was read: its result was not asked for.
-                result = _one(client, table_name, part_key(record.job_id, keys.RESULT_SK))
-            record = with_parts(record, [result] if result is not None else [])
-        if status is not None and record.status != status:
-            continue  # its status moved on since the index was read
-        yield ListedJob(record, _resume_key(entry, resume_names))
+    for entry, from_index in zip(entries, shown, strict=True):
+        job = from_index or _from_table(client, table_name, entry.job, found)
+        if job is None or (from_index is None and status is not None and job.status != status):
+            continue  # gone since the index was read, or its status moved on since
+        yield ListedJob(job, _resume_key(entry.job, resume_names))
+
+
+def _from_table(
+    client: DynamoDBClient,
+    table_name: str,
+    entry: Mapping[str, Any],
+    found: Mapping[tuple[str, str], Mapping[str, Any]],
+) -> JobRecord | None:
+    """An entry's job as the batch read it from the table (None: past its retention)."""
+    pk = entry[keys.PK]["S"]
+    item = found.get((pk, keys.JOB_SK))
+    if item is None:
+        return None
+    record = item_to_record(item)
+    if record.status is JobStatus.SUCCEEDED:
+        result = found.get((pk, keys.RESULT_SK))
+        if result is None and _entry_status(entry) != JobStatus.SUCCEEDED:
+            # It succeeded after the index was read: its result was not asked for.
+            result = _one(client, table_name, part_key(record.job_id, keys.RESULT_SK))
+        record = with_parts(record, [result] if result is not None else [])
+    return record
 
 
 def _one(client: DynamoDBClient, table_name: str, key: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from jobstream.domain import JobChange, JobRecord, JobStatus, StoredEvent
+from jobstream.domain import JobChange, JobRecord, JobStatus, ShownJob, StoredEvent
 from jobstream.errors import JobstreamError
 from jobstream.store import budgets, keys
 from jobstream.store.client import error_code
@@ -192,7 +192,7 @@ class InvalidCursorError(JobstreamError, ValueError):
 class ListedJob:
     """A job of a listing, and the start key that resumes the listing just after it."""
 
-    record: JobRecord
+    record: ShownJob
     resume_key: StartKey
 
 

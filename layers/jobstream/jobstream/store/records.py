@@ -15,8 +15,9 @@ from dataclasses import fields, replace
 from typing import Any, Final
 
 from jobstream.domain import JobRecord, JobStatus, StoredEvent
-from jobstream.store import keys
+from jobstream.store import keys, listed, results
 from jobstream.store.codec import from_attribute, from_item, to_item
+from jobstream.store.results import from_result_attribute
 
 _RECORD_FIELDS: Final = tuple(field.name for field in fields(JobRecord))
 # Fields a JobRecord carries that the job item does not: `params` is `params_canonical` parsed,
@@ -52,6 +53,9 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
         values[name] = value
     if record.labels:
         values["labels"] = _labels_text(record.labels)
+    shown = listed.shown(record)
+    if shown is not None:
+        values[listed.ATTRIBUTE] = shown
     return to_item(values)
 
 
@@ -82,7 +86,7 @@ def with_parts(record: JobRecord, items: Iterable[Mapping[str, Any]]) -> JobReco
         if sort_key == keys.ACK_SK:
             record = replace(record, ack_sequence=int(from_attribute(item["ack_sequence"])))
         elif sort_key == keys.RESULT_SK and record.status is JobStatus.SUCCEEDED:
-            record = replace(record, result=from_attribute(item["result"]))
+            record = replace(record, result=from_result_attribute(item[results.ATTRIBUTE]))
     return record
 
 

@@ -1,0 +1,143 @@
+"""What the tenant listing index shows of a job, so that a page is read from the index alone.
+
+The index (`tenant_jobs`) projects what a Job document shows and what never changes while a job
+runs: its type, idempotency key, times of creation, deadline and start, correlation id, labels,
+status and reason. What does change while it runs (the heartbeat, the progress, the attempt,
+`updated_at`) would rewrite the job's entry on every heartbeat; a job that is not running keeps
+those values in one small map of its own instead, `listed`, which the index projects:
+
+- written by every write that leaves the job queued or finished (its admission, a wait for a
+  resource's slot, its terminal commit), with the values the write leaves on the job item: a
+  commit sets the ones it did not change itself to the values it read (a heartbeat racing it
+  is overruled), so the entry and the item never disagree;
+- removed when the job starts running, so a heartbeat or a progress report writes the job item
+  alone, and a running job's entry sends the listing to the table.
+
+A succeeded job's result (`#RESULT`) has an entry of its own when its item is small
+(`LISTED_RESULT_MAX_BYTES`), just after its job's in the listing's order, so a page of finished
+jobs reads no item of the table. Larger results are read from the table: one read unit per 4 KB
+item costs what the index's entry would, and their entries would cost writes.
+
+A job written before the index held these (no `listed` on its entry) is read from the table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from jobstream.domain import JobRecord, JobStatus, JobView
+from jobstream.store import keys
+from jobstream.store.codec import from_item
+
+if TYPE_CHECKING:
+    from jobstream.store.ports import StateChange
+
+ATTRIBUTE: Final = "listed"
+# A result whose listing entry (its keys and the result) is at most this large gets one: one
+# write unit.
+LISTED_RESULT_MAX_BYTES: Final = 1024
+# The result entry's sort key: its job's, and this suffix (just after it, newest first).
+RESULT_SUFFIX: Final = "#R"
+# The job item's attributes the map stands for: a commit that leaves the job queued or
+# finished writes each (its own value, or the value it read) with the map.
+_SHOWN_WHILE_RUNNING: Final = (
+    "updated_at",
+    "heartbeat_at",
+    "attempt",
+    "progress_stage",
+    "progress_message",
+)
+
+
+def shown(record: JobRecord) -> dict[str, Any] | None:
+    """The `listed` map of a job that is not running; None for a running job."""
+    if record.status is JobStatus.RUNNING:
+        return None
+    values: dict[str, Any] = {"u": record.updated_at}
+    if record.heartbeat_at is not None:
+        values["h"] = record.heartbeat_at
+    if record.attempt:
+        values["a"] = record.attempt
+    # A queued job's stage says whether it waits for a slot; a finished job's is its status.
+    if record.status is JobStatus.QUEUED and record.progress_stage is not None:
+        values["s"] = record.progress_stage
+    if record.progress_message is not None:
+        values["m"] = record.progress_message
+    return values
+
+
+def commit_clause(
+    record: JobRecord,
+    change: StateChange,
+    names: dict[str, str],
+    values: dict[str, Any],
+    assignments: list[str],
+) -> list[str]:
+    """A commit's part in the job's `listed` map (`record`: the job as the committer read
+    it); returns the attributes it removes. Starting to run removes the map; a change that
+    leaves the job queued or finished writes it, with the job's attributes it stands for."""
+    after = change.update.applied_to(record)
+    if after.status is JobStatus.RUNNING:
+        return [ATTRIBUTE] if record.status is not JobStatus.RUNNING else []
+    names["#listed"] = ATTRIBUTE
+    values[":listed"] = shown(after)
+    assignments.append("#listed = :listed")
+    removed = []
+    changed = set(change.update.fields)
+    for index, name in enumerate(_SHOWN_WHILE_RUNNING):
+        if name in changed:
+            continue
+        value = getattr(after, name)
+        if value is None:
+            removed.append(name)
+            continue
+        names[f"#l{index}"] = name
+        values[f":l{index}"] = value
+        assignments.append(f"#l{index} = :l{index}")
+    return removed
+
+
+def view(entry: Mapping[str, Any]) -> JobView | None:
+    """The job an index entry shows, without its result; None when the entry cannot show it
+    (a running job, or one written before the index held `listed`)."""
+    if ATTRIBUTE not in entry:
+        return None
+    values = from_item(entry)
+    listed: Mapping[str, Any] = values[ATTRIBUTE]
+    labels = values.get("labels")
+    return JobView(
+        job_id=keys.job_id_of(values[keys.PK]),
+        job_type=values["job_type"],
+        idempotency_key=values["idempotency_key"],
+        status=JobStatus(values["status"]),
+        created_at=int(values["created_at"]),
+        updated_at=int(listed["u"]),
+        deadline_at=_number(values.get("deadline_at")),
+        correlation_id=values.get("correlation_id"),
+        labels=json.loads(labels) if isinstance(labels, str) else None,
+        started_at=_number(values.get("started_at")),
+        heartbeat_at=_number(listed.get("h")),
+        attempt=int(listed.get("a", 0)),
+        progress_stage=listed.get("s"),
+        progress_message=listed.get("m"),
+        reason=values.get("reason"),
+        reason_message=values.get("reason_message"),
+    )
+
+
+def is_result_entry(entry: Mapping[str, Any]) -> bool:
+    return bool(entry[keys.SK]["S"] == keys.RESULT_SK)
+
+
+def result_listing_keys(record: JobRecord) -> dict[str, str]:
+    """The listing keys of the job's result item: its job's partition, just after its job."""
+    return {
+        "gsi1pk": keys.job_tenant_pk(record.tenant, record.job_id),
+        "gsi1sk": keys.created_sk(record.created_at, record.job_id) + RESULT_SUFFIX,
+    }
+
+
+def _number(value: Any) -> int | None:
+    return int(value) if value is not None else None
