@@ -40,9 +40,6 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 REPORT = REPOSITORY / "docs" / "performance.md"
 PRIOR_EVENT_COUNTS = (10, 10_000)
 SWEEP_FINISHED = (10, 10_000)
-# The listing index keys a result item would carry to have entries of its own (about 70 bytes:
-# `gsi1pk`/`gsi1sk` as a job's, its creation time and id).
-RESULT_INDEX_KEY_BYTES = 70
 
 use_moto_credentials()
 
@@ -231,7 +228,7 @@ def operations() -> list[Row]:
         rows.append(
             measure(meter, "list jobs (limit 100)", lambda: jobs.list_jobs(rt, "bench", {}, None))
         )
-        # A full page: 100 of a tenant's 300 jobs, spread over its by_tenant shards.
+        # A full page: 100 of a tenant's 300 jobs, spread over its tenant_jobs shards.
         for index in range(300):
             admission.submit(rt, "pages", task(f"page-{index}"), None)
         rows.append(
@@ -726,38 +723,38 @@ def report(
 
 
 def listing_lines(rows: list[Row], costs: list[JobCost]) -> list[str]:
-    """What a page of jobs reads, and what the listing indexes' projection costs each job."""
-    from bench.billing import write_units
+    """What a page of jobs reads, and what the tenant index's projection costs each job."""
+    from jobstream.store import keys
 
     by_operation = {row.operation: row for row in rows}
     queued = by_operation["list jobs (a page of 100 of 300)"]
     succeeded = by_operation["list jobs (a page of 100 succeeded of 150)"]
     heartbeat = by_operation["heartbeat (a running job with a correlation id)"]
     first = costs[0]
-    listing_units = sum(
-        first.bill.index_write_units.get(name, 0.0) for name in ("by_tenant", "by_correlation")
-    )
-    # Eventually consistent reads: half a unit per 4 KB read.
-    estimate = queued.read_units + 100 * first.result_bytes / 8192
-    in_index = ", ".join(
-        f"{cost.scenario} +{2 * write_units(cost.result_bytes + RESULT_INDEX_KEY_BYTES):g}"
+    tenant_units = first.bill.index_write_units.get(keys.TENANT_INDEX, 0.0)
+    correlation_units = first.bill.index_write_units.get(keys.CORRELATION_INDEX, 0.0)
+    results = ", ".join(
+        f"{cost.scenario} {cost.result_bytes:,} bytes"
         for cost in costs
         if cost.result_bytes and cost.scenario not in {QUOTAS_SCENARIO, RESOURCE_SCENARIO}
     )
     return [
-        "Listings: the listing indexes hold the keys and the status only; a page is one Query",
-        "per index shard (16 of `by_tenant`) for the page's keys, then a BatchGetItem of the",
-        f"jobs' items (their results with them): a page of 100 queued jobs {queued.read_units:g}",
-        f"read units, of 100 succeeded jobs {succeeded.read_units:g}. What a page reads is paid",
-        f"for by nothing else: {listing_units:g} write units of a 1-candidate job's life go to",
-        "the two listing indexes (admission, claim, terminal event), and a running job's",
-        f'heartbeat writes the job alone ("heartbeat" above: {heartbeat.write_units:g} write',
-        "unit). Projecting what a Job document shows into both indexes was measured on a",
-        "branch: a queued page 11 read units, a succeeded page 61, but +2 write units per",
-        "1-candidate job and +2 per heartbeat and progress event (a long job pays it every 30",
-        "s), and an index's projection cannot be changed in place on a deployed stack; not",
-        f"done. Results in the indexes too would take the succeeded page to about {estimate:.0f}",
-        f"read units but cost each job its result's entry in both indexes: write units {in_index}.",
+        f"Listings: the tenant's index (`{keys.TENANT_INDEX}`) holds what a Job document shows",
+        "of a queued or finished job, and a succeeded job's result when its entry fits in 1 KB",
+        "(one write unit): a page is one Query per index shard (16) and no read of the table.",
+        f"A page of 100 queued jobs: {queued.read_units:g} read units (16 queries, half a unit",
+        f"each at least); of 100 succeeded jobs: {succeeded.read_units:g} (their results with",
+        "them). A running job, a larger result, an entry written before the index held these",
+        "and a correlation id's listing (`by_correlation`: keys and status) are read from the",
+        "table (BatchGetItem, half a unit per job at least). What it costs each job: a",
+        f"1-candidate job's life writes {tenant_units:g} units to `{keys.TENANT_INDEX}` (its",
+        "entry at admission, claim and end, each under 1 KB, and its result's entry once) and",
+        f"{correlation_units:g} to `{keys.CORRELATION_INDEX}`. What changes while a job runs",
+        "(its heartbeat, progress, attempt) is kept in the job's `listed` map only while it is",
+        "not running (the claim removes it, the end writes it), so a heartbeat writes the job",
+        f'alone ("heartbeat" above: {heartbeat.write_units:g} write unit). A result is kept as',
+        f"its compressed JSON (the result item, as stored: {results}), a third of what a",
+        "DynamoDB map of it took: every write and read of it is billed on that.",
         "",
     ]
 

@@ -4,7 +4,7 @@ One job's life (bench.cost) is billed by the partition key each write lands on (
 key_write_units). DynamoDB gives one partition key at most 1,000 write units per second, a
 global secondary index's writes counting against the index's own partition; a key kind spread
 over n shards by a hash of the job id holds n times that. So a key kind holds
-`n * 1000 / (its write units per job)` jobs per second: per tenant for `by_tenant`, per
+`n * 1000 / (its write units per job)` jobs per second: per tenant for `tenant_jobs`, per
 correlation id for `by_correlation`, per job for the table's own `JOB#<job_id>`, per tenant
 with quotas for its counter `QUOTA#<tenant>`, per tenant for its `feed`, in total for the
 sweep's backlogs.

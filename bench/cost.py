@@ -553,15 +553,16 @@ def _resource_lines(costs: list[JobCost]) -> list[str]:
 _STEP_PURPOSE: Final = {
     "admission": (
         "the job (describing its first event) and its `job.accepted` event, "
-        "two single conditional writes; their `by_tenant`, `by_correlation` and `feed` entries, "
+        "two single conditional writes; their `tenant_jobs`, `by_correlation` and `feed` entries, "
         "and the job's `JOB#ACTIVE` entry (the sweep finds an open job, and through it its "
         "callbacks)"
     ),
     "worker run": (
         "the claim with `job.started` (the job's update, then the event's put), the result's own "
-        "item, the terminal event with the job's end (a transaction of 2 items, billed twice: "
-        "nothing follows it to write its event late); each commit's "
-        "`by_tenant`, `by_correlation` and `feed` entries; the job leaving `JOB#ACTIVE`, its "
+        "item (its compressed JSON) and its `tenant_jobs` entry when it fits in 1 KB, the "
+        "terminal event with the job's end (a transaction of 2 items, billed twice: nothing "
+        "follows it to write its event late); each commit's "
+        "`tenant_jobs`, `by_correlation` and `feed` entries; the job leaving `JOB#ACTIVE`, its "
         "terminal callback entering `CALLBACK#HANDOFF`. A run under 5 s writes no `job.progress`"
     ),
     "callbacks": (

@@ -29,9 +29,12 @@ WIDE = "西"
 
 
 def fill(size_of: Callable[[str], int], target: int, filler: str) -> str:
-    """The text of `filler`s (and ASCII to make up the rest) whose `size_of` is `target`."""
-    base = size_of("")
-    step = size_of(filler) - base
+    """The text of `filler`s (and ASCII to make up the rest) whose `size_of` is `target`.
+    Sized from a long text: a short one may be stored otherwise (labels up to 1 KB go to the
+    listing index, store/listed.py)."""
+    sample = 2_000
+    step = size_of(filler * (sample + 1)) - size_of(filler * sample)
+    base = size_of(filler * sample) - sample * step
     count, rest = divmod(target - base, step)
     text = filler * count + "x" * rest
     assert size_of(text) == target, (size_of(text), target)

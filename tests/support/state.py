@@ -8,20 +8,33 @@ from __future__ import annotations
 from typing import Any
 
 from jobstream.runtime import Runtime
-from jobstream.store import keys
+from jobstream.store import keys, listed
 from jobstream.store.codec import from_item, to_attribute, to_item
 
 
 def set_job_attributes(rt: Runtime, job_id: str, **values: Any) -> None:
+    """Set attributes of the job item, and its listing map as every real write keeps it: the
+    values a queued or finished job shows (store/listed.py), none while it runs."""
     names = {f"#a{i}": name for i, name in enumerate(values)}
     attribute_values = {f":a{i}": to_attribute(value) for i, value in enumerate(values.values())}
+    key = to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK})
     rt.store.client.update_item(
         TableName=rt.settings.table_name,
-        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK}),
+        Key=key,
         UpdateExpression="SET "
         + ", ".join(f"{n} = {v}" for n, v in zip(names, attribute_values, strict=True)),
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=attribute_values,
+    )
+    record = rt.store.get_job_item(job_id)
+    assert record is not None
+    shown = listed.shown(record)
+    rt.store.client.update_item(
+        TableName=rt.settings.table_name,
+        Key=key,
+        UpdateExpression="REMOVE #listed" if shown is None else "SET #listed = :listed",
+        ExpressionAttributeNames={"#listed": listed.ATTRIBUTE},
+        **({} if shown is None else {"ExpressionAttributeValues": to_item({":listed": shown})}),
     )
 
 

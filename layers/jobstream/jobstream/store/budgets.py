@@ -22,7 +22,8 @@ item and the result item. Each stays within 400 KiB
   the first one included; a progress event's clipped stage and message, the request's base
   URL). The job item is these two: it never holds a copy of a result.
 - `RESULT_BYTES` (128 KiB): the `result` a success writes in its own item (`#RESULT`), sized
-  here as it is written there (`result_size`). A larger result is cut by the job type's rule
+  here as a DynamoDB map of it (`result_size`); what is written there, its compressed JSON
+  (store/results.py), is smaller for any but a tiny result, and far within the item's 400 KB. A larger result is cut by the job type's rule
   before it is written (`JobType.fit_result`: a search keeps its best candidates; a type without
   a rule fails the job). That item is also a success's kept outcome while its completion cannot
   be written.
@@ -70,7 +71,8 @@ def unstorable_number(record: JobRecord) -> str | None:
 
 
 def result_size(result: Mapping[str, Any]) -> int:
-    """The bytes the `result` attribute takes in its item."""
+    """The bytes a `result` attribute holding a map of the result would take (what the result's
+    budget counts; its compressed JSON takes less but for a tiny result)."""
     return attribute_size("result", to_attribute(result))
 
 

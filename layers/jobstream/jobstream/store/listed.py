@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from jobstream.store.ports import StateChange
 
 ATTRIBUTE: Final = "listed"
+# Labels are the consumer's own, up to the body's size: larger than this (their JSON text),
+# they are kept off the index, under a name it does not project, and such a job is read from
+# the table; an entry stays a few KB at most, whatever a Task carries.
+LISTED_LABELS_MAX_BYTES: Final = 1024
+UNLISTED_LABELS: Final = "labels_unlisted"
 # A result whose listing entry (its keys and the result) is at most this large gets one: one
 # write unit.
 LISTED_RESULT_MAX_BYTES: Final = 1024
@@ -65,7 +70,22 @@ def shown(record: JobRecord) -> dict[str, Any] | None:
         values["s"] = record.progress_stage
     if record.progress_message is not None:
         values["m"] = record.progress_message
+    if record.labels and labels_attribute(labels_text(record.labels)) == UNLISTED_LABELS:
+        values["o"] = True  # the entry lacks the job's labels: the listing reads the table
     return values
+
+
+def labels_text(labels: Mapping[str, str]) -> str:
+    """Labels as the job item keeps them. They are the consumer's own object: any key, ""
+    included. DynamoDB refuses an empty map key, so they are kept as one JSON string, which
+    holds every object exactly."""
+    return json.dumps(labels, ensure_ascii=False, separators=(",", ":"))
+
+
+def labels_attribute(text: str) -> str:
+    """The job item's attribute for labels kept as `text`: `labels`, which the index
+    projects, unless they are too large for it."""
+    return "labels" if len(text.encode("utf-8")) <= LISTED_LABELS_MAX_BYTES else UNLISTED_LABELS
 
 
 def commit_clause(
@@ -105,6 +125,10 @@ def view(entry: Mapping[str, Any]) -> JobView | None:
     if ATTRIBUTE not in entry:
         return None
     values = from_item(entry)
+    if values["status"] == JobStatus.RUNNING or values[ATTRIBUTE].get("o"):
+        # A commit that starts a run removes the map: a write between left it. Or the job's
+        # labels are too large for the index.
+        return None
     listed: Mapping[str, Any] = values[ATTRIBUTE]
     labels = values.get("labels")
     return JobView(

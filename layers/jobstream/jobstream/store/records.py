@@ -43,7 +43,7 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
         values["sweep_pk"] = keys.job_sweep_pk(keys.SweepBacklog.ACTIVE_JOBS, record.job_id)
         values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
     for name in _RECORD_FIELDS:
-        if name in _NOT_ON_THE_JOB_ITEM:
+        if name in _NOT_ON_THE_JOB_ITEM or name == "labels":  # labels: below
             continue
         value = getattr(record, name)
         # Absent attributes read back as the record's defaults; empty sets cannot be stored; a
@@ -52,7 +52,10 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
             continue
         values[name] = value
     if record.labels:
-        values["labels"] = _labels_text(record.labels)
+        # Labels the listing index may hold under `labels`, which it projects; larger ones
+        # under a name of their own (store/listed.py).
+        text = listed.labels_text(record.labels)
+        values[listed.labels_attribute(text)] = text
     shown = listed.shown(record)
     if shown is not None:
         values[listed.ATTRIBUTE] = shown
@@ -61,8 +64,9 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
 
 def item_to_record(item: Mapping[str, Any]) -> JobRecord:
     values = from_item(item)
-    if isinstance(values.get("labels"), str):
-        values["labels"] = json.loads(values["labels"])
+    labels = values.pop(listed.UNLISTED_LABELS, None) or values.get("labels")
+    if isinstance(labels, str):
+        values["labels"] = json.loads(labels)
     # The params are kept once, as their canonical text (the replay comparison's form), which
     # is their JSON: the same values.
     values["params"] = json.loads(values["params_canonical"])
@@ -108,9 +112,3 @@ def job_key(job_id: str) -> dict[str, Any]:
 
 def part_key(job_id: str, sort_key: str) -> dict[str, Any]:
     return to_item({keys.PK: keys.job_pk(job_id), keys.SK: sort_key})
-
-
-def _labels_text(labels: Mapping[str, str]) -> str:
-    # Labels are the consumer's own object: any key, "" included. DynamoDB refuses an empty map
-    # key, so they are kept as one JSON string, which holds every object exactly.
-    return json.dumps(labels, ensure_ascii=False, separators=(",", ":"))

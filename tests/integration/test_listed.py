@@ -1,0 +1,321 @@
+"""A listing shows every job exactly as `GET /jobs/{id}` does, reading the tenant's index alone
+for queued and finished jobs (store/listed.py): the listing map each write keeps, a small
+result's own entry, and what is read from the table instead (a running job, a large result, an
+entry written before the map existed, a result entry a cursor stopped on)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+import pytest
+
+from jobstream.jobtypes.runner import Outcome
+from jobstream.runtime import Runtime
+from jobstream.service import admission, execution, jobs
+from jobstream.service.completion import complete
+from jobstream.service.sweep import sweep
+from jobstream.store import keys, listed, results
+from jobstream.store.codec import to_item
+from jobstream.store.ports import JobQuery
+from jobstream.store.records import job_key, part_key
+from jobstream.store.shards import ReadBudget
+from tests.support.client_hooks import dynamodb_calls
+from tests.support.harness import Clock, canonical_task
+from tests.support.validation import validate
+
+TABLE_READS = {"BatchGetItem", "GetItem"}
+
+
+def submit(rt: Runtime, key: str, **overrides: Any) -> str:
+    task = canonical_task(idempotency_key=key, callback_url=None, **overrides)
+    task["params"] = {"query": {"tags": ["botefuku"]}}
+    status, body = admission.submit(rt, "acme", task, None)
+    assert status == 202
+    job_id: str = body["job"]["job_id"]
+    return job_id
+
+
+def listed_documents(rt: Runtime) -> dict[str, dict[str, Any]]:
+    """Every job of the tenant as its listing shows it, page after page."""
+    shown: dict[str, dict[str, Any]] = {}
+    query: dict[str, list[str]] = {"limit": ["100"]}
+    for _ in range(50):
+        page = jobs.list_jobs(rt, "acme", query, None)
+        validate(page, "JobPage")
+        shown |= {job["job_id"]: job for job in page["jobs"]}
+        if "next_cursor" not in page:
+            return shown
+        query = {"limit": ["100"], "cursor": [page["next_cursor"]]}
+    raise AssertionError("the listing never ended")
+
+
+def assert_listed_as_got(rt: Runtime, job_ids: list[str]) -> None:
+    shown = listed_documents(rt)
+    for job_id in job_ids:
+        assert shown[job_id] == jobs.get_job(rt, "acme", job_id, None), job_id
+
+
+def item(rt: Runtime, key: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = rt.store.client.get_item(
+        TableName=rt.store.table_name, Key=key, ConsistentRead=True
+    )["Item"]
+    return found
+
+
+def test_every_state_lists_as_the_job_shows_it(rt: Runtime, clock: Clock) -> None:
+    queued = submit(rt, "queued", correlation_id="c-1", labels={"": "empty key", "k": "v"})
+    waiting = submit(rt, "waiting")
+    assert rt.store.note_waiting(
+        waiting, stage="slot_wait", message="waiting for a slot of acct (1 at a time)", now=clock()
+    )
+    running = submit(rt, "running")
+    assert execution.claim(rt, running, "worker-1") is not None
+    succeeded = submit(rt, "succeeded")
+    clock.advance(10)
+    assert execution.execute(rt, succeeded) == "succeeded"
+    cancelled_queued = submit(rt, "cancelled-queued")
+    cancelled_running = submit(rt, "cancelled-running")
+    assert execution.claim(rt, cancelled_running, "worker-2") is not None
+    clock.advance(10)
+    rt.store.renew_lease(cancelled_running, "worker-2", now=clock(), lease_ms=180_000)
+    clock.advance(10)
+    for job_id in (cancelled_queued, cancelled_running):
+        jobs.cancel(rt, "acme", job_id, None)
+    every = [queued, waiting, running, succeeded, cancelled_queued, cancelled_running]
+    assert_listed_as_got(rt, every)
+    # A queued job past its queue budget expires at the sweep.
+    clock.advance(rt.settings.queued_timeout_ms + 1)
+    sweep(rt)
+    assert jobs.get_job(rt, "acme", queued, None)["status"] == "expired"
+    assert_listed_as_got(rt, every)
+
+
+def test_a_page_of_jobs_not_running_reads_the_index_alone(rt: Runtime, clock: Clock) -> None:
+    ids = [submit(rt, f"job-{index}") for index in range(6)]
+    for job_id in ids[:3]:
+        clock.advance(5)
+        assert execution.execute(rt, job_id) == "succeeded"
+    jobs.cancel(rt, "acme", ids[3], None)
+    with dynamodb_calls(rt.store.client) as calls:
+        page = jobs.list_jobs(rt, "acme", {}, None)
+    assert set(calls) == {"Query"}
+    assert {job["job_id"] for job in page["jobs"]} == set(ids)
+    assert all(job["result"]["candidates"] for job in page["jobs"][:3] if "result" in job)
+    assert_listed_as_got(rt, ids)
+
+
+def test_the_claim_removes_the_map_and_a_heartbeat_leaves_the_index_alone(
+    rt: Runtime, clock: Clock
+) -> None:
+    job_id = submit(rt, "beats")
+    assert listed.ATTRIBUTE in item(rt, job_key(job_id))
+    assert execution.claim(rt, job_id, "worker-1") is not None
+    assert listed.ATTRIBUTE not in item(rt, job_key(job_id))
+    clock.advance(30_000)
+    assert rt.store.renew_lease(job_id, "worker-1", now=clock(), lease_ms=180_000)
+    # The entry still says running (its job is read from the table) and holds no map.
+    entries = rt.store.client.query(
+        TableName=rt.store.table_name,
+        IndexName=keys.TENANT_INDEX,
+        KeyConditionExpression="gsi1pk = :p",
+        ExpressionAttributeValues=to_item({":p": keys.job_tenant_pk("acme", job_id)}),
+    )["Items"]
+    (entry,) = [entry for entry in entries if entry[keys.PK]["S"] == keys.job_pk(job_id)]
+    assert entry["status"]["S"] == "running"
+    assert listed.ATTRIBUTE not in entry
+    assert "heartbeat_at" not in entry  # a heartbeat rewrites nothing the index holds
+    assert_listed_as_got(rt, [job_id])
+
+
+def test_a_heartbeat_racing_the_terminal_commit_is_overruled(rt: Runtime, clock: Clock) -> None:
+    """The cancel read the job before the worker's heartbeat landed: its commit sets what the
+    map shows to the values it read, so the job and its listing agree."""
+    job_id = submit(rt, "raced")
+    assert execution.claim(rt, job_id, "worker-1") is not None
+    seen = rt.store.get_job_item(job_id)
+    assert seen is not None
+    transact = rt.store.client.transact_write_items
+
+    def heartbeat_first(**request: Any) -> Any:
+        clock.advance(1_000)
+        assert rt.store.renew_lease(
+            job_id,
+            "worker-1",
+            now=clock(),
+            lease_ms=180_000,
+            progress=None,
+        )
+        return transact(**request)
+
+    rt.store.client.transact_write_items = heartbeat_first  # type: ignore[method-assign]
+    try:
+        jobs.cancel(rt, "acme", job_id, None)
+    finally:
+        del rt.store.client.transact_write_items
+    after = rt.store.get_job_item(job_id)
+    assert after is not None
+    assert after.status == "cancelled"
+    assert after.heartbeat_at == seen.heartbeat_at
+    assert_listed_as_got(rt, [job_id])
+
+
+def test_a_large_result_is_read_from_the_table(rt: Runtime, clock: Clock) -> None:
+    small, large = submit(rt, "small"), submit(rt, "large")
+    for job_id in (small, large):
+        assert execution.claim(rt, job_id, "worker-1") is not None
+    noise = secrets.token_hex(1_500)  # random: compressed, still over 1 KB
+    candidate = {"candidate_id": "pixiv:1", "platform": "pixiv", "work_id": "1"}
+    stored = {
+        small: {"candidates": [], "scanned": 1},
+        large: {
+            "candidates": [{**candidate, "work_type": "novel", "metadata": {"note": noise}}],
+            "scanned": 1,
+        },
+    }
+    for job_id, result in stored.items():
+        record = rt.store.get_job_item(job_id)
+        assert record is not None
+        assert rt.store.put_result(record, result, expires_at=2_000_000_000)
+    assert "gsi1pk" in item(rt, part_key(small, keys.RESULT_SK))
+    assert "gsi1pk" not in item(rt, part_key(large, keys.RESULT_SK))
+    # Written before the completion: a running job's result is shown by no listing.
+    running = listed_documents(rt)
+    assert "result" not in running[small]
+    assert "result" not in running[large]
+    for job_id in (small, large):
+        record = rt.store.get_job_item(job_id)
+        assert record is not None
+        clock.advance(5)
+        outcome = Outcome(result=stored[job_id])
+        assert complete(rt, record, "worker-1", outcome, result_stored=True) == "succeeded"
+    with dynamodb_calls(rt.store.client) as calls:
+        shown = listed_documents(rt)
+    assert calls.count("BatchGetItem") == 1  # the large result's item, the only one read
+    assert shown[large]["result"] == stored[large]
+    assert shown[small]["result"] == stored[small]
+    assert_listed_as_got(rt, [small, large])
+
+
+def test_an_entry_written_before_the_map_existed_is_read_from_the_table(
+    rt: Runtime, clock: Clock
+) -> None:
+    job_id = submit(rt, "before")
+    clock.advance(5)
+    assert execution.execute(rt, job_id) == "succeeded"
+    for key in (job_key(job_id), part_key(job_id, keys.RESULT_SK)):
+        rt.store.client.update_item(
+            TableName=rt.store.table_name,
+            Key=key,
+            UpdateExpression="REMOVE listed, gsi1pk, gsi1sk"
+            if key[keys.SK]["S"] == keys.RESULT_SK
+            else "REMOVE listed",
+        )
+    # ... its result kept as a map, as results were.
+    result = jobs.get_job(rt, "acme", job_id, None)["result"]
+    rt.store.client.update_item(
+        TableName=rt.store.table_name,
+        Key=part_key(job_id, keys.RESULT_SK),
+        UpdateExpression="SET #r = :r",
+        ExpressionAttributeNames={"#r": results.ATTRIBUTE},
+        ExpressionAttributeValues=to_item({":r": result}),
+    )
+    with dynamodb_calls(rt.store.client) as calls:
+        shown = listed_documents(rt)
+    assert TABLE_READS & set(calls)
+    assert shown[job_id]["result"] == result
+    assert_listed_as_got(rt, [job_id])
+
+
+def test_a_result_is_kept_compressed(rt: Runtime) -> None:
+    job_id = submit(rt, "compressed")
+    assert execution.execute(rt, job_id) == "succeeded"
+    stored = item(rt, part_key(job_id, keys.RESULT_SK))[results.ATTRIBUTE]
+    assert set(stored) == {"B"}
+    shown = jobs.get_job(rt, "acme", job_id, None)["result"]
+    assert results.from_result_attribute(stored) == shown
+    assert len(stored["B"]) < len(json.dumps(shown)) / 2
+
+
+def test_a_cursor_stopped_on_a_result_entry_shows_the_job_with_its_result_next(
+    rt: Runtime,
+) -> None:
+    job_id = submit(rt, "cut")
+    assert execution.execute(rt, job_id) == "succeeded"
+    # One entry of each shard: the job's shard holds its result's entry first (newest first).
+    one_each = ReadBudget(queries=keys.TENANT_SHARDS, items=keys.TENANT_SHARDS)
+    first = rt.store.iter_jobs(JobQuery("acme", budget=one_each))
+    assert list(first) == []
+    assert first.resume_key is not None
+    assert first.resume_key[keys.SK] == keys.RESULT_SK
+    second = list(rt.store.iter_jobs(JobQuery("acme", start_key=first.resume_key)))
+    assert [job.record.job_id for job in second] == [job_id]
+    assert second[0].record.result == jobs.get_job(rt, "acme", job_id, None)["result"]
+
+
+@pytest.mark.parametrize("status", ["queued", "succeeded", "cancelled"])
+def test_a_status_filter_pairs_results_with_their_jobs(
+    rt: Runtime, clock: Clock, status: str
+) -> None:
+    ids = [submit(rt, f"f-{index}") for index in range(4)]
+    clock.advance(5)
+    assert execution.execute(rt, ids[0]) == "succeeded"
+    assert execution.execute(rt, ids[1]) == "succeeded"
+    jobs.cancel(rt, "acme", ids[2], None)
+    page = jobs.list_jobs(rt, "acme", {"status": [status]}, None)
+    expected = {"queued": [ids[3]], "succeeded": ids[:2], "cancelled": [ids[2]]}[status]
+    assert sorted(job["job_id"] for job in page["jobs"]) == sorted(expected)
+    for job in page["jobs"]:
+        assert job == jobs.get_job(rt, "acme", job["job_id"], None)
+
+
+def test_labels_too_large_for_the_index_are_read_from_the_table(rt: Runtime) -> None:
+    small = submit(rt, "small-labels", labels={"k": "v"})
+    large = submit(rt, "large-labels", labels={"note": "x" * 2_000, "": "empty key"})
+    assert "labels" in item(rt, job_key(small))
+    stored = item(rt, job_key(large))
+    assert "labels" not in stored
+    assert listed.UNLISTED_LABELS in stored
+    with dynamodb_calls(rt.store.client) as calls:
+        shown = listed_documents(rt)
+    assert calls.count("BatchGetItem") == 1  # the large labels' job alone
+    assert shown[large]["labels"] == {"note": "x" * 2_000, "": "empty key"}
+    assert_listed_as_got(rt, [small, large])
+
+
+def test_a_result_entry_whose_job_is_gone_goes_to_no_other_job(rt: Runtime, clock: Clock) -> None:
+    """Retention deletes a job's items one by one: a result entry may outlive its job's."""
+    older = submit(rt, "older")
+    clock.advance(5)
+    assert execution.execute(rt, older) == "succeeded"
+    clock.advance(5)
+    newer = submit(rt, "newer")
+    clock.advance(5)
+    assert execution.execute(rt, newer) == "succeeded"
+    # Both on one shard, the older's result without an entry (as a large one is): the newer's
+    # result entry comes just before the older's job entry.
+    for job_id, sort_key in ((older, keys.JOB_SK), (newer, keys.JOB_SK), (newer, keys.RESULT_SK)):
+        rt.store.client.update_item(
+            TableName=rt.store.table_name,
+            Key=part_key(job_id, sort_key),
+            UpdateExpression="SET gsi1pk = :p",
+            ExpressionAttributeValues=to_item({":p": keys.job_tenant_pk("acme", older)}),
+        )
+    rt.store.client.update_item(
+        TableName=rt.store.table_name,
+        Key=part_key(older, keys.RESULT_SK),
+        UpdateExpression="REMOVE gsi1pk, gsi1sk",
+    )
+    older_result = jobs.get_job(rt, "acme", older, None)["result"]
+    rt.store.client.delete_item(TableName=rt.store.table_name, Key=job_key(newer))
+    rt.store.client.update_item(
+        TableName=rt.store.table_name,
+        Key=part_key(newer, keys.RESULT_SK),
+        UpdateExpression="SET #r = :r",
+        ExpressionAttributeNames={"#r": results.ATTRIBUTE},
+        ExpressionAttributeValues={":r": results.to_result_attribute({"candidates": []})},
+    )
+    shown = listed_documents(rt)
+    assert set(shown) == {older}
+    assert shown[older]["result"] == older_result
