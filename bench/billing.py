@@ -79,7 +79,9 @@ class Table:
 
     @classmethod
     def from_template(cls, name: str, properties: Mapping[str, Any]) -> Table:
-        """The table and its indexes as an AWS::DynamoDB::Table resource declares them."""
+        """The table and its indexes as an AWS::DynamoDB::Table resource declares them, its
+        conditions evaluated (jobstream_local's `Template.tables`); ValueError for an index
+        still under a condition."""
 
         def keys(schema: Iterable[Mapping[str, str]]) -> tuple[str, str | None]:
             by_type = {entry["KeyType"]: entry["AttributeName"] for entry in schema}
@@ -88,6 +90,8 @@ class Table:
         hash_key, range_key = keys(properties["KeySchema"])
         indexes = []
         for index in properties.get("GlobalSecondaryIndexes", []):
+            if "IndexName" not in index:
+                raise ValueError(f"an index not evaluated for the stack's parameters: {index}")
             index_hash, index_range = keys(index["KeySchema"])
             projection = index.get("Projection", {})
             indexes.append(

@@ -350,7 +350,8 @@ def _expect(holds: bool, what: str) -> None:
 
 
 def table_from_template(template: Any, name: str) -> Table:
-    (properties,) = template.resources_of_type("AWS::DynamoDB::Table").values()
+    """The template's one table as its parameters deploy it (jobstream_local's Template)."""
+    (properties,) = template.tables().values()
     return Table.from_template(name, properties)
 
 

@@ -21,12 +21,13 @@ def create_tables(
     *,
     upgraded: bool = False,
 ) -> dict[str, dict[str, str]]:
-    """Create every AWS::DynamoDB::Table of the template; their Ref values (and the ARN of
-    their stream, `StreamArn`) by logical id. A table with the sweep index is recorded as
-    created by this release (the earlier release's sweep shards never held anything:
-    store/sweep_index.py) unless `upgraded` (as a table an upgrade finds)."""
+    """Create every AWS::DynamoDB::Table of the template as its parameters deploy it
+    (`Template.tables`: an index under a false condition is not created); their Ref values
+    (and the ARN of their stream, `StreamArn`) by logical id. A table with the sweep index is
+    recorded as created by this release (the earlier release's sweep shards never held
+    anything: store/sweep_index.py) unless `upgraded` (as a table an upgrade finds)."""
     created = {}
-    for logical_id, properties in template.resources_of_type("AWS::DynamoDB::Table").items():
+    for logical_id, properties in template.tables().items():
         name = (name_for or template.physical_name)(logical_id)
         request = {key: properties[key] for key in _TABLE_KEYS if key in properties}
         stream = properties.get("StreamSpecification")

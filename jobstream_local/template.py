@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,9 @@ LOCAL_STACK_NAME = "jobstream-local"
 
 # What the local stack knows of each created resource: its Ref value and its attributes.
 Physical = Mapping[str, Mapping[str, str]]
+TABLE = "AWS::DynamoDB::Table"
+# What `{"Ref": "AWS::NoValue"}` evaluates to: the property or list member is left out.
+_NO_VALUE: Any = object()
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -80,11 +83,31 @@ class StreamSource:
 @dataclass(frozen=True)
 class Template:
     document: dict[str, Any]
+    # Parameter values as `--parameter-overrides` gives them; the others keep their defaults.
+    parameters: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path = TEMPLATE) -> Template:
         text = path.read_text(encoding="utf-8")
         return cls(yaml.load(text, Loader=_CfnLoader))  # noqa: S506 - a SafeLoader subclass
+
+    def with_parameters(self, values: Mapping[str, str]) -> Template:
+        """This template as deployed with `values` for some of its parameters; ValueError for
+        a parameter it does not declare or a value its AllowedValues leave out."""
+        declared = self.document.get("Parameters") or {}
+        for name, value in values.items():
+            if name not in declared:
+                raise ValueError(f"the template declares no parameter {name}")
+            allowed = declared[name].get("AllowedValues")
+            if allowed is not None and value not in [str(a) for a in allowed]:
+                raise ValueError(f"{name}={value}: not one of {allowed}")
+        return replace(self, parameters={**self.parameters, **values})
+
+    def parameter(self, name: str) -> str:
+        """A parameter's value: the one given (`with_parameters`), else its default."""
+        if name in self.parameters:
+            return self.parameters[name]
+        return str(self.document["Parameters"][name].get("Default", ""))
 
     @property
     def resources(self) -> dict[str, Any]:
@@ -100,6 +123,41 @@ class Template:
             for logical_id, resource in self.resources.items()
             if resource["Type"] == resource_type
         }
+
+    def tables(self) -> dict[str, dict[str, Any]]:
+        """Every AWS::DynamoDB::Table as these parameters deploy it (a table under a false
+        condition left out), its properties `evaluated`: what a table is created from."""
+        return {
+            logical_id: self.evaluated(resource.get("Properties", {}))
+            for logical_id, resource in self.resources.items()
+            if resource["Type"] == TABLE
+            and ("Condition" not in resource or self.condition(resource["Condition"], {}))
+        }
+
+    def table_indexes(self, logical_id: str) -> list[dict[str, Any]]:
+        """A table's global secondary indexes as declared, conditions evaluated."""
+        return list(self.tables()[logical_id].get("GlobalSecondaryIndexes", []))
+
+    def evaluated(self, value: Any) -> Any:
+        """`value` with its conditions evaluated as CloudFormation does: each Fn::If replaced
+        by the branch its condition chooses, and a Ref to AWS::NoValue left out of its list or
+        mapping (None if `value` itself comes to none). Other intrinsic functions are kept."""
+        chosen = self._chosen(value)
+        return None if chosen is _NO_VALUE else chosen
+
+    def _chosen(self, value: Any) -> Any:
+        if isinstance(value, list):
+            members = (self._chosen(member) for member in value)
+            return [member for member in members if member is not _NO_VALUE]
+        if not isinstance(value, dict):
+            return value
+        if value == {"Ref": "AWS::NoValue"}:
+            return _NO_VALUE
+        if "Fn::If" in value:
+            condition, when_true, when_false = value["Fn::If"]
+            return self._chosen(when_true if self.condition(condition, {}) else when_false)
+        entries = {key: self._chosen(entry) for key, entry in value.items()}
+        return {key: entry for key, entry in entries.items() if entry is not _NO_VALUE}
 
     def _function_events(self, event_type: str) -> list[tuple[FunctionSpec, dict[str, Any]]]:
         found = []
@@ -142,7 +200,7 @@ class Template:
         ]
 
     def function_timeout_s(self, name: str) -> int:
-        """A function's timeout: its own, else the Globals' (parameters at their defaults)."""
+        """A function's timeout: its own, else the Globals' (parameters at their values)."""
         function = self.resources_of_type("AWS::Serverless::Function").get(name, {})
         timeout = function.get("Timeout", self.document["Globals"]["Function"]["Timeout"])
         return int(self.resolve(timeout, {}))
@@ -150,7 +208,7 @@ class Template:
     def function_environment(
         self, overrides: Mapping[str, str], physical: Physical
     ) -> dict[str, str]:
-        """Globals environment, resolved: parameters to defaults, resources to local values."""
+        """Globals environment, resolved: parameters to their values, resources to local ones."""
         variables = self.document["Globals"]["Function"]["Environment"]["Variables"]
         return {
             name: overrides.get(name) or self.resolve(value, physical)
@@ -162,9 +220,8 @@ class Template:
             ref = value["Ref"]
             if ref == "AWS::StackName":
                 return LOCAL_STACK_NAME
-            parameter = self.document.get("Parameters", {}).get(ref)
-            if parameter is not None:
-                return str(parameter.get("Default", ""))
+            if ref in self.document.get("Parameters", {}):
+                return self.parameter(ref)
             return physical[ref]["Ref"]
         if isinstance(value, dict) and "Fn::GetAtt" in value:
             logical_id, attribute = value["Fn::GetAtt"]
@@ -176,7 +233,7 @@ class Template:
         return str(value)
 
     def condition(self, name: str, physical: Physical) -> bool:
-        """A template condition, with parameters at their defaults (Equals, Not, And, Or)."""
+        """A template condition, with parameters at their values (Equals, Not, And, Or)."""
         return self._evaluate(self.document["Conditions"][name], physical)
 
     def _evaluate(self, expression: Any, physical: Physical) -> bool:

@@ -615,7 +615,7 @@ def looks_like_secret(value: Any) -> bool:
 
 
 def table_problems(template: Template, name: str) -> list[str]:
-    table = template.resources_of_type("AWS::DynamoDB::Table")[name]
+    table = template.tables()[name]  # as the default parameters deploy it
     problems = []
     if table.get("BillingMode") != "PAY_PER_REQUEST":
         problems.append(f"{name}: BillingMode is {table.get('BillingMode')!r}")
