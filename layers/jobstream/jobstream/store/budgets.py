@@ -23,10 +23,10 @@ item and the result item. Each stays within 400 KiB
   URL). The job item is these two: it never holds a copy of a result.
 - `RESULT_BYTES` (128 KiB): the `result` a success writes in its own item (`#RESULT`), sized
   here as a DynamoDB map of it (`result_size`); what is written there, its compressed JSON
-  (store/results.py), is smaller for any but a tiny result, and far within the item's 400 KB. A larger result is cut by the job type's rule
-  before it is written (`JobType.fit_result`: a search keeps its best candidates; a type without
-  a rule fails the job). That item is also a success's kept outcome while its completion cannot
-  be written.
+  (store/results.py), is smaller for any but a tiny result, and far within the item's 400 KB.
+  A larger result is cut by the job type's rule before it is written (`JobType.fit_result`: a
+  search keeps its best candidates; a type without a rule fails the job). That item is also a
+  success's kept outcome while its completion cannot be written.
 
 `tests/unit/test_budgets.py` builds the fattest job and result the rules allow and checks they
 fit; `tests/integration/test_body_limit.py` admits bodies of exactly `TASK_BODY_BYTES`.

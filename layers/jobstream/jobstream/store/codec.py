@@ -27,6 +27,8 @@ def _scalar_attribute(value: Any) -> dict[str, Any]:
         return {"N": repr(value)}
     if isinstance(value, str):
         return {"S": value}
+    if isinstance(value, bytes):
+        return {"B": value}
     raise TypeError(f"cannot store a {type(value).__name__}")
 
 
@@ -50,6 +52,8 @@ def from_attribute(attribute: Mapping[str, Any]) -> Any:
         return [from_attribute(item) for item in value]
     if tag == "SS":
         return frozenset(value)
+    if tag == "B":
+        return bytes(value)
     raise TypeError(f"unsupported attribute type {tag}")
 
 
