@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from jobstream.service.completion import complete
 from jobstream.service.sweep import sweep
 from jobstream.store import keys, listed, results
 from jobstream.store.codec import to_item
+from jobstream.store.jobs import JobStore
 from jobstream.store.ports import JobQuery
 from jobstream.store.records import job_key, part_key
 from jobstream.store.shards import ReadBudget
@@ -67,8 +69,13 @@ def item(rt: Runtime, key: dict[str, Any]) -> dict[str, Any]:
 def test_every_state_lists_as_the_job_shows_it(rt: Runtime, clock: Clock) -> None:
     queued = submit(rt, "queued", correlation_id="c-1", labels={"": "empty key", "k": "v"})
     waiting = submit(rt, "waiting")
+    waiting_record = rt.store.get_job_item(waiting)
+    assert waiting_record is not None
     assert rt.store.note_waiting(
-        waiting, stage="slot_wait", message="waiting for a slot of acct (1 at a time)", now=clock()
+        waiting_record,
+        stage="slot_wait",
+        message="waiting for a slot of acct (1 at a time)",
+        now=clock(),
     )
     running = submit(rt, "running")
     assert execution.claim(rt, running, "worker-1") is not None
@@ -102,7 +109,9 @@ def test_a_page_of_jobs_not_running_reads_the_index_alone(rt: Runtime, clock: Cl
         page = jobs.list_jobs(rt, "acme", {}, None)
     assert set(calls) == {"Query"}
     assert {job["job_id"] for job in page["jobs"]} == set(ids)
-    assert all(job["result"]["candidates"] for job in page["jobs"][:3] if "result" in job)
+    results_shown = [job["result"] for job in page["jobs"] if job["status"] == "succeeded"]
+    assert len(results_shown) == 3
+    assert all(result["candidates"] for result in results_shown)
     assert_listed_as_got(rt, ids)
 
 
@@ -129,24 +138,21 @@ def test_the_claim_removes_the_map_and_a_heartbeat_leaves_the_index_alone(
     assert_listed_as_got(rt, [job_id])
 
 
-def test_a_heartbeat_racing_the_terminal_commit_is_overruled(rt: Runtime, clock: Clock) -> None:
-    """The cancel read the job before the worker's heartbeat landed: its commit sets what the
-    map shows to the values it read, so the job and its listing agree."""
+def test_a_heartbeat_racing_the_terminal_commit_makes_it_read_the_job_again(
+    rt: Runtime, clock: Clock
+) -> None:
+    """The cancel read the job before the worker's heartbeat landed: the map it would write
+    shows a heartbeat the job no longer has, so its commit does not hold; read again, the
+    job ends with the heartbeat it had, and its listing shows it."""
     job_id = submit(rt, "raced")
     assert execution.claim(rt, job_id, "worker-1") is not None
-    seen = rt.store.get_job_item(job_id)
-    assert seen is not None
     transact = rt.store.client.transact_write_items
+    beats: list[int] = []
 
     def heartbeat_first(**request: Any) -> Any:
-        clock.advance(1_000)
-        assert rt.store.renew_lease(
-            job_id,
-            "worker-1",
-            now=clock(),
-            lease_ms=180_000,
-            progress=None,
-        )
+        if not beats:
+            beats.append(clock.advance(1_000))
+            assert rt.store.renew_lease(job_id, "worker-1", now=clock(), lease_ms=180_000)
         return transact(**request)
 
     rt.store.client.transact_write_items = heartbeat_first  # type: ignore[method-assign]
@@ -157,8 +163,108 @@ def test_a_heartbeat_racing_the_terminal_commit_is_overruled(rt: Runtime, clock:
     after = rt.store.get_job_item(job_id)
     assert after is not None
     assert after.status == "cancelled"
-    assert after.heartbeat_at == seen.heartbeat_at
+    assert after.heartbeat_at == beats[0]  # the later heartbeat, not the one first read
     assert_listed_as_got(rt, [job_id])
+
+
+def test_a_take_over_racing_an_expiry_is_not_undone(rt: Runtime, clock: Clock) -> None:
+    """A deadline verdict read the job before another worker took it over (a take-over
+    writes no event): the attempt it shows is never set back by the verdict's commit."""
+    job_id = submit(rt, "taken")
+    assert execution.claim(rt, job_id, "worker-1") is not None
+    seen = rt.store.get_job_item(job_id)
+    assert seen is not None
+    clock.advance(rt.settings.lease_ms + 1)
+    taken = execution.claim(rt, job_id, "worker-2")
+    assert taken is not None
+    assert taken.attempt == 2
+    # The sweep's verdict, from what it read before the take-over.
+    clock.advance(rt.settings.default_deadline_ms)
+    from jobstream.lifecycle import transitions
+    from jobstream.lifecycle.log import apply_until_settled
+    from jobstream.protocol.errors import Reason
+
+    apply_until_settled(
+        rt,
+        seen,
+        lambda current: transitions.expire(current, Reason.EXECUTION_TIMEOUT, now=clock()),
+        reread=lambda job, _: rt.store.get_job_item(job),
+        attempts=3,
+        base_url=None,
+    )
+    after = rt.store.get_job_item(job_id)
+    assert after is not None
+    assert after.status == "expired"
+    assert after.attempt == 2
+    assert_listed_as_got(rt, [job_id])
+
+
+def test_a_wait_for_a_slot_keeps_what_the_map_says_of_the_labels(rt: Runtime, clock: Clock) -> None:
+    small = submit(rt, "waits-small", labels={"k": "v"})
+    large = submit(rt, "waits-large", labels={"note": "x" * 2_000})
+    for job_id in (small, large):
+        record = rt.store.get_job_item(job_id)
+        assert record is not None
+        clock.advance(5)
+        assert rt.store.note_waiting(record, stage="slot_wait", message="waiting", now=clock())
+    assert_listed_as_got(rt, [small, large])
+    assert listed_documents(rt)[large]["labels"] == {"note": "x" * 2_000}
+    jobs.cancel(rt, "acme", small, None)
+    assert_listed_as_got(rt, [small, large])
+
+
+def test_a_failed_job_lists_as_it_shows(rt: Runtime, clock: Clock) -> None:
+    job_id = submit(rt, "fails")
+    rt.store.client.update_item(
+        TableName=rt.store.table_name,
+        Key=job_key(job_id),
+        UpdateExpression="SET params_canonical = :p",
+        ExpressionAttributeValues=to_item({":p": '{"query":{"tags":["no-such-tag-anywhere"]}}'}),
+    )
+    clock.advance(5)
+    assert execution.execute(rt, job_id) == "failed"
+    shown = listed_documents(rt)[job_id]
+    assert shown["error"]["code"] == "no_candidate"
+    assert_listed_as_got(rt, [job_id])
+
+
+def test_a_map_written_for_another_status_is_not_trusted(rt: Runtime, clock: Clock) -> None:
+    """A writer that moves the status without the map (the release before, during an
+    upgrade) leaves one the listing does not show."""
+    job_id = submit(rt, "moved")
+    clock.advance(5)
+    assert execution.execute(rt, job_id) == "succeeded"
+    stale = {"t": "queued", "u": 1}
+    rt.store.client.update_item(
+        TableName=rt.store.table_name,
+        Key=job_key(job_id),
+        UpdateExpression="SET #listed = :listed",
+        ExpressionAttributeNames={"#listed": listed.ATTRIBUTE},
+        ExpressionAttributeValues=to_item({":listed": stale}),
+    )
+    with dynamodb_calls(rt.store.client) as calls:
+        assert_listed_as_got(rt, [job_id])
+    assert "BatchGetItem" in calls
+
+
+def test_the_first_step_of_an_upgrade_writes_what_the_release_before_reads(
+    rt: Runtime, clock: Clock
+) -> None:
+    compatible = replace(
+        rt, store=JobStore(rt.store.table_name, rt.store.client_factory, previous_formats=True)
+    )
+    big = {"note": "x" * 2_000}
+    job_id = submit(compatible, "compatible", labels=big)
+    clock.advance(5)
+    assert execution.execute(compatible, job_id) == "succeeded"
+    job_item = item(rt, job_key(job_id))
+    assert json.loads(job_item["labels"]["S"]) == big
+    assert listed.UNLISTED_LABELS not in job_item
+    result_item = item(rt, part_key(job_id, keys.RESULT_SK))
+    assert set(result_item[results.ATTRIBUTE]) == {"M"}  # a map, as it was
+    assert "gsi1pk" not in result_item  # no entry the release before would list as a job
+    for runtime in (compatible, rt):
+        assert listed_documents(runtime)[job_id] == jobs.get_job(runtime, "acme", job_id, None)
 
 
 def test_a_large_result_is_read_from_the_table(rt: Runtime, clock: Clock) -> None:

@@ -19,7 +19,7 @@ from jobstream_local.template import Template
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 TABLE = "JobsTable"
-PARAMETER = "KeepByTenantIndex"
+PARAMETER = "PreviousReleaseCompatible"
 
 
 def _index(name: str, hash_key: str, range_key: str, projection: dict[str, Any]) -> dict[str, Any]:
@@ -90,20 +90,20 @@ def test_each_deployment_of_the_upgrade_creates_or_deletes_one_index() -> None:
 def test_the_parameter_defaults_to_one_update_for_a_new_stack_and_takes_true_or_false() -> None:
     template = Template.load()
     assert template.parameter(PARAMETER) == "false"
-    assert not template.condition("KeepsByTenantIndex", {})
-    assert template.with_parameters({PARAMETER: "true"}).condition("KeepsByTenantIndex", {})
+    assert not template.condition("KeepsPreviousRelease", {})
+    assert template.with_parameters({PARAMETER: "true"}).condition("KeepsPreviousRelease", {})
     with pytest.raises(ValueError, match="not one of"):
         template.with_parameters({PARAMETER: "yes"})
     with pytest.raises(ValueError, match="declares no parameter"):
-        template.with_parameters({"KeepByTenantIndexes": "true"})
+        template.with_parameters({"PreviousReleaseCompatiblees": "true"})
 
 
 def test_evaluated_leaves_out_what_a_false_condition_gives_no_value() -> None:
     template = Template.load()
     no_value = {"Ref": "AWS::NoValue"}
     value = {
-        "kept": {"Fn::If": ["KeepsByTenantIndex", "a", no_value]},
-        "list": [1, {"Fn::If": ["KeepsByTenantIndex", 2, no_value]}, {"Ref": "JobsTable"}],
+        "kept": {"Fn::If": ["KeepsPreviousRelease", "a", no_value]},
+        "list": [1, {"Fn::If": ["KeepsPreviousRelease", 2, no_value]}, {"Ref": "JobsTable"}],
         "nested": {"Fn::If": ["TracingEnabled", "x", {"Fn::If": ["HasAlarmTopic", "y", "z"]}]},
     }
     assert template.evaluated(value) == {"list": [1, {"Ref": "JobsTable"}], "nested": "z"}

@@ -93,4 +93,5 @@ class Runtime:
 def runtime() -> Runtime:
     """The process-wide runtime; invalid configuration raises here, at start-up."""
     settings = load_settings()
-    return Runtime(settings=settings, store=JobStore(settings.table_name))
+    store = JobStore(settings.table_name, previous_formats=settings.write_previous_formats)
+    return Runtime(settings=settings, store=store)

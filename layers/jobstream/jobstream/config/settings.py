@@ -92,6 +92,9 @@ class Settings(BaseModel):
     feed_settle_ms: Annotated[int, Field(ge=0, le=10_000)] = 250
     # How often a long-poll of the feed reads again while it waits.
     feed_poll_ms: Annotated[int, Field(ge=20, le=5_000)] = 250
+    # The first deployment of an upgrade from the release before `tenant_jobs`: write only what
+    # that release reads (results as maps, labels where it looks), so it can be rolled back to.
+    write_previous_formats: bool = False
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
@@ -187,6 +190,7 @@ ENVIRONMENT: Final[dict[str, str]] = {
     "sweep_budget_ms": "JOBSTREAM_SWEEP_BUDGET_MS",
     "retention_days": "JOBSTREAM_RETENTION_DAYS",
     "worker_timeout_s": "JOBSTREAM_WORKER_TIMEOUT_S",
+    "write_previous_formats": "JOBSTREAM_WRITE_PREVIOUS_FORMATS",
 }
 # The one-tenant shorthand (local runs, tests): secrets in the environment, so never on AWS,
 # where the template sets none of them.

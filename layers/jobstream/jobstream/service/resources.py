@@ -74,7 +74,7 @@ def take_slot(rt: Runtime, resource: JobResource, record: JobRecord) -> bool:
     observability.count("resource_waits", dimension=resource.name)
     limit = resource.limits.max_concurrent
     rt.store.note_waiting(
-        record.job_id,
+        record,
         stage=SLOT_WAIT_STAGE,
         message=f"waiting for a slot of {resource.name} ({limit} at a time)",
         now=max(now, record.updated_at),

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 
 def to_attribute(value: Any) -> dict[str, Any]:
@@ -38,23 +38,25 @@ def to_item(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def from_attribute(attribute: Mapping[str, Any]) -> Any:
     ((tag, value),) = attribute.items()
-    if tag == "S":
-        return value
     if tag == "N":
         return int(value) if value.lstrip("-").isdigit() else float(value)
-    if tag == "BOOL":
-        return bool(value)
-    if tag == "NULL":
-        return None
     if tag == "M":
         return from_item(value)
     if tag == "L":
         return [from_attribute(item) for item in value]
-    if tag == "SS":
-        return frozenset(value)
-    if tag == "B":
-        return bytes(value)
-    raise TypeError(f"unsupported attribute type {tag}")
+    reader = _SCALAR_READERS.get(tag)
+    if reader is None:
+        raise TypeError(f"unsupported attribute type {tag}")
+    return reader(value)
+
+
+_SCALAR_READERS: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "S": str,
+    "BOOL": bool,
+    "NULL": lambda _: None,
+    "SS": frozenset,
+    "B": bytes,
+}
 
 
 def from_item(item: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

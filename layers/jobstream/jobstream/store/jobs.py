@@ -89,9 +89,16 @@ _SLOT_FREE: Final = "attribute_not_exists(#pk) OR #at < :created"
 
 class JobStore(TableStore):
     def __init__(
-        self, table_name: str, client_factory: Callable[[], DynamoDBClient] = dynamodb_client
+        self,
+        table_name: str,
+        client_factory: Callable[[], DynamoDBClient] = dynamodb_client,
+        *,
+        previous_formats: bool = False,
     ) -> None:
         super().__init__(table_name, client_factory)
+        # Write only what the release before reads (the first deployment of an upgrade, which
+        # may be rolled back): results as maps, labels under `labels` (store/listed.py).
+        self.previous_formats = previous_formats
         # The minute of the last quota window each tenant's admission counted in here: the
         # guess of the next charge (store/quotas.py), never relied on.
         self._windows: dict[str, int] = {}
@@ -231,7 +238,7 @@ class JobStore(TableStore):
         put_job: TransactWriteItemTypeDef = {
             "Put": {
                 "TableName": self.table_name,
-                "Item": record_to_item(described),
+                "Item": record_to_item(described, previous_formats=self.previous_formats),
                 # One idempotency key, one job: never overwrite an admitted job, unless it
                 # has passed its retention (its key is free again).
                 "ConditionExpression": "attribute_not_exists(#pk) OR #expires <= :now",
@@ -354,7 +361,12 @@ class JobStore(TableStore):
             assignments.append("#pending = :pending")
         if append.change is not None:
             removed += _apply_change(append.change, names, values, assignments, conditions)
-            removed += listed.commit_clause(record, append.change, names, values, assignments)
+            removed += listed.commit_clause(
+                record,
+                append.change,
+                listed.UpdateParts(names, values, assignments, conditions),
+                previous_formats=self.previous_formats,
+            )
         return {
             "Update": {
                 "TableName": self.table_name,
@@ -418,7 +430,9 @@ class JobStore(TableStore):
         return _applied(
             lambda: self.client.put_item(
                 TableName=self.table_name,
-                Item=_result_item(record, result, expires_at=expires_at),
+                Item=_result_item(
+                    record, result, expires_at=expires_at, previous_formats=self.previous_formats
+                ),
                 # Written once per job: a second run (one resumed after its worker died, a
                 # worker that lost its lease unknowingly) never rewrites a result a consumer
                 # may have read; only an earlier job's under the same key is replaced.
@@ -542,13 +556,14 @@ class JobStore(TableStore):
             )
         )
 
-    def note_waiting(self, job_id: str, *, stage: str, message: str, now: int) -> bool:
+    def note_waiting(self, record: JobRecord, *, stage: str, message: str, now: int) -> bool:
         """Show a queued job waiting (for a slot of a shared resource): its progress says so;
         False when it no longer waits or already shows it."""
+        waiting = replace(record, progress_stage=stage, progress_message=message, updated_at=now)
         return _applied(
             lambda: self.client.update_item(
                 TableName=self.table_name,
-                Key=job_key(job_id),
+                Key=job_key(record.job_id),
                 UpdateExpression=(
                     "SET progress_stage = :stage, progress_message = :message, updated_at = :now,"
                     " #listed = :listed"
@@ -565,8 +580,7 @@ class JobStore(TableStore):
                         ":message": message,
                         ":now": now,
                         ":queued": JobStatus.QUEUED.value,
-                        # A queued job has neither a heartbeat nor an attempt to show.
-                        ":listed": {"u": now, "s": stage, "m": message},
+                        ":listed": listed.shown(waiting, previous_formats=self.previous_formats),
                     }
                 ),
             )
@@ -769,11 +783,15 @@ def _remove_clause(removed: Sequence[str], names: dict[str, str]) -> str:
 
 
 def _result_item(
-    record: JobRecord, result: Mapping[str, Any], *, expires_at: int
+    record: JobRecord, result: Mapping[str, Any], *, expires_at: int, previous_formats: bool
 ) -> dict[str, Any]:
-    """A finished run's result item; with listing keys when its listing entry is small
-    (store/listed.py)."""
+    """A finished run's result item: its compressed JSON, with listing keys when its listing
+    entry is small (store/listed.py); or as the release before wrote it."""
     item = to_item({keys.PK: keys.job_pk(record.job_id), keys.SK: keys.RESULT_SK})
+    if previous_formats:
+        # A map, and no listing entry: the release before lists every entry as a job.
+        item[results.ATTRIBUTE] = to_attribute(dict(result))
+        return item | to_item({GENERATION: record.created_at, keys.TTL_ATTRIBUTE: expires_at})
     item[results.ATTRIBUTE] = to_result_attribute(result)
     listing_keys = to_item(listed.result_listing_keys(record))
     if item_size({**item, **listing_keys}) <= listed.LISTED_RESULT_MAX_BYTES:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from jobstream.domain import JobRecord, JobStatus, JobView
@@ -33,6 +34,17 @@ from jobstream.store.codec import from_item
 
 if TYPE_CHECKING:
     from jobstream.store.ports import StateChange
+
+
+@dataclass
+class UpdateParts:
+    """An UpdateExpression being built: its placeholders, SET assignments and conditions."""
+
+    names: dict[str, str]
+    values: dict[str, Any]
+    assignments: list[str]
+    conditions: list[str]
+
 
 ATTRIBUTE: Final = "listed"
 # Labels are the consumer's own, up to the body's size: larger than this (their JSON text),
@@ -46,7 +58,9 @@ LISTED_RESULT_MAX_BYTES: Final = 1024
 # The result entry's sort key: its job's, and this suffix (just after it, newest first).
 RESULT_SUFFIX: Final = "#R"
 # The job item's attributes the map stands for: a commit that leaves the job queued or
-# finished writes each (its own value, or the value it read) with the map.
+# finished writes the map with the values it sets, and holds only while the others are as read.
+# What an absent attribute reads back as (store/records.py).
+_DEFAULTS: Final[Mapping[str, Any]] = {"attempt": 0}
 _SHOWN_WHILE_RUNNING: Final = (
     "updated_at",
     "heartbeat_at",
@@ -56,11 +70,15 @@ _SHOWN_WHILE_RUNNING: Final = (
 )
 
 
-def shown(record: JobRecord) -> dict[str, Any] | None:
-    """The `listed` map of a job that is not running; None for a running job."""
+def shown(record: JobRecord, *, previous_formats: bool = False) -> dict[str, Any] | None:
+    """The `listed` map of a job that is not running; None for a running job.
+    `previous_formats`: the job item is written as the release before reads it (its labels
+    under `labels` whatever their size)."""
     if record.status is JobStatus.RUNNING:
         return None
-    values: dict[str, Any] = {"u": record.updated_at}
+    # The status it was written for: a write that moves the status without it (a release
+    # before this one's, running meanwhile) leaves a map the listing does not trust.
+    values: dict[str, Any] = {"t": record.status.value, "u": record.updated_at}
     if record.heartbeat_at is not None:
         values["h"] = record.heartbeat_at
     if record.attempt:
@@ -70,7 +88,7 @@ def shown(record: JobRecord) -> dict[str, Any] | None:
         values["s"] = record.progress_stage
     if record.progress_message is not None:
         values["m"] = record.progress_message
-    if record.labels and labels_attribute(labels_text(record.labels)) == UNLISTED_LABELS:
+    if record.labels and labels_attribute(labels_text(record.labels), previous_formats) != "labels":
         values["o"] = True  # the entry lacks the job's labels: the listing reads the table
     return values
 
@@ -82,41 +100,51 @@ def labels_text(labels: Mapping[str, str]) -> str:
     return json.dumps(labels, ensure_ascii=False, separators=(",", ":"))
 
 
-def labels_attribute(text: str) -> str:
+def labels_attribute(text: str, previous_formats: bool = False) -> str:
     """The job item's attribute for labels kept as `text`: `labels`, which the index
-    projects, unless they are too large for it."""
-    return "labels" if len(text.encode("utf-8")) <= LISTED_LABELS_MAX_BYTES else UNLISTED_LABELS
+    projects, unless they are too large for it (and the release before need not read them)."""
+    if previous_formats or len(text.encode("utf-8")) <= LISTED_LABELS_MAX_BYTES:
+        return "labels"
+    return UNLISTED_LABELS
 
 
 def commit_clause(
     record: JobRecord,
     change: StateChange,
-    names: dict[str, str],
-    values: dict[str, Any],
-    assignments: list[str],
+    expression: UpdateParts,
+    *,
+    previous_formats: bool = False,
 ) -> list[str]:
     """A commit's part in the job's `listed` map (`record`: the job as the committer read
     it); returns the attributes it removes. Starting to run removes the map; a change that
-    leaves the job queued or finished writes it, with the job's attributes it stands for."""
+    leaves the job queued or finished writes it, on condition that the job's attributes it
+    stands for and the change does not set are still as read (a heartbeat, a take-over or a
+    progress report that landed since makes the commit read the job again)."""
     after = change.update.applied_to(record)
     if after.status is JobStatus.RUNNING:
         return [ATTRIBUTE] if record.status is not JobStatus.RUNNING else []
-    names["#listed"] = ATTRIBUTE
-    values[":listed"] = shown(after)
-    assignments.append("#listed = :listed")
-    removed = []
+    expression.names["#listed"] = ATTRIBUTE
+    expression.values[":listed"] = shown(after, previous_formats=previous_formats)
+    expression.assignments.append("#listed = :listed")
     changed = set(change.update.fields)
     for index, name in enumerate(_SHOWN_WHILE_RUNNING):
         if name in changed:
             continue
-        value = getattr(after, name)
+        value = getattr(record, name)
+        placeholder = f"#l{index}"
+        expression.names[placeholder] = name
+        # The map shows the value read: the commit holds only while the job still has it.
         if value is None:
-            removed.append(name)
-            continue
-        names[f"#l{index}"] = name
-        values[f":l{index}"] = value
-        assignments.append(f"#l{index} = :l{index}")
-    return removed
+            expression.conditions.append(f"attribute_not_exists({placeholder})")
+        elif value == _DEFAULTS.get(name):
+            expression.values[f":l{index}"] = value
+            expression.conditions.append(
+                f"(attribute_not_exists({placeholder}) OR {placeholder} = :l{index})"
+            )
+        else:
+            expression.values[f":l{index}"] = value
+            expression.conditions.append(f"{placeholder} = :l{index}")
+    return []
 
 
 def view(entry: Mapping[str, Any]) -> JobView | None:
@@ -125,11 +153,11 @@ def view(entry: Mapping[str, Any]) -> JobView | None:
     if ATTRIBUTE not in entry:
         return None
     values = from_item(entry)
-    if values["status"] == JobStatus.RUNNING or values[ATTRIBUTE].get("o"):
-        # A commit that starts a run removes the map: a write between left it. Or the job's
-        # labels are too large for the index.
-        return None
     listed: Mapping[str, Any] = values[ATTRIBUTE]
+    if listed.get("t") != values["status"] or listed.get("o"):
+        # Written for another status (a run's start removes the map: a writer that does not
+        # know it left it), or the job's labels are too large for the index.
+        return None
     labels = values.get("labels")
     return JobView(
         job_id=keys.job_id_of(values[keys.PK]),

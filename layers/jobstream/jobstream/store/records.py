@@ -28,7 +28,9 @@ GENERATION: Final = "job_created_at"
 EVENT_PROGRESS: Final = ("progress_stage", "progress_message")
 
 
-def record_to_item(record: JobRecord) -> dict[str, Any]:
+def record_to_item(record: JobRecord, *, previous_formats: bool = False) -> dict[str, Any]:
+    """The job item of `record`; `previous_formats`: as the release before reads it (its labels
+    under `labels`, store/listed.py)."""
     values: dict[str, Any] = {
         keys.PK: keys.job_pk(record.job_id),
         keys.SK: keys.JOB_SK,
@@ -55,8 +57,8 @@ def record_to_item(record: JobRecord) -> dict[str, Any]:
         # Labels the listing index may hold under `labels`, which it projects; larger ones
         # under a name of their own (store/listed.py).
         text = listed.labels_text(record.labels)
-        values[listed.labels_attribute(text)] = text
-    shown = listed.shown(record)
+        values[listed.labels_attribute(text, previous_formats)] = text
+    shown = listed.shown(record, previous_formats=previous_formats)
     if shown is not None:
         values[listed.ATTRIBUTE] = shown
     return to_item(values)
