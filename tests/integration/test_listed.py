@@ -425,3 +425,27 @@ def test_a_result_entry_whose_job_is_gone_goes_to_no_other_job(rt: Runtime, cloc
     shown = listed_documents(rt)
     assert set(shown) == {older}
     assert shown[older]["result"] == older_result
+
+
+def test_a_run_that_heartbeats_completes_in_one_commit(rt: Runtime, clock: Clock) -> None:
+    """The worker knows the heartbeats it wrote: its completion holds at its first try."""
+    job_id = submit(rt, "beating")
+    claimed = execution.claim(rt, job_id, "worker-1")
+    assert claimed is not None
+    lease = execution.Lease(rt, claimed, "worker-1")
+    for _ in range(3):
+        clock.advance(rt.settings.heartbeat_interval_ms)
+        assert lease.beat()
+    result = {"candidates": [], "scanned": 0}
+    record = rt.store.get_job_item(job_id)
+    assert record is not None
+    assert rt.store.put_result(record, result, expires_at=2_000_000_000)
+    with dynamodb_calls(rt.store.client) as calls:
+        outcome = Outcome(result=result)
+        assert complete(rt, lease.record, "worker-1", outcome, result_stored=True) == "succeeded"
+    assert calls.count("TransactWriteItems") == 1
+    assert "GetItem" not in calls
+    after = rt.store.get_job_item(job_id)
+    assert after is not None
+    assert after.heartbeat_at == clock()
+    assert_listed_as_got(rt, [job_id])

@@ -261,7 +261,13 @@ class Lease:
             if not alive:
                 # Cancelled, expired or taken over.
                 self.lost.set()
-            elif shown is not None:
+                return alive
+            # The job as the heartbeat left it: the completion's commit holds only while what
+            # the job shows is as this worker last knew it (store/listed.py).
+            self.record = replace(
+                self.record, heartbeat_at=now, lease_expires_at=now + self.rt.settings.lease_ms
+            )
+            if shown is not None:
                 self._unshown = None
                 self.record = replace(
                     self.record,
