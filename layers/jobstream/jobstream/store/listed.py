@@ -8,8 +8,10 @@ those values in one small map of its own instead, `listed`, which the index proj
 
 - written by every write that leaves the job queued or finished (its admission, a wait for a
   resource's slot, its terminal commit), with the values the write leaves on the job item: a
-  commit sets the ones it did not change itself to the values it read (a heartbeat racing it
-  is overruled), so the entry and the item never disagree;
+  commit holds only while the ones it does not set are still as it read them (a heartbeat or a
+  take-over that landed since makes it read the job again), so the entry and the item never
+  disagree; the map names the status it was written for, and one found under another status
+  (left by a writer that does not know it) is not trusted;
 - removed when the job starts running, so a heartbeat or a progress report writes the job item
   alone, and a running job's entry sends the listing to the table.
 
