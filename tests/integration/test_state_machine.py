@@ -33,10 +33,12 @@ from jobstream.config.targets import DEFAULT_MAX_ATTEMPTS
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import OPEN_CALLBACK_STATES, CallbackState, IntentRef, JobRecord, StoredEvent
 from jobstream.http.statuses import http_status
+from jobstream.jobtypes import registry
 from jobstream.jobtypes.runner import Outcome
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.lifecycle.retention import callback_span_ms, item_expiry, job_expiry
 from jobstream.lifecycle.transitions import TERMINAL_KIND_BY_STATUS
+from jobstream.protocol import documents
 from jobstream.protocol.errors import ErrorCode, ProtocolError, Reason
 from jobstream.protocol.events import (
     KIND_TO_TYPE,
@@ -50,7 +52,7 @@ from jobstream.service import admission, callbacks, endpoints, execution, jobs
 from jobstream.service import events as stream
 from jobstream.service.liveness import verdict
 from jobstream.service.sweep import sweep
-from jobstream.store import keys
+from jobstream.store import keys, listed
 from jobstream.store.client import dynamodb_client
 from jobstream.store.codec import from_item, to_item
 from jobstream.store.jobs import MAX_CALLBACK_ATTEMPTS, JobStore, item_to_record
@@ -133,6 +135,19 @@ class JobView:
     intents: list[dict[str, Any]] = field(default_factory=list)
     event_items: list[dict[str, Any]] = field(default_factory=list)
     parts: list[Item] = field(default_factory=list)
+
+
+@functools.cache
+def _listing_projection() -> frozenset[str]:
+    """What the tenant index holds of an item: its keys and projected attributes."""
+    (index,) = [
+        index
+        for index in template().table_indexes("JobsTable")
+        if index["IndexName"] == keys.TENANT_INDEX
+    ]
+    return frozenset(
+        {keys.PK, keys.SK, "gsi1pk", "gsi1sk", *index["Projection"]["NonKeyAttributes"]}
+    )
 
 
 def conflicting(task: dict[str, Any]) -> dict[str, Any]:
@@ -296,6 +311,23 @@ class World:
         self.best_ack[job_id] = record.ack_sequence
         self.check_intents(model, view)
         self.check_retention(view)
+        self.check_listed(view)
+
+    def check_listed(self, view: JobView) -> None:
+        """A listing shows the job as GET does: its entry in the tenant's index, where it can
+        show the job (store/listed.py), makes the same document as the job item."""
+        record = view.record
+        entry = {name: value for name, value in view.item.items() if name in _listing_projection()}
+        shown = listed.view(entry)
+        if shown is None:
+            # Only a running job, or labels kept off the index, send a listing to the table.
+            assert record.status == "running" or listed.UNLISTED_LABELS in view.item
+            return
+        now = self.rt.clock()
+        as_listed = documents.job_document(
+            replace(shown, result=record.result), now, words=registry
+        )
+        assert as_listed == documents.job_document(record, now, words=registry)
 
     def check_retention(self, view: JobView) -> None:
         """Retention: every item but the job item carries the expiry it took when written (from
