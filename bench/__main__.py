@@ -724,6 +724,8 @@ def report(
 
 def listing_lines(rows: list[Row], costs: list[JobCost]) -> list[str]:
     """What a page of jobs reads, and what the tenant index's projection costs each job."""
+    import textwrap
+
     from jobstream.store import keys
 
     by_operation = {row.operation: row for row in rows}
@@ -734,32 +736,31 @@ def listing_lines(rows: list[Row], costs: list[JobCost]) -> list[str]:
     tenant_units = first.bill.index_write_units.get(keys.TENANT_INDEX, 0.0)
     correlation_units = first.bill.index_write_units.get(keys.CORRELATION_INDEX, 0.0)
     results = ", ".join(
-        f"{cost.scenario} {cost.result_bytes:,} bytes"
+        f"{cost.scenario} {cost.result_bytes:,} bytes ({cost.result_map_bytes:,} as a DynamoDB map)"
         for cost in costs
         if cost.result_bytes and cost.scenario not in {QUOTAS_SCENARIO, RESOURCE_SCENARIO}
     )
-    return [
-        f"Listings: the tenant's index (`{keys.TENANT_INDEX}`) holds what a Job document shows",
-        "of a queued or finished job, and a succeeded job's result when its entry fits in 1 KB",
-        "(one write unit): a page is a Query per index shard (16, and a few more where a",
-        "shard's first read fell short) and no read of the table. A page of 100 queued jobs:",
-        f"{queued.read_units:g} read units ({len(queued.calls)} queries, half a unit each at",
-        "least);",
-        f"of 100 succeeded jobs: {succeeded.read_units:g} ({len(succeeded.calls)} queries, their",
-        "results with them); target: about 25 (61.5 and 111.5 when every page's jobs were read",
-        "from the table, half a unit each at least). A running job, a larger result, an entry",
-        "written before the index held these and a correlation id's listing (`by_correlation`:",
-        "keys and status) are read from the table (BatchGetItem). What it costs each job: a",
-        f"1-candidate job's life writes {tenant_units:g} units to `{keys.TENANT_INDEX}` (its",
-        "entry at admission, claim and end, each under 1 KB, and its result's entry once) and",
-        f"{correlation_units:g} to `{keys.CORRELATION_INDEX}`. What changes while a job runs",
-        "(its heartbeat, progress, attempt) is kept in the job's `listed` map only while it is",
-        "not running (the claim removes it, the end writes it), so a heartbeat writes the job",
-        f'alone ("heartbeat" above: {heartbeat.write_units:g} write unit). A result is kept as',
-        f"its compressed JSON (the result item as stored: {results}; as a DynamoDB map they",
-        "took about 1 KB and 13.7 KB): every write and read of it is billed on that.",
-        "",
-    ]
+    paragraph = (
+        f"Listings: the tenant's index (`{keys.TENANT_INDEX}`) holds what a Job document shows "
+        "of a queued or finished job, and a succeeded job's result when its entry fits in 1 KB "
+        "(one write unit): a page is a Query per index shard (16, and a few more where a "
+        "shard's first read fell short) and no read of the table. A page of 100 queued jobs: "
+        f"{queued.read_units:g} read units ({len(queued.calls)} queries, half a unit each at "
+        f"least); of 100 succeeded jobs: {succeeded.read_units:g} ({len(succeeded.calls)} "
+        "queries, their results with them); target: about 25 (61.5 and 111.5 when every "
+        "page's jobs were read from the table, half a unit each at least). A running job, a "
+        "larger result, an entry written before the index held these and a correlation id's "
+        "listing (`by_correlation`: keys and status) are read from the table (BatchGetItem). "
+        f"What it costs each job: a 1-candidate job's life writes {tenant_units:g} units to "
+        f"`{keys.TENANT_INDEX}` (its entry at admission, claim and end, each under 1 KB, and "
+        f"its result's entry once) and {correlation_units:g} to `{keys.CORRELATION_INDEX}`. "
+        "What changes while a job runs (its heartbeat, progress, attempt) is kept in the job's "
+        "`listed` map only while it is not running (the claim removes it, the end writes it), "
+        f'so a heartbeat writes the job alone ("heartbeat" above: {heartbeat.write_units:g} '
+        f"write unit). A result is kept as its compressed JSON (the result item as stored: "
+        f"{results}): every write and read of it is billed on that."
+    )
+    return [*textwrap.wrap(paragraph, width=88), ""]
 
 
 def _runs(calls: list[str]) -> list[str]:

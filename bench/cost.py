@@ -56,8 +56,10 @@ class JobCost:
     # DynamoDB's 100 bytes of overhead each included.
     table_bytes: int = 0
     index_bytes: int = 0
-    # The size of its result's item (`#RESULT`): what a listing reads of it.
+    # The size of its result's item (`#RESULT`): what a listing reads of it; and what that item
+    # would take with the result kept as a DynamoDB map (as results were before compression).
     result_bytes: int = 0
+    result_map_bytes: int = 0
     # The CloudWatch metrics (name, dimensions) its life's EMF documents define.
     metric_series: frozenset[Series] = frozenset()
     # Write units (table and indexes) by step of the life, in order.
@@ -299,6 +301,7 @@ def _one_job(life: Life, scenario: str, params: Mapping[str, Any], run: int = 0)
         table_bytes=table_bytes,
         index_bytes=index_bytes,
         result_bytes=result_bytes,
+        result_map_bytes=_as_map_bytes(job.result) if job.result is not None else 0,
         metric_series=frozenset(recorder.series),
         write_units_by_step=tuple(steps.items()),
     )
@@ -331,6 +334,17 @@ def stored_bytes(life: Life, job_id: str) -> tuple[int, int, int]:
                 index_bytes += item_size(entry) + ITEM_OVERHEAD_BYTES
     result_bytes = sum(item_size(item) for item in items if item[keys.SK]["S"] == keys.RESULT_SK)
     return table_bytes, index_bytes, result_bytes
+
+
+def _as_map_bytes(result: Mapping[str, Any]) -> int:
+    """The result item's size with its result kept as a DynamoDB map (its keys, generation and
+    expiry as written)."""
+    from jobstream.store import keys
+    from jobstream.store.codec import to_attribute, to_item
+
+    item = to_item({keys.PK: "JOB#" + "j" * 36, keys.SK: keys.RESULT_SK})
+    item |= to_item({"job_created_at": 10**12, keys.TTL_ATTRIBUTE: 10**9})
+    return item_size({**item, "result": to_attribute(dict(result))})
 
 
 def _copy(bill: Bill) -> Bill:

@@ -449,3 +449,45 @@ def test_a_run_that_heartbeats_completes_in_one_commit(rt: Runtime, clock: Clock
     assert after is not None
     assert after.heartbeat_at == clock()
     assert_listed_as_got(rt, [job_id])
+
+
+def test_a_deadline_verdict_lands_past_a_heartbeat_that_raced_it(rt: Runtime, clock: Clock) -> None:
+    """The sweep read the job, then its worker's heartbeat landed: the verdict's commit does
+    not hold, and the job, judged again as it is now, still ends past its deadline."""
+    from jobstream.protocol.errors import Reason
+    from jobstream.service import liveness
+
+    job_id = submit(rt, "deadline")
+    assert execution.claim(rt, job_id, "worker-1") is not None
+    seen = rt.store.get_job_item(job_id)
+    assert seen is not None
+    assert seen.deadline_at is not None
+    clock.now = seen.deadline_at + 1
+    assert liveness.verdict(seen, clock(), rt.settings) is Reason.EXECUTION_TIMEOUT
+    assert rt.store.renew_lease(job_id, "worker-1", now=clock(), lease_ms=180_000)
+    expired = liveness.expire(rt, seen, Reason.EXECUTION_TIMEOUT, clock())
+    assert expired is not None
+    assert expired.status == "expired"
+    assert expired.heartbeat_at == clock()  # the heartbeat that raced it, kept
+    assert_listed_as_got(rt, [job_id])
+
+
+def test_large_labels_stay_shown_whichever_formats_the_writers_use(
+    rt: Runtime, clock: Clock
+) -> None:
+    """The second step of an upgrade rolling out: a job admitted by new code, cancelled by a
+    function still writing the previous formats (and the other way round)."""
+    compatible = replace(
+        rt, store=JobStore(rt.store.table_name, rt.store.client_factory, previous_formats=True)
+    )
+    big = {"note": "x" * 2_000}
+    new_first = submit(rt, "new-first", labels=big)
+    old_first = submit(compatible, "old-first", labels=big)
+    clock.advance(5)
+    jobs.cancel(compatible, "acme", new_first, None)
+    jobs.cancel(rt, "acme", old_first, None)
+    for runtime in (rt, compatible):
+        shown = listed_documents(runtime)
+        assert shown[new_first]["labels"] == big
+        assert shown[old_first]["labels"] == big
+    assert_listed_as_got(rt, [new_first, old_first])

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from jobstream import observability
 from jobstream.config.settings import Settings
 from jobstream.domain import ACTIVE_STATUSES, JobRecord, JobStatus
 from jobstream.lifecycle import transitions
-from jobstream.lifecycle.log import apply_until_settled, give_up
+from jobstream.lifecycle.log import apply_until_settled
 from jobstream.protocol.errors import Reason
 from jobstream.runtime import Runtime
+
+# A verdict's commit and one more after a lost race (the next sweep pass judges the rest).
+EXPIRE_ATTEMPTS: Final = 2
 
 
 def verdict(record: JobRecord, now: int, settings: Settings) -> Reason | None:
@@ -27,10 +32,24 @@ def verdict(record: JobRecord, now: int, settings: Settings) -> Reason | None:
 
 
 def expire(rt: Runtime, record: JobRecord, reason: Reason, now: int) -> JobRecord | None:
-    """End the job `expired` with its terminal event; None when the job moved on first."""
-    transition = transitions.expire(record, reason, now=now)
-    # A lost race is not decided again: the sweep's next pass judges the job as it is then.
-    settled = apply_until_settled(rt, record, lambda _: transition, reread=give_up)
+    """End the job `expired` with its terminal event; None when the job moved on first, or
+    no longer earns the verdict."""
+
+    def decide(current: JobRecord) -> transitions.Transition | None:
+        # After a lost race the job is judged again as it is now: a heartbeat that landed
+        # meanwhile (the commit's condition on what the listing shows, store/listed.py) does not
+        # put a deadline off, and a job that came back to life earns no stall verdict.
+        if current is not record and verdict(current, now, rt.settings) is not reason:
+            return None
+        return transitions.expire(current, reason, now=now)
+
+    settled = apply_until_settled(
+        rt,
+        record,
+        decide,
+        reread=lambda job_id, _: rt.store.get_job_item(job_id),
+        attempts=EXPIRE_ATTEMPTS,
+    )
     if not settled.moved:
         return None
     observability.count("verdicts", dimension=reason.value)

@@ -365,7 +365,6 @@ class JobStore(TableStore):
                 record,
                 append.change,
                 listed.UpdateParts(names, values, assignments, conditions),
-                previous_formats=self.previous_formats,
             )
         return {
             "Update": {
@@ -580,7 +579,7 @@ class JobStore(TableStore):
                         ":message": message,
                         ":now": now,
                         ":queued": JobStatus.QUEUED.value,
-                        ":listed": listed.shown(waiting, previous_formats=self.previous_formats),
+                        ":listed": listed.shown(waiting),
                     }
                 ),
             )

@@ -8,10 +8,12 @@ those values in one small map of its own instead, `listed`, which the index proj
 
 - written by every write that leaves the job queued or finished (its admission, a wait for a
   resource's slot, its terminal commit), with the values the write leaves on the job item: a
-  commit holds only while the ones it does not set are still as it read them (a heartbeat or a
-  take-over that landed since makes it read the job again), so the entry and the item never
-  disagree; the map names the status it was written for, and one found under another status
-  (left by a writer that does not know it) is not trusted;
+  commit holds only while the ones it does not set are still as it read them (after a heartbeat
+  or a take-over that landed since, it fails: its caller reads the job again and decides anew,
+  or leaves it to the sweep's next pass), so the entry and the item never disagree and nothing
+  is set back; the map names the status it was written for, and one found under another status
+  (left by a writer that moves the status without it: the release before, while both run) is
+  not trusted;
 - removed when the job starts running, so a heartbeat or a progress report writes the job item
   alone, and a running job's entry sends the listing to the table.
 
@@ -51,7 +53,8 @@ class UpdateParts:
 ATTRIBUTE: Final = "listed"
 # Labels are the consumer's own, up to the body's size: larger than this (their JSON text),
 # they are kept off the index, under a name it does not project, and such a job is read from
-# the table; an entry stays a few KB at most, whatever a Task carries.
+# the table; an entry stays a few KB at most, whatever a Task carries (but in the first step
+# of an upgrade, which keeps labels where the release before reads them: docs/operations.md).
 LISTED_LABELS_MAX_BYTES: Final = 1024
 UNLISTED_LABELS: Final = "labels_unlisted"
 # A result whose listing entry (its keys and the result) is at most this large gets one: one
@@ -72,10 +75,8 @@ _SHOWN_WHILE_RUNNING: Final = (
 )
 
 
-def shown(record: JobRecord, *, previous_formats: bool = False) -> dict[str, Any] | None:
-    """The `listed` map of a job that is not running; None for a running job.
-    `previous_formats`: the job item is written as the release before reads it (its labels
-    under `labels` whatever their size)."""
+def shown(record: JobRecord) -> dict[str, Any] | None:
+    """The `listed` map of a job that is not running; None for a running job."""
     if record.status is JobStatus.RUNNING:
         return None
     # The status it was written for: a write that moves the status without it (a release
@@ -90,8 +91,10 @@ def shown(record: JobRecord, *, previous_formats: bool = False) -> dict[str, Any
         values["s"] = record.progress_stage
     if record.progress_message is not None:
         values["m"] = record.progress_message
-    if record.labels and labels_attribute(labels_text(record.labels), previous_formats) != "labels":
-        values["o"] = True  # the entry lacks the job's labels: the listing reads the table
+    if record.labels and labels_attribute(labels_text(record.labels)) != "labels":
+        # Too large for the index: the listing reads the job from the table, wherever a writer
+        # (this release's or one writing the previous formats) keeps them.
+        values["o"] = True
     return values
 
 
@@ -114,19 +117,17 @@ def commit_clause(
     record: JobRecord,
     change: StateChange,
     expression: UpdateParts,
-    *,
-    previous_formats: bool = False,
 ) -> list[str]:
     """A commit's part in the job's `listed` map (`record`: the job as the committer read
     it); returns the attributes it removes. Starting to run removes the map; a change that
     leaves the job queued or finished writes it, on condition that the job's attributes it
-    stands for and the change does not set are still as read (a heartbeat, a take-over or a
-    progress report that landed since makes the commit read the job again)."""
+    stands for and the change does not set are still as read (after a heartbeat, a take-over or
+    a progress report that landed since, the commit fails: StaleJobError)."""
     after = change.update.applied_to(record)
     if after.status is JobStatus.RUNNING:
         return [ATTRIBUTE] if record.status is not JobStatus.RUNNING else []
     expression.names["#listed"] = ATTRIBUTE
-    expression.values[":listed"] = shown(after, previous_formats=previous_formats)
+    expression.values[":listed"] = shown(after)
     expression.assignments.append("#listed = :listed")
     changed = set(change.update.fields)
     for index, name in enumerate(_SHOWN_WHILE_RUNNING):

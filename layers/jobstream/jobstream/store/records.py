@@ -58,7 +58,7 @@ def record_to_item(record: JobRecord, *, previous_formats: bool = False) -> dict
         # under a name of their own (store/listed.py).
         text = listed.labels_text(record.labels)
         values[listed.labels_attribute(text, previous_formats)] = text
-    shown = listed.shown(record, previous_formats=previous_formats)
+    shown = listed.shown(record)
     if shown is not None:
         values[listed.ATTRIBUTE] = shown
     return to_item(values)
