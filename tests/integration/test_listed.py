@@ -14,7 +14,7 @@ import pytest
 
 from jobstream.jobtypes.runner import Outcome
 from jobstream.runtime import Runtime
-from jobstream.service import admission, execution, jobs
+from jobstream.service import execution, jobs
 from jobstream.service.completion import complete
 from jobstream.service.sweep import sweep
 from jobstream.store import keys, listed, results
@@ -23,20 +23,12 @@ from jobstream.store.jobs import JobStore
 from jobstream.store.ports import JobQuery
 from jobstream.store.records import job_key, part_key
 from jobstream.store.shards import ReadBudget
+from tests.integration.test_execution import submit
 from tests.support.client_hooks import dynamodb_calls
-from tests.support.harness import Clock, canonical_task
+from tests.support.harness import Clock
 from tests.support.validation import validate
 
 TABLE_READS = {"BatchGetItem", "GetItem"}
-
-
-def submit(rt: Runtime, key: str, **overrides: Any) -> str:
-    task = canonical_task(idempotency_key=key, callback_url=None, **overrides)
-    task["params"] = {"query": {"tags": ["botefuku"]}}
-    status, body = admission.submit(rt, "acme", task, None)
-    assert status == 202
-    job_id: str = body["job"]["job_id"]
-    return job_id
 
 
 def listed_documents(rt: Runtime) -> dict[str, dict[str, Any]]:

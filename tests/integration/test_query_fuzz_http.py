@@ -154,7 +154,7 @@ def test_task_strings_round_trip_exactly_or_are_refused(
 
 @pytest.fixture
 def spread_jobs(api: Api, rt: Any) -> list[dict[str, Any]]:
-    """18 jobs of one tenant over many `by_tenant` shards, two correlation ids, two statuses."""
+    """18 jobs of one tenant over many `tenant_jobs` shards, two correlation ids, two statuses."""
     from jobstream.store import keys
     from tests.support.state import mark_failed
 

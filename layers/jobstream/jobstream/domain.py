@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 
 class JobStatus(StrEnum):
@@ -92,52 +92,6 @@ class JobRecord:
         return bool(self.lease_owner) and (self.lease_expires_at or 0) > now
 
 
-class ShownJob(Protocol):
-    """What a Job document shows of a job: a JobRecord, or a listing's view of a job that is
-    not running (JobView)."""
-
-    @property
-    def job_id(self) -> str: ...
-    @property
-    def job_type(self) -> str: ...
-    @property
-    def idempotency_key(self) -> str: ...
-    @property
-    def status(self) -> JobStatus: ...
-    @property
-    def created_at(self) -> int: ...
-    @property
-    def updated_at(self) -> int: ...
-    @property
-    def deadline_at(self) -> int | None: ...
-    @property
-    def correlation_id(self) -> str | None: ...
-    @property
-    def labels(self) -> dict[str, str] | None: ...
-    @property
-    def started_at(self) -> int | None: ...
-    @property
-    def heartbeat_at(self) -> int | None: ...
-    @property
-    def attempt(self) -> int: ...
-    @property
-    def lease_expires_at(self) -> int | None: ...
-    @property
-    def progress_stage(self) -> str | None: ...
-    @property
-    def progress_message(self) -> str | None: ...
-    @property
-    def result(self) -> dict[str, Any] | None: ...
-    @property
-    def reason(self) -> str | None: ...
-    @property
-    def reason_message(self) -> str | None: ...
-    @property
-    def is_terminal(self) -> bool: ...
-
-    def lease_active(self, now: int) -> bool: ...
-
-
 @dataclass(frozen=True, slots=True)
 class JobView:
     """What a listing shows of a queued or finished job, read from the listing index alone
@@ -172,8 +126,13 @@ class JobView:
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
-    def lease_active(self, now: int) -> bool:  # noqa: ARG002 - the protocol's signature
+    def lease_active(self, now: int) -> bool:  # noqa: ARG002 - JobRecord's signature
         return False
+
+
+# What a Job document shows of a job: a JobRecord, or a listing's view of one that is not
+# running.
+ShownJob = JobRecord | JobView
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Final
+from typing import Any, Final
 
 from jobstream import observability
 from jobstream.backoff import retry_delay_ms
@@ -264,17 +264,18 @@ class Lease:
                 return alive
             # The job as the heartbeat left it: the completion's commit holds only while what
             # the job shows is as this worker last knew it (store/listed.py).
-            self.record = replace(
-                self.record, heartbeat_at=now, lease_expires_at=now + self.rt.settings.lease_ms
-            )
+            written: dict[str, Any] = {
+                "heartbeat_at": now,
+                "lease_expires_at": now + self.rt.settings.lease_ms,
+            }
             if shown is not None:
                 self._unshown = None
-                self.record = replace(
-                    self.record,
-                    progress_stage=shown.stage,
-                    progress_message=shown.message,
-                    updated_at=shown.updated_at,
-                )
+                written |= {
+                    "progress_stage": shown.stage,
+                    "progress_message": shown.message,
+                    "updated_at": shown.updated_at,
+                }
+            self.record = replace(self.record, **written)
             return alive
 
     def _shown_progress(self, now: int) -> ShownProgress | None:

@@ -786,16 +786,23 @@ def _result_item(
 ) -> dict[str, Any]:
     """A finished run's result item: its compressed JSON, with listing keys when its listing
     entry is small (store/listed.py); or as the release before wrote it."""
-    item = to_item({keys.PK: keys.job_pk(record.job_id), keys.SK: keys.RESULT_SK})
+    item = to_item(
+        {
+            keys.PK: keys.job_pk(record.job_id),
+            keys.SK: keys.RESULT_SK,
+            GENERATION: record.created_at,
+            keys.TTL_ATTRIBUTE: expires_at,
+        }
+    )
     if previous_formats:
         # A map, and no listing entry: the release before lists every entry as a job.
-        item[results.ATTRIBUTE] = to_attribute(dict(result))
-        return item | to_item({GENERATION: record.created_at, keys.TTL_ATTRIBUTE: expires_at})
+        return item | {results.ATTRIBUTE: to_attribute(dict(result))}
     item[results.ATTRIBUTE] = to_result_attribute(result)
     listing_keys = to_item(listed.result_listing_keys(record))
-    if item_size({**item, **listing_keys}) <= listed.LISTED_RESULT_MAX_BYTES:
+    entry = {name: item[name] for name in (keys.PK, keys.SK, results.ATTRIBUTE)}
+    if item_size(entry | listing_keys) <= listed.LISTED_RESULT_MAX_BYTES:
         item |= listing_keys
-    return item | to_item({GENERATION: record.created_at, keys.TTL_ATTRIBUTE: expires_at})
+    return item
 
 
 def _item_to_event(job_id: str, item: Mapping[str, Any]) -> StoredEvent:

@@ -15,14 +15,14 @@
 `#ACK` < `#JOB` < `#RESULT` < `EVT#...`: one query of `#ACK`..`#RESULT` reads the cursor, the job
 and its result together.
 
-GSIs: `by_tenant` (tenant's jobs, newest first), `by_correlation` (sparse: jobs with a
+GSIs: `tenant_jobs` (tenant's jobs, newest first), `by_correlation` (sparse: jobs with a
 correlation id, and each tenant's dead and retrying callbacks under `T#<tenant>#D` and `#R`),
 both projecting `status` only (a listing reads the jobs from the table), `sweep` (sparse: work a
 sweep must find, oldest first), and `feed` (every protocol event of a tenant in the order it
 committed, over FEED_SHARDS partitions; service/feed.py).
 
 Write sharding (docs/capacity.md): a tenant's jobs are spread over TENANT_SHARDS partitions of
-`by_tenant`, and each kind of sweep backlog over its SWEEP_SHARDS partitions of `sweep`, by a
+`tenant_jobs`, and each kind of sweep backlog over its SWEEP_SHARDS partitions of `sweep`, by a
 hash of the job id, so that no partition key takes more than its share of DynamoDB's 1,000 writes
 per second. Shard 0 keeps the unsharded key of earlier releases, so items written before sharding
 are still read. Raising a shard count later is safe (readers read every shard below it);
@@ -135,7 +135,7 @@ def tenant_pk(tenant: str, shard: int) -> str:
 
 
 def tenant_partitions(tenant: str) -> list[str]:
-    """Every `by_tenant` partition that may hold the tenant's jobs."""
+    """Every `tenant_jobs` partition that may hold the tenant's jobs."""
     return [tenant_pk(tenant, shard) for shard in range(TENANT_SHARDS)]
 
 

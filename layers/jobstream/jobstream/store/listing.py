@@ -177,12 +177,9 @@ class _Entry:
 
 
 def _result_of(job_entry: Mapping[str, Any], result_entry: Mapping[str, Any]) -> bool:
-    """Whether a result entry is this job entry's: the same job, and the same admission of it
-    (an earlier job under the same key sorts elsewhere)."""
-    return bool(
-        result_entry["gsi1sk"]["S"] == job_entry["gsi1sk"]["S"] + listed.RESULT_SUFFIX
-        and result_entry[keys.PK]["S"] == job_entry[keys.PK]["S"]
-    )
+    """Whether a result entry is this job entry's: its sort key names the same job and the same
+    admission of it (an earlier job under the same key sorts elsewhere)."""
+    return bool(result_entry["gsi1sk"]["S"] == job_entry["gsi1sk"]["S"] + listed.RESULT_SUFFIX)
 
 
 def _entry_status(entry: Mapping[str, Any]) -> str | None:

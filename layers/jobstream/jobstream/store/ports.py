@@ -76,8 +76,9 @@ MAX_CALLBACK_ATTEMPTS: Final = 8
 # How long a hand-off to a queue may take before the sweep sends it again (store/keys.py).
 HANDOFF_GRACE_MS: Final = keys.HANDOFF_GRACE_MS
 # What one request may read of a listing index, filtered or not (docs/capacity.md, "Reads"):
-# 32 queries (a first read of every `by_tenant` shard and as many more), 1,024 entries (64 a
-# shard: 40 read units at most, ~0.2 s of DynamoDB reads, far inside Lambda's timeout).
+# 32 queries (a first read of every `tenant_jobs` shard and as many more), 1,024 entries (64 a
+# shard: ~66 read units with entries of a few hundred bytes, ~1,000 with every entry at its
+# largest; ~0.2 s of DynamoDB reads, far inside Lambda's timeout).
 LISTING_BUDGET: Final = ReadBudget(queries=2 * keys.TENANT_SHARDS, items=64 * keys.TENANT_SHARDS)
 
 
