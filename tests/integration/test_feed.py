@@ -208,6 +208,13 @@ def _tampered(cursor: str) -> str:
     return base64.urlsafe_b64encode(edited.encode()).decode().rstrip("=")
 
 
+@pytest.mark.parametrize("query", ["wait_ms=0", "wait_ms=000", "limit=0200", "wait_ms=0&x=42"])
+def test_zeros_are_read_as_numbers(frt: Runtime, api: Api, query: str) -> None:
+    """`wait_ms=0` (no wait) was a 500: its digits were counted after its zeros were stripped."""
+    response = api.get(f"/events?{query}")
+    assert response.status == 200, (query, response.body)
+
+
 @pytest.mark.parametrize(
     "query",
     [

@@ -20,19 +20,34 @@ from jobstream.protocol.errors import ProtocolError
 from jobstream.protocol.js import JS_WHITESPACE, is_blank
 from jobstream.protocol.queries import (
     JOB_STATUSES,
+    MAX_FEED_LIMIT,
+    MAX_FEED_WAIT_MS,
     MAX_LIST_LIMIT,
     parse_ack_body,
     parse_events_query,
+    parse_feed_query,
     parse_list_query,
 )
 from jobstream.protocol.task import MAX_IDEMPOTENCY_KEY, parse_idempotency_key
 from tests.support.validation import validate_error
 
-NAMES = ["after", "unacked", "limit", "status", "cursor", "idempotency_key", "correlation_id"]
+NAMES = [
+    "after",
+    "unacked",
+    "limit",
+    "status",
+    "cursor",
+    "idempotency_key",
+    "correlation_id",
+    "consumer",
+    "wait_ms",
+]
 
 values = st.one_of(
     st.text(max_size=12),
-    st.sampled_from(["", "0", "1", "true", "false", "500", "501", "-1", "1e2", "running", " "]),
+    st.sampled_from(
+        ["", "0", "00", "1", "true", "false", "500", "501", "-1", "1e2", "running", " ", "20000"]
+    ),
     st.integers(-(10**6), 10**6).map(str),
     st.sampled_from(["%", "%zz", "%00", "%E2%82%AC", "%ff", "+", "&", "="]),
     # More digits than int() reads (4,300).
@@ -89,6 +104,26 @@ def test_any_list_query_parses_or_is_a_protocol_error(raw: str) -> None:
     for name in ("cursor", "correlation_id"):
         value = getattr(parsed, name)
         assert value is None or (value and query[name] == [value])
+
+
+@given(raw_query_strings())
+def test_any_feed_query_parses_or_is_a_protocol_error(raw: str) -> None:
+    """GET /events (the tenant's feed): `wait_ms=0` was a 500 (no digit left once its zeros
+    were stripped)."""
+    query = _query(raw)
+    try:
+        parsed = parse_feed_query(query)
+    except ProtocolError as error:
+        _is_protocol_4xx(error)
+        return
+    assert 1 <= parsed.limit <= MAX_FEED_LIMIT
+    assert 0 <= parsed.wait_ms <= MAX_FEED_WAIT_MS
+    assert parsed.after is None or parsed.consumer is None
+
+
+@pytest.mark.parametrize(("text", "value"), [("0", 0), ("000", 0), ("007", 7), ("20000", 20_000)])
+def test_a_wait_of_zeros_is_no_wait(text: str, value: int) -> None:
+    assert parse_feed_query({"wait_ms": [text]}).wait_ms == value
 
 
 @given(

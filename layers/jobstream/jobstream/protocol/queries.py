@@ -104,12 +104,13 @@ def _parse_limit(text: str) -> int:
 
 
 def parse_bounded(text: str, field: str, low: int, high: int) -> int:
-    # Its digits are counted before int() reads them: int() refuses over 4,300 digits.
-    significant = text.lstrip("0")
+    # Its digits are counted before int() reads them: int() refuses over 4,300 digits. Zeros
+    # alone ("0", "000") leave no significant digit: the value is 0.
+    significant = text.lstrip("0") or "0"
     if (
         not (text.isascii() and text.isdigit())
         or len(significant) > len(str(high))
-        or not low <= int(significant or "0") <= high
+        or not low <= int(significant) <= high
     ):
         raise invalid_params(
             f"{field} must be an integer from {low} to {high}", detail={"field": field}
