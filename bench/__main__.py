@@ -20,7 +20,7 @@ from bench.bill import Stack, whole_bill
 from bench.bill import report_lines as bill_lines
 from bench.billing import BillingMeter, use_moto_credentials
 from bench.capacity import report_lines as capacity_lines
-from bench.cold_start import ColdImport, cold_imports
+from bench.cold_start import ColdStarts, cold_imports
 from bench.cold_start import report_lines as cold_start_lines
 from bench.cost import (
     QUOTAS_SCENARIO,
@@ -283,19 +283,22 @@ def _cold_registry_rows(
 
     secrets = boto3.client("secretsmanager")
     arn = secrets.create_secret(Name="bench-tenants", SecretString=rt.tenants().to_json())["ARN"]
+    # The registry's cache age is counted on the runtime's clock: a cold read is that clock moved
+    # past the age (as after a minute, or in a new environment), never back.
+    ahead_ms = [0]
     with_secret = replace(
         rt,
         settings=rt.settings.model_copy(
             update={"tenants": None, "tenants_secret": arn, "tenants_max_age_s": 60}
         ),
+        clock=lambda: rt.clock() + ahead_ms[0],
     )
     registry.forget_cached()
-    provider = registry.secrets_provider()
-    meter.attach_other(provider.client)
+    meter.attach_other(registry.secrets_client())
 
     def admit(*, cold: bool) -> Any:
         if cold:
-            provider.clear_cache()  # a new environment, or the cache's age passed
+            ahead_ms[0] += 60_000
         with_secret.tenants()
         return admission.submit(with_secret, "bench", task(f"new-{next(counter)}"), None)
 
@@ -654,7 +657,7 @@ def _job_with_events(rt: Any, client: Any, count: int) -> str:
 def report(
     rows: list[Row],
     measured: tuple[list[JobCost], list[tuple[Invocation, ...]]],
-    imports: list[ColdImport],
+    cold: ColdStarts,
     end_to_end: EndToEnd,
 ) -> str:
     from jobstream_local.template import Template
@@ -662,7 +665,7 @@ def report(
     costs, repeats = measured
     stack = Stack.from_template(Template.load())
     (idle_sweep,) = [row for row in rows if row.operation == "sweep: idle (no job)"]
-    bill = whole_bill(costs[0], repeats, imports, stack, idle_sweep)
+    bill = whole_bill(costs[0], repeats, cold.rows, stack, idle_sweep)
     lines = [
         "# Performance",
         "",
@@ -717,7 +720,7 @@ def report(
         "",
         *listing_lines(rows, costs),
     ]
-    lines += cold_start_lines(imports)
+    lines += cold_start_lines(cold)
     lines += end_to_end_lines(end_to_end)
     return "\n".join(lines)
 
@@ -781,10 +784,10 @@ def main() -> int:
     print("measuring what one job costs...", flush=True)
     costs = measure_costs()
     print("building the layer and measuring cold imports...", flush=True)
-    imports = cold_imports()
+    cold = cold_imports()
     print("measuring throughput and callback latency through the local stack...", flush=True)
     flows = end_to_end()
-    text = report(rows, costs, imports, flows)
+    text = report(rows, costs, cold, flows)
     REPORT.parent.mkdir(exist_ok=True)
     REPORT.write_text(text, encoding="utf-8")
     print(text)

@@ -7,9 +7,11 @@ fresh interpreter with that layer and its code folder on the path and bytecode w
 one after the other, in alternating order, and the ratio of each pair is taken, so that whatever
 else loads the machine meanwhile weighs on both sides of each ratio. The median of the ratios is
 reported. The same layer without its bytecode (what a `python3.11` build method ships) shows what
-the bytecode saves. "Set-up" adds what every first invocation does before it calls AWS: the
-settings, the consumer registry (the one-tenant shorthand here; a secret on AWS, one more call),
-the targets file and the logger.
+the bytecode saves. "Set-up" adds what every first invocation on AWS does before its first call:
+the settings, the targets file, the logger, the DynamoDB client and, in the functions that read
+the consumer registry, the Secrets Manager client (the read itself is a call, not measured here).
+The floor is what the house rules cost before any code of ours: botocore, pydantic's import and
+one client, paired with `import boto3` and one client the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from jobstream_local.template import Template
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 LAYER_SOURCE = REPOSITORY / "layers" / "jobstream"
@@ -50,16 +54,28 @@ _SETUP = """
 from jobstream import observability
 from jobstream import runtime
 rt = runtime.runtime()
-rt.tenants()
 rt.targets()
 observability.logger()
 rt.store.connect()
 """
+# The registry's client, in the functions that read the registry (template.yaml: every HTTP
+# function and the callbacks function); its first read is a call, which no pair here makes.
+_REGISTRY_CLIENT = """
+from jobstream.config.registry import secrets_client
+secrets_client()
+"""
+REGISTRY_READERS = frozenset({"admission", "jobs", "events", "ack", "callbacks"})
 # The baseline of the set-up: boto3 imported and one client made, as the set-up makes its own.
 _ONE_CLIENT = 'boto3.client("dynamodb")'
+# What the house rules cost before any code of ours: clients from botocore (as jobstream/aws.py
+# makes them), settings and protocol objects as pydantic models.
+_FLOOR = "import botocore.session\nfrom pydantic import BaseModel"
+_FLOOR_CLIENT = 'botocore.session.get_session().create_client("dynamodb")'
+FLOOR_PAIRS = 15
 
-# What the set-up reads: a table name and the one-tenant shorthand (no AWS call is made).
-_SETUP_ENVIRONMENT = {"JOBSTREAM_TABLE": "bench", "JOBSTREAM_API_TOKENS": "bench=bench-token"}
+# What the set-up reads, as on AWS: a table name and the registry's secret (no call is made);
+# the template's variables for its dependencies are added (_dependency_environment).
+_SETUP_ENVIRONMENT = {"JOBSTREAM_TABLE": "bench", "JOBSTREAM_TENANTS_SECRET": "bench-tenants"}
 
 
 @dataclass(frozen=True)
@@ -103,9 +119,43 @@ def _boto3() -> tuple[float, float]:
     return imported, imported + client
 
 
+def _dependency_environment() -> dict[str, str]:
+    """What the template sets for a dependency (Globals), as the functions run with it on AWS."""
+    variables = Template.load().document["Globals"]["Function"]["Environment"]["Variables"]
+    return {name: str(variables[name]) for name in ("PYDANTIC_DISABLE_PLUGINS",)}
+
+
 def _function(name: str, layer: Path, *, setup: bool) -> tuple[float, float, float]:
-    code = _IMPORT.format(statement="import app", setup=_SETUP if setup else "")
-    return _run(code, [REPOSITORY / "functions" / name, layer], _SETUP_ENVIRONMENT)
+    steps = _SETUP + (_REGISTRY_CLIENT if name in REGISTRY_READERS else "")
+    code = _IMPORT.format(statement="import app", setup=steps if setup else "")
+    environment = {**_SETUP_ENVIRONMENT, **_dependency_environment()}
+    return _run(code, [REPOSITORY / "functions" / name, layer], environment)
+
+
+@dataclass(frozen=True)
+class Floor:
+    ratio: float  # median of per-pair ratios to `import boto3` and one client
+    seconds: float  # the floor's import and client, median
+    load: float
+
+
+def floor(layer: Path) -> Floor:
+    """botocore, pydantic and one client, paired with `import boto3` and one client."""
+    samples = []
+    for index in range(FLOOR_PAIRS):
+        code = _IMPORT.format(statement=_FLOOR, setup=_FLOOR_CLIENT)
+        if index % 2:
+            imported, client, _ = _run(code, [layer])
+            baseline = _boto3()[1]
+        else:
+            baseline = _boto3()[1]
+            imported, client, _ = _run(code, [layer])
+        samples.append((imported + client, baseline))
+    return Floor(
+        ratio=statistics.median(ours / base for ours, base in samples),
+        seconds=statistics.median(ours for ours, _ in samples),
+        load=os.getloadavg()[0],
+    )
 
 
 def _pairs(
@@ -154,9 +204,17 @@ def built_layers() -> Iterator[tuple[Path, Path]]:
         yield built / "python", plain / "python"
 
 
-def cold_imports(functions: tuple[str, ...] = FUNCTIONS) -> list[ColdImport]:
+@dataclass(frozen=True)
+class ColdStarts:
+    rows: list[ColdImport]
+    floor: Floor
+
+
+def cold_imports(functions: tuple[str, ...] = FUNCTIONS) -> ColdStarts:
     rows = []
     with built_layers() as (layer, without_bytecode):
+        lowest = floor(layer)
+        print(f"  the floor: {lowest.ratio:.2f}x import boto3 + one client", flush=True)
         for name in functions:
             samples = _pairs(name, layer, PAIRS, setup=True)
             plain = _pairs(name, without_bytecode, PAIRS_WITHOUT_BYTECODE, setup=False)
@@ -177,10 +235,11 @@ def cold_imports(functions: tuple[str, ...] = FUNCTIONS) -> list[ColdImport]:
                 )
             )
             print(f"  functions/{name}: {rows[-1].ratio:.2f}x import boto3", flush=True)
-    return rows
+    return ColdStarts(rows, lowest)
 
 
-def report_lines(rows: list[ColdImport]) -> list[str]:
+def report_lines(cold: ColdStarts) -> list[str]:
+    rows, lowest = cold.rows, cold.floor
     lines = [
         "## Cold start of each function",
         "",
@@ -190,13 +249,14 @@ def report_lines(rows: list[ColdImport]) -> list[str]:
         "(Lambda's /opt is read-only), paired with `import boto3` in a fresh interpreter run just",
         f"before or after it: the median of {PAIRS} per-pair ratios, so that the machine's load",
         "weighs on both sides of each ratio (bench/cold_start.py). Set-up is what every first",
-        "invocation adds before its first AWS call, lazily (settings, consumer registry, targets",
-        "file, logger, the DynamoDB client): its ratio is to `import boto3` plus one client",
-        '(`boto3.client("dynamodb")`), in the same pairs. The registry here is the one-tenant',
-        "shorthand; on AWS it is a secret, one Secrets Manager call more on the first request",
-        '(and whenever its cache is cold: "admission (new, cold registry)" above). Without',
-        "bytecode: the same layer without its .pyc files, as the `python3.11` build method ships",
-        f"it (median of {PAIRS_WITHOUT_BYTECODE} pairs).",
+        "invocation on AWS adds before its first call, lazily: the settings, the targets file,",
+        "the logger, the DynamoDB client and, in the five functions that read the consumer",
+        "registry, the Secrets Manager client (reading the secret is a call: one more on the first",
+        'request, "admission (new, cold registry)" above). Its ratio is to `import boto3` plus',
+        '`boto3.client("dynamodb")`, in the same pairs. The clients come from botocore\'s own',
+        "session (jobstream/aws.py): boto3 is never imported. Without bytecode: the same layer",
+        "without its .pyc files, as the `python3.11` build method ships it (median of",
+        f"{PAIRS_WITHOUT_BYTECODE} pairs).",
         "",
         (
             "| function | import (s) | ratio to `import boto3` | import + set-up (s) | "
@@ -217,11 +277,16 @@ def report_lines(rows: list[ColdImport]) -> list[str]:
         "",
         f"`import boto3` took {boto3:.3f} s, and with one client {client:.3f} s (medians; load:",
         "the 1-minute load average of this 2-core machine when each function's pairs ended).",
-        "Targets: import + set-up <= 1.2x `import boto3` plus one client. SnapStart for Python",
-        "(python3.12 and later; the template's runtime is python3.13) would restore a snapshot",
-        "taken after the import instead of running it: it is a property of a published version on",
-        "AWS, so neither its restore time nor its charges (cache and restore, per GB) can be",
-        "measured here.",
+        "",
+        "Target: import + set-up <= 1.2x `import boto3` plus one client. **The floor** under",
+        "the house rules, before any code of ours, is botocore's import, pydantic's import",
+        "(settings and protocol objects are pydantic models) and one client from botocore's",
+        f"session: {lowest.seconds:.3f} s, **{lowest.ratio:.2f}x** `import boto3` plus one client",
+        f"(median of {FLOOR_PAIRS} pairs; load {lowest.load:.1f}). Above it are our modules, the",
+        "settings' validation and the logger. SnapStart for Python (python3.12 and later; the",
+        "template's runtime is python3.13) would restore a snapshot taken after the import",
+        "instead of running it: it is a property of a published version on AWS, so neither its",
+        "restore time nor its charges (cache and restore, per GB) can be measured here.",
         "",
     ]
     return lines

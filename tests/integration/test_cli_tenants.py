@@ -281,7 +281,7 @@ def test_the_deployed_registry_is_edited_in_secrets_manager(
     token = ok("--secret", secret, "add", "acme")["api_token"]
     stored = boto3.client("secretsmanager").get_secret_value(SecretId=secret)["SecretString"]
     assert token not in stored
-    # The functions read it through Powertools parameters.
+    # The functions read it as they do on AWS.
     settings = rt.settings.model_copy(
         update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
     )

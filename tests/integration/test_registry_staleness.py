@@ -79,7 +79,7 @@ def srt(rt: Runtime, secret: str, monkeypatch: pytest.MonkeyPatch) -> Runtime:
 @contextmanager
 def unreadable() -> Iterator[None]:
     """Secrets Manager answers every read with 503 (after botocore's own retries)."""
-    client = registry_module.secrets_provider().client
+    client = registry_module.secrets_client()
 
     def refuse(**_kwargs: Any) -> None:
         raise ClientError(

@@ -1,5 +1,5 @@
-"""Where the registry is read from: a file re-read on change, a Secrets Manager secret through
-Powertools parameters with a cache age (moto), and what neither costs the request path."""
+"""Where the registry is read from: a file re-read on change, a Secrets Manager secret read again
+after its cache age (moto), and what neither costs the request path."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -60,12 +60,17 @@ def put(secret_id: str, text: str) -> None:
     boto3.client("secretsmanager").put_secret_value(SecretId=secret_id, SecretString=text)
 
 
-def expire_cache() -> None:
-    """What the passing of the cache age does to Powertools' cache."""
-    past = datetime.now() - timedelta(seconds=1)  # noqa: DTZ005 - Powertools' own clock
-    for provider in registry_module._providers.values():
-        for key, value in list(provider.store.items()):
-            provider.store[key] = value._replace(ttl=past)
+def counted_reads() -> list[str]:
+    """The GetSecretValue calls made from now on (their secret ids), as they are made."""
+    reads: list[str] = []
+
+    def count(params: dict[str, Any], **_kwargs: Any) -> None:
+        reads.append(params["SecretId"])
+
+    registry_module.secrets_client().meta.events.register(
+        "provide-client-params.secrets-manager.GetSecretValue", count
+    )
+    return reads
 
 
 def test_the_file_is_reread_when_it_changes(tmp_path: Path) -> None:
@@ -91,23 +96,40 @@ def test_an_invalid_or_missing_file_is_a_configuration_error(tmp_path: Path) -> 
         load_settings({"JOBSTREAM_TABLE": "t", "JOBSTREAM_TENANTS": str(path)})
 
 
-def test_the_secret_is_read_through_powertools_and_cached(tmp_path: Path, secret: str) -> None:
+def test_the_secret_is_used_for_its_cache_age_then_read_again(tmp_path: Path, secret: str) -> None:
     settings = secret_settings(tmp_path, secret, max_age_s=60)
-    assert load_registry(settings).authenticate("a1", 0) == "acme"
+    reads = counted_reads()
+    assert load_registry(settings, 1_000_000).authenticate("a1", 0) == "acme"
     put(secret, document(acme="a2"))
-    # Within the cache age the fetched value is used: no call per request.
-    assert load_registry(settings).authenticate("a1", 0) == "acme"
-    expire_cache()
-    # After it, the rotation is in force without a deploy.
-    current = load_registry(settings)
+    # Within the cache age (by the caller's clock) the value read is used: no call per request.
+    for now_ms in (1_000_000, 1_030_000, 1_059_999):
+        assert load_registry(settings, now_ms).authenticate("a1", 0) == "acme"
+    assert reads == [secret]
+    # After it, the rotation is in force without a deploy, and is itself kept for the age.
+    current = load_registry(settings, 1_060_000)
     assert (current.authenticate("a1", 0), current.authenticate("a2", 0)) == (None, "acme")
+    assert load_registry(settings, 1_119_999) is current
+    assert reads == [secret, secret]
+    # A clock set back proves nothing about the age: the secret is read again.
+    assert load_registry(settings, 1_000_000) is current
+    assert reads == [secret, secret, secret]
 
 
 def test_a_zero_cache_age_reads_the_secret_every_time(tmp_path: Path, secret: str) -> None:
     settings = secret_settings(tmp_path, secret, max_age_s=0)
-    assert load_registry(settings).authenticate("a1", 0) == "acme"
+    reads = counted_reads()
+    assert load_registry(settings, 0).authenticate("a1", 0) == "acme"
     put(secret, document(acme="a2"))
-    assert load_registry(settings).authenticate("a2", 0) == "acme"
+    assert load_registry(settings, 0).authenticate("a2", 0) == "acme"
+    assert reads == [secret, secret]
+
+
+def test_a_binary_secret_is_read_as_its_text(tmp_path: Path, aws: None) -> None:
+    name = f"tenants-{uuid.uuid4().hex[:8]}"
+    binary = document(acme="a1").encode("utf-8")
+    boto3.client("secretsmanager").create_secret(Name=name, SecretBinary=binary)
+    settings = secret_settings(tmp_path, name, max_age_s=0)
+    assert load_registry(settings).authenticate("a1", 0) == "acme"
 
 
 def test_an_unreadable_secret_keeps_the_registry_read_before(tmp_path: Path, secret: str) -> None:
@@ -132,7 +154,7 @@ def test_an_invalid_secret_is_a_configuration_error(tmp_path: Path, secret: str)
 def test_the_request_path_imports_no_aws_client_for_a_file_or_the_shorthand(
     tmp_path: Path,
 ) -> None:
-    """Powertools parameters (and boto3 with it) load only where the secret is configured."""
+    """No AWS client (nor botocore's session) is made where the secret is not configured."""
     path = tmp_path / "tenants.json"
     path.write_text(document(acme="a1"), encoding="utf-8")
     script = f"""
@@ -143,7 +165,7 @@ import jobstream.http.api
 for env in ({{"JOBSTREAM_TENANTS": {str(path)!r}}}, {{"JOBSTREAM_API_TOKENS": "acme=a1"}}):
     settings = load_settings({{"JOBSTREAM_TABLE": "t", **env}})
     assert load_registry(settings).authenticate("a1", 0) == "acme"
-aws = ("boto3", "aws_lambda_powertools.utilities.parameters")
+aws = ("boto3", "botocore.session", "botocore.client", "aws_lambda_powertools.utilities")
 print([m for m in sys.modules if m.startswith(aws)])
 """
     result = subprocess.run(  # noqa: S603 - our own interpreter and script

@@ -8,6 +8,7 @@ the real template, and a few tests at the end run them on edited copies to show 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import re
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic.plugin import _loader
 
 from jobstream.config.settings import ENVIRONMENT, SHORTHAND
 from jobstream.store import keys
@@ -56,6 +58,9 @@ READ_ELSEWHERE = {
     "POWERTOOLS_METRICS_NAMESPACE": "layers/jobstream/jobstream/observability.py",
     "POWERTOOLS_TRACE_DISABLED": "layers/jobstream/jobstream/observability.py",
 }
+# Variables the template sets for a dependency, and the dependency's module that reads each (the
+# installed release: a rename there fails here instead of quietly costing every cold start).
+READ_BY_DEPENDENCIES = {"PYDANTIC_DISABLE_PLUGINS": "pydantic.plugin._loader"}
 # Settings variables that may be set per function rather than in Globals.
 PER_FUNCTION_SETTINGS = frozenset({"JOBSTREAM_SWEEP_BUDGET_MS"})
 # Settings variables for local runs only: a tenants file would ship secrets in the artifact.
@@ -546,9 +551,11 @@ def environment_blocks(template: Template) -> dict[str, dict[str, Any]]:
 def environment_problems(variables: dict[str, Any], where: str) -> list[str]:
     return [
         f"{where}: {variable} is neither a settings variable (settings.ENVIRONMENT) nor in "
-        "READ_ELSEWHERE"
+        "READ_ELSEWHERE or READ_BY_DEPENDENCIES"
         for variable in variables
-        if variable not in SETTING_VARIABLES and variable not in READ_ELSEWHERE
+        if variable not in SETTING_VARIABLES
+        and variable not in READ_ELSEWHERE
+        and variable not in READ_BY_DEPENDENCIES
     ]
 
 
@@ -802,6 +809,28 @@ def test_allow_listed_variable_is_read_where_claimed(variable: str, source: str)
     path = REPOSITORY / source
     assert path.is_file(), f"{source} (said to read {variable}) does not exist"
     assert variable in string_constants(path), f"{source} has no string literal {variable!r}"
+
+
+@pytest.mark.parametrize(("variable", "module"), sorted(READ_BY_DEPENDENCIES.items()))
+def test_a_dependency_variable_is_read_by_that_dependency(variable: str, module: str) -> None:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None
+    assert spec.origin is not None, f"{module} is not installed"
+    assert variable in string_constants(Path(spec.origin)), f"{module} no longer reads {variable}"
+
+
+def test_pydantic_looks_for_no_plugin_with_the_template_s_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    value = environment_of(globals_function(TEMPLATE_NOW))["PYDANTIC_DISABLE_PLUGINS"]
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", value)
+    monkeypatch.setattr(_loader, "_plugins", None)
+
+    def scanned(**_kwargs: Any) -> list[Any]:
+        raise AssertionError("the installed distributions were scanned for plugins")
+
+    monkeypatch.setattr(_loader, "entry_points", scanned)
+    assert list(_loader.get_plugins()) == []
 
 
 @pytest.mark.parametrize(

@@ -1,29 +1,47 @@
-"""The boto3 clients, created on first use so that importing a handler stays cheap.
+"""The AWS clients, created on first use so that importing a handler stays cheap.
 
-boto3 honours AWS_ENDPOINT_URL, which the local stack sets. `sam local` only passes variables the
-template declares, so JOBSTREAM_AWS_ENDPOINT_URL (empty on AWS) points functions there instead.
+They come from botocore directly, from one session per process: boto3 adds nothing a client of
+ours uses (its additions are resources and S3's transfer methods), and importing it costs about
+0.02 s more on every cold start. The session's loaders are shared, so a second client reads only
+its own service's model.
+
+botocore honours AWS_ENDPOINT_URL, which the local stack sets. `sam local` only passes variables
+the template declares, so JOBSTREAM_AWS_ENDPOINT_URL (empty on AWS) points functions there instead.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+import threading
+from typing import TYPE_CHECKING, Any, Final
 
 from jobstream.config.environment import variable
 from jobstream.retries import RetryingClient, client_config
 
+if TYPE_CHECKING:
+    from botocore.config import Config
+    from botocore.session import Session
+
 ENDPOINT_VARIABLE: Final = "JOBSTREAM_AWS_ENDPOINT_URL"
+
+_lock = threading.Lock()  # a botocore session may not create two clients at once
+_session: Session | None = None
 
 
 def endpoint_url() -> str | None:
     return variable(ENDPOINT_VARIABLE) or None
 
 
+def client(service: str, config: Config) -> Any:
+    """A plain client of `service` (typed by each caller: the stubs type one per service)."""
+    global _session  # noqa: PLW0603 - one session per process, created on first use
+    with _lock:
+        if _session is None:
+            from botocore.session import get_session  # noqa: PLC0415 - deferred (cold start)
+
+            _session = get_session()
+        return _session.create_client(service, endpoint_url=endpoint_url(), config=config)
+
+
 def retrying_client(service: str) -> Any:
     """A client of `service` whose every call is retried on transient failures (retries.py)."""
-    import boto3  # noqa: PLC0415 - deferred: boto3 costs ~0.2 s of cold start
-
-    # Typed by each caller (boto3-stubs types a client per literal service name).
-    make_client: Any = boto3.client
-    return RetryingClient(
-        make_client(service, endpoint_url=endpoint_url(), config=client_config()), service
-    )
+    return RetryingClient(client(service, client_config()), service)

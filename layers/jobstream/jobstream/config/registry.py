@@ -1,8 +1,8 @@
 """Where the consumer registry is read from, kept current without a deploy.
 
-- Secrets Manager (`JOBSTREAM_TENANTS_SECRET`): read through Powertools parameters and cached
-  for `JOBSTREAM_TENANTS_MAX_AGE_S`, so a rotation is in force within that time. Powertools (and
-  boto3) are imported only when this source is configured.
+- Secrets Manager (`JOBSTREAM_TENANTS_SECRET`): read with our own retried client (jobstream/aws.py)
+  and used for `JOBSTREAM_TENANTS_MAX_AGE_S` by the caller's clock, so a rotation is in force
+  within that time. The client is made only when this source is configured.
 - A file (`JOBSTREAM_TENANTS`): re-read whenever it changes on disk.
 - Inline (`Settings.tenants`): the `JOBSTREAM_API_TOKENS` shorthand, or a test's registry.
 
@@ -22,19 +22,21 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from jobstream.aws import endpoint_url
+from jobstream.aws import endpoint_url, retrying_client
 from jobstream.clock import now_ms as wall_clock_ms
 from jobstream.config.settings import ConfigurationError, Settings
 from jobstream.config.tenants import RegistryError, TenantRegistry, parse_registry
+from jobstream.retries import OutOfTimeError
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 # Parsed documents by source, with the text (or file stamp) they came from.
 _parsed: dict[str, tuple[object, TenantRegistry]] = {}
-# When each secret was last read successfully (epoch ms of the caller's clock).
-_read_at: dict[str, int] = {}
-_providers: dict[str | None, Any] = {}
+# Each secret's text as last read successfully, and when (epoch ms of the caller's clock).
+_read: dict[str, tuple[int, str]] = {}
+# One Secrets Manager client per endpoint (only the tests change it).
+_clients: dict[str | None, Any] = {}
 
 
 class RegistryUnavailableError(ConfigurationError):
@@ -82,23 +84,27 @@ def _from_secret(settings: Settings, now_ms: int) -> TenantRegistry:
     secret_id = str(settings.tenants_secret)
     key = f"secret:{secret_id}"
     known = _parsed.get(key)
-    try:
-        text = fetch_secret(secret_id, settings.tenants_max_age_s)
-    except RegistryUnavailableError as error:
-        if known is None:
-            raise
-        age_s = (now_ms - _read_at.get(key, now_ms)) / 1000
-        if age_s > settings.tenants_max_stale_s:
-            # An operator who revoked a token expects it refused: past the bound, no answer
-            # rests on a registry that old.
-            raise RegistryUnavailableError(
-                f"{error} (the registry read {age_s:.0f} s ago is older than "
-                f"JOBSTREAM_TENANTS_MAX_STALE_S = {settings.tenants_max_stale_s} s)"
-            ) from None
-        logger.warning("tenants secret unreadable; keeping the registry read %.0f s ago", age_s)
-        return known[1]
-    with _lock:
-        _read_at[key] = now_ms
+    read = _read.get(key)
+    if read is not None and 0 <= now_ms - read[0] < settings.tenants_max_age_s * 1000:
+        text = read[1]  # within the cache age: no call per request (a clock set back reads)
+    else:
+        try:
+            text = fetch_secret(secret_id)
+        except RegistryUnavailableError as error:
+            if known is None or read is None:
+                raise
+            age_s = (now_ms - read[0]) / 1000
+            if age_s > settings.tenants_max_stale_s:
+                # An operator who revoked a token expects it refused: past the bound, no answer
+                # rests on a registry that old.
+                raise RegistryUnavailableError(
+                    f"{error} (the registry read {age_s:.0f} s ago is older than "
+                    f"JOBSTREAM_TENANTS_MAX_STALE_S = {settings.tenants_max_stale_s} s)"
+                ) from None
+            logger.warning("tenants secret unreadable; keeping the registry read %.0f s ago", age_s)
+            return known[1]
+        with _lock:
+            _read[key] = (now_ms, text)
     if known is not None and known[0] == text:
         return known[1]
     return _parse_and_keep(key, text, text, "JOBSTREAM_TENANTS_SECRET")
@@ -115,47 +121,40 @@ def _parse_and_keep(key: str, stamp: object, text: str | bytes, source: str) -> 
     return registry
 
 
-def fetch_secret(secret_id: str, max_age_s: int) -> str:
-    """The secret's text through Powertools parameters (cached for `max_age_s`)."""
-    from aws_lambda_powertools.utilities.parameters.exceptions import (  # noqa: PLC0415
-        GetParameterError,
-    )
+def fetch_secret(secret_id: str) -> str:
+    """The secret's text, read now; RegistryUnavailableError when it cannot be read (after the
+    client's retries): another try later may succeed."""
+    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - with the client
 
     try:
-        value = secrets_provider().get(
-            secret_id, max_age=max_age_s or None, force_fetch=max_age_s == 0
-        )
-    except GetParameterError as error:
+        answer = secrets_client().get_secret_value(SecretId=secret_id)
+    except (BotoCoreError, ClientError, OutOfTimeError) as error:
         raise RegistryUnavailableError(
             f"JOBSTREAM_TENANTS_SECRET: cannot read the tenants secret: {error}"
         ) from None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if not isinstance(value, str):
-        raise ConfigurationError("JOBSTREAM_TENANTS_SECRET: the secret holds no text")
-    return value
+    text = answer.get("SecretString")
+    if isinstance(text, str):
+        return text
+    binary = answer.get("SecretBinary")
+    if isinstance(binary, bytes):
+        return binary.decode("utf-8", "replace")
+    raise ConfigurationError("JOBSTREAM_TENANTS_SECRET: the secret holds no text")
 
 
-def secrets_provider() -> Any:
-    """One Powertools SecretsProvider per endpoint (the cache lives in it)."""
+def secrets_client() -> Any:
+    """The Secrets Manager client of the current endpoint, made on first use: only a deployment
+    that reads a secret pays for it."""
     endpoint = endpoint_url()
-    provider = _providers.get(endpoint)
-    if provider is None:
-        # Imported on first use: only a deployment that reads a secret pays for it.
-        import boto3  # noqa: PLC0415
-        from aws_lambda_powertools.utilities.parameters import SecretsProvider  # noqa: PLC0415
-
-        with _lock:
-            provider = _providers.setdefault(
-                endpoint,
-                SecretsProvider(boto3_client=boto3.client("secretsmanager", endpoint_url=endpoint)),
-            )
-    return provider
+    with _lock:
+        client = _clients.get(endpoint)
+        if client is None:
+            client = _clients[endpoint] = retrying_client("secretsmanager")
+        return client
 
 
 def forget_cached() -> None:
-    """Drop every cached document and provider (tests; a new endpoint or credentials)."""
+    """Drop every cached document, read and client (tests; a new endpoint or credentials)."""
     with _lock:
         _parsed.clear()
-        _read_at.clear()
-        _providers.clear()
+        _read.clear()
+        _clients.clear()

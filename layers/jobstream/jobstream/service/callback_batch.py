@@ -61,8 +61,8 @@ def deliver_batch(
     """Deliver a batch; the ids of the messages SQS must keep (the partial batch response)."""
     if not messages:
         return []
-    # Clients are created once, before the threads share them (boto3's default session is not
-    # safe to create clients from concurrently).
+    # Clients are created once, before the threads share them (threads that each met a client
+    # not yet made would each make one).
     rt.store.connect()
     rt.callback_queue.client  # noqa: B018
     attempt_ms = rt.settings.callback_timeout_ms + OUTCOME_MARGIN_MS

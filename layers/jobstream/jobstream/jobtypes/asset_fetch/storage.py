@@ -12,7 +12,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Final, Protocol, cast
 from urllib.parse import quote
 
-from jobstream.aws import endpoint_url
+from jobstream.aws import client as aws_client
 from jobstream.retries import RetryingClient
 
 if TYPE_CHECKING:
@@ -34,8 +34,7 @@ def object_key(job_id: str, index: int, asset_id: str) -> str:
 
 @cache
 def _s3_client() -> S3Client:
-    import boto3  # noqa: PLC0415 - deferred: boto3 costs ~0.2 s of cold start
-    from botocore.config import Config  # noqa: PLC0415
+    from botocore.config import Config  # noqa: PLC0415 - deferred (cold start)
 
     # Standard retries (throttling, 5xx, connection errors); an upload needs a longer read
     # timeout than the table's small requests.
@@ -45,7 +44,7 @@ def _s3_client() -> S3Client:
         read_timeout=30,
         signature_version="s3v4",
     )
-    client = boto3.client("s3", endpoint_url=endpoint_url(), config=config)
+    client = aws_client("s3", config)
     # S3 answers a burst with 503 SlowDown for longer than botocore's three quick attempts:
     # retried around them, with backoff, like every other client of ours (retries.py).
     return cast("S3Client", RetryingClient(client, "s3"))
