@@ -2,11 +2,12 @@
 before its first AWS call, for choosing its MemorySize (docs/deploy.md, sizing).
 
 Each function runs in a fresh interpreter (this one: run it with the runtime's Python, e.g. the
-rehearsal's .venv-rehearsal/lambda-runtime/bin/python, whose boto3 is the runtime's) with only
+rehearsal's .venv-rehearsal/lambda-runtime/bin/python, whose botocore is the runtime's) with only
 the built layer (LAYER_SITE: a `sam build`'s JobstreamLayer/python) and its code folder on the
 path, bytecode writing off (Lambda's /opt is read-only): it imports the handler, then does the
 set-up every first invocation does (settings, the consumer registry, the targets file, the logger,
-the DynamoDB and SQS clients). It prints the CPU seconds of each part (process time: what a
+the DynamoDB, SQS and Secrets Manager clients, made as the functions make them: an upper bound for
+the functions that make fewer). It prints the CPU seconds of each part (process time: what a
 busy machine cannot inflate) and the peak resident memory. Lambda gives a function CPU in
 proportion to its memory (one vCPU at 1,769 MB): a cold start takes about CPU seconds x 1769 /
 MemorySize.
@@ -28,15 +29,15 @@ spec = importlib.util.spec_from_file_location("app", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 imported = time.process_time()
-import boto3
 from jobstream import observability
 from jobstream import runtime
+from jobstream.aws import retrying_client
 rt = runtime.runtime()
 rt.tenants()
 rt.targets()
 observability.logger()
-for service in ("dynamodb", "sqs"):
-    boto3.client(service)
+for service in ("dynamodb", "sqs", "secretsmanager"):
+    retrying_client(service)
 done = time.process_time()
 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(f"{imported - started:.3f} {done - imported:.3f} {peak_mb:.0f}")
