@@ -279,26 +279,22 @@ def _cold_registry_rows(
 
     import boto3
 
-    from jobstream.config import registry
+    from jobstream.config import registry, stored
 
     secrets = boto3.client("secretsmanager")
     arn = secrets.create_secret(Name="bench-tenants", SecretString=rt.tenants().to_json())["ARN"]
-    # The registry's cache age is counted on the runtime's clock: a cold read is that clock moved
-    # past the age (as after a minute, or in a new environment), never back.
-    ahead_ms = [0]
     with_secret = replace(
         rt,
         settings=rt.settings.model_copy(
             update={"tenants": None, "tenants_secret": arn, "tenants_max_age_s": 60}
         ),
-        clock=lambda: rt.clock() + ahead_ms[0],
     )
     registry.forget_cached()
-    meter.attach_other(registry.secrets_client())
+    meter.attach_other(stored.client("secretsmanager"))
 
     def admit(*, cold: bool) -> Any:
         if cold:
-            ahead_ms[0] += 60_000
+            registry.forget_reads()  # a new environment, or the cache's age passed
         with_secret.tenants()
         return admission.submit(with_secret, "bench", task(f"new-{next(counter)}"), None)
 

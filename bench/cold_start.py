@@ -61,8 +61,8 @@ rt.store.connect()
 # The registry's client, in the functions that read the registry (template.yaml: every HTTP
 # function and the callbacks function); its first read is a call, which no pair here makes.
 _REGISTRY_CLIENT = """
-from jobstream.config.registry import secrets_client
-secrets_client()
+from jobstream.config import stored
+stored.client("secretsmanager")
 """
 REGISTRY_READERS = frozenset({"admission", "jobs", "events", "ack", "callbacks"})
 # The baseline of the set-up: boto3 imported and one client made, as the set-up makes its own.

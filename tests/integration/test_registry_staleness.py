@@ -16,14 +16,16 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from jobstream import runtime as runtime_module
 from jobstream.config import registry as registry_module
+from jobstream.config import stored
 from jobstream.config.registry import RegistryUnavailableError, load_registry
 from jobstream.config.settings import load_settings
 from jobstream.config.tenants import token_digest
 from jobstream.domain import IntentRef
+from jobstream.retries import OutOfTimeError
 from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks
 from tests.integration.test_callbacks import intent
@@ -78,8 +80,8 @@ def srt(rt: Runtime, secret: str, monkeypatch: pytest.MonkeyPatch) -> Runtime:
 
 @contextmanager
 def unreadable() -> Iterator[None]:
-    """Secrets Manager answers every read with 503 (after botocore's own retries)."""
-    client = registry_module.secrets_client()
+    """Secrets Manager answers every read with 503 (every attempt of the client's retries)."""
+    client = stored.client("secretsmanager")
 
     def refuse(**_kwargs: Any) -> None:
         raise ClientError(
@@ -167,3 +169,88 @@ def test_the_bound_is_a_setting_with_a_default() -> None:
     assert load_settings({**base, "JOBSTREAM_TENANTS_MAX_STALE_S": "0"}).tenants_max_stale_s == 0
     with pytest.raises(Exception, match="JOBSTREAM_TENANTS_MAX_STALE_S"):
         load_settings({**base, "JOBSTREAM_TENANTS_MAX_STALE_S": "-1"})
+
+
+@contextmanager
+def counted(reads: list[int]) -> Iterator[None]:
+    """Count every GetSecretValue attempt made meanwhile."""
+
+    def count(**_kwargs: Any) -> None:
+        reads.append(1)
+
+    client = stored.client("secretsmanager")
+    event = "before-call.secrets-manager.GetSecretValue"
+    client.meta.events.register_first(event, count)
+    try:
+        yield
+    finally:
+        client.meta.events.unregister(event, count)
+
+
+def test_with_a_cache_age_the_bound_counts_from_the_last_read_that_succeeded(
+    srt: Runtime, clock: Clock
+) -> None:
+    settings = srt.settings.model_copy(update={"tenants_max_age_s": 60})
+    read_at = clock()
+    assert load_registry(settings, read_at).authenticate("acme-token", 0) == "acme"
+    with unreadable():
+        # Uses within the cache age are the read itself, not reads: they never move the bound.
+        assert load_registry(settings, read_at + 59_999).authenticate("acme-token", 0) == "acme"
+        assert load_registry(settings, read_at + 61_000).authenticate("acme-token", 0) == "acme"
+        assert load_registry(settings, read_at + MAX_STALE_S * 1000).authenticate(
+            "acme-token", 0
+        ) == ("acme")
+        with pytest.raises(RegistryUnavailableError, match="older than"):
+            load_registry(settings, read_at + MAX_STALE_S * 1000 + 1)
+
+
+def test_after_a_failed_read_the_known_registry_stands_in_for_a_while_without_a_call(
+    srt: Runtime, clock: Clock
+) -> None:
+    settings = srt.settings
+    assert load_registry(settings, clock()).authenticate("acme-token", 0) == "acme"
+    reads: list[int] = []
+    with unreadable(), counted(reads):
+        failed_at = clock()
+        assert load_registry(settings, failed_at).authenticate("acme-token", 0) == "acme"
+        attempts = len(reads)
+        assert attempts > 1  # the client's retries, once
+        for later in (1, registry_module.RETRY_AFTER_FAILURE_MS - 1):
+            assert load_registry(settings, failed_at + later).authenticate("acme-token", 0)
+        assert len(reads) == attempts  # no call meanwhile
+        # Then it is tried again.
+        load_registry(settings, failed_at + registry_module.RETRY_AFTER_FAILURE_MS)
+        assert len(reads) == 2 * attempts
+    # Readable again: the next try reads it, and the pause ends.
+    later = failed_at + 2 * registry_module.RETRY_AFTER_FAILURE_MS
+    assert load_registry(settings, later).authenticate("acme-token", 0) == "acme"
+    with counted(reads):
+        load_registry(settings, later + 1)
+    assert len(reads) == 2 * attempts + 1
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OutOfTimeError("no time left for an attempt"),
+        EndpointConnectionError(endpoint_url="https://secretsmanager.example"),
+        ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "Get"),
+    ],
+)
+def test_every_failure_of_the_read_is_a_retryable_unavailability(
+    srt: Runtime, failure: Exception
+) -> None:
+    client = stored.client("secretsmanager")
+
+    def fail(**_kwargs: Any) -> None:
+        raise failure
+
+    event = "before-call.secrets-manager.GetSecretValue"
+    client.meta.events.register_first(event, fail)
+    try:
+        with pytest.raises(RegistryUnavailableError, match="cannot read the tenants secret"):
+            load_registry(srt.settings, 0)
+        response = Api(token="acme-token").get("/jobs")
+    finally:
+        client.meta.events.unregister(event, fail)
+    assert (response.status, response.body["error"]["retryable"]) == (503, True)

@@ -16,6 +16,7 @@ import boto3
 import pytest
 
 from jobstream.config import registry as registry_module
+from jobstream.config import stored
 from jobstream.config.registry import load_registry, load_registry_file
 from jobstream.config.settings import ConfigurationError, Settings, load_settings
 from jobstream.config.tenants import token_digest
@@ -67,7 +68,7 @@ def counted_reads() -> list[str]:
     def count(params: dict[str, Any], **_kwargs: Any) -> None:
         reads.append(params["SecretId"])
 
-    registry_module.secrets_client().meta.events.register(
+    stored.client("secretsmanager").meta.events.register(
         "provide-client-params.secrets-manager.GetSecretValue", count
     )
     return reads

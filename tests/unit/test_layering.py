@@ -41,7 +41,7 @@ DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     "observability": frozenset({"config.environment"}),  # Powertools' variables
     "protocol": BASE,  # the pure facade: documents, validation, errors, event kinds
     "retries": BASE,  # which AWS failures are transient, and retrying them
-    "aws": frozenset({"retries"}),  # the boto3 clients
+    "aws": frozenset({"retries"}),  # the AWS clients, from botocore's session
     # Outbound URLs: parsing, origin patterns, the IANA table, resolve-and-pin, pinned HTTP.
     "outbound": BASE,
     "config": frozenset({"aws", "outbound"}),  # settings, targets, the consumer registry

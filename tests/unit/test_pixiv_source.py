@@ -18,6 +18,7 @@ import requests
 import responses
 from responses import matchers
 
+from jobstream.config import stored
 from jobstream.jobtypes.sources import pixiv as pixiv_module
 from jobstream.jobtypes.sources.base import (
     SearchRequest,
@@ -27,6 +28,7 @@ from jobstream.jobtypes.sources.base import (
     WorkType,
 )
 from jobstream.jobtypes.sources.pixiv import (
+    PARAMETER_MAX_AGE_S,
     PixivSource,
     refresh_token_from_environment,
 )
@@ -521,20 +523,24 @@ def test_an_injected_api_factory_is_used(authed: responses.RequestsMock) -> None
 # -- refresh_token_from_environment -------------------------------------------------------------
 
 
-class StubParameters:
-    def __init__(self, value: Any = "token-from-aws", error: Exception | None = None) -> None:
+class StubStore:
+    """config/stored.py's readers: what they answer, and what they were asked."""
+
+    def __init__(
+        self, value: str | None = "token-from-aws", error: Exception | None = None
+    ) -> None:
         self.value = value
         self.error = error
-        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self.calls: list[tuple[str, str]] = []
 
-    def get_parameter(self, name: str, **kwargs: Any) -> Any:
-        return self._answer("ssm", name, kwargs)
+    def parameter_text(self, name: str) -> str | None:
+        return self._answer("ssm", name)
 
-    def get_secret(self, name: str, **kwargs: Any) -> Any:
-        return self._answer("secrets", name, kwargs)
+    def secret_text(self, name: str) -> str | None:
+        return self._answer("secrets", name)
 
-    def _answer(self, store: str, name: str, kwargs: dict[str, Any]) -> Any:
-        self.calls.append((store, name, kwargs))
+    def _answer(self, store: str, name: str) -> str | None:
+        self.calls.append((store, name))
         if self.error is not None:
             raise self.error
         return self.value
@@ -544,14 +550,13 @@ class StubParameters:
 def no_token_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     monkeypatch.delenv("JOBSTREAM_PIXIV_REFRESH_TOKEN", raising=False)
     monkeypatch.delenv("JOBSTREAM_PIXIV_REFRESH_TOKEN_PARAMETER", raising=False)
+    monkeypatch.setattr(pixiv_module, "_stored_tokens", {})
     return monkeypatch
 
 
-def stub_parameters(monkeypatch: pytest.MonkeyPatch, stub: StubParameters) -> None:
-    from aws_lambda_powertools.utilities import parameters
-
-    monkeypatch.setattr(parameters, "get_parameter", stub.get_parameter)
-    monkeypatch.setattr(parameters, "get_secret", stub.get_secret)
+def stub_store(monkeypatch: pytest.MonkeyPatch, stub: StubStore) -> None:
+    monkeypatch.setattr(stored, "parameter_text", stub.parameter_text)
+    monkeypatch.setattr(stored, "secret_text", stub.secret_text)
 
 
 def test_token_from_the_environment(no_token_env: pytest.MonkeyPatch) -> None:
@@ -569,39 +574,60 @@ def test_no_token_configured_is_auth_failed(no_token_env: pytest.MonkeyPatch) ->
 def test_token_from_ssm_parameter_store_wins_over_the_plain_variable(
     no_token_env: pytest.MonkeyPatch,
 ) -> None:
-    stub = StubParameters()
-    stub_parameters(no_token_env, stub)
+    stub = StubStore()
+    stub_store(no_token_env, stub)
     no_token_env.setenv("JOBSTREAM_PIXIV_REFRESH_TOKEN", "plain-token")
     no_token_env.setenv("JOBSTREAM_PIXIV_REFRESH_TOKEN_PARAMETER", "/jobstream/pixiv/refresh-token")
 
     assert refresh_token_from_environment() == "token-from-aws"
-    assert stub.calls == [
-        ("ssm", "/jobstream/pixiv/refresh-token", {"decrypt": True, "max_age": 300})
-    ]
+    assert stub.calls == [("ssm", "/jobstream/pixiv/refresh-token")]
 
 
 def test_token_from_secrets_manager(no_token_env: pytest.MonkeyPatch) -> None:
-    stub = StubParameters(value=b"secret-bytes-token")
-    stub_parameters(no_token_env, stub)
+    stub = StubStore(value=" secret-token\n")
+    stub_store(no_token_env, stub)
     no_token_env.setenv("JOBSTREAM_PIXIV_REFRESH_TOKEN_PARAMETER", "jobstream/pixiv")
 
-    assert refresh_token_from_environment() == "secret-bytes-token"
-    assert stub.calls == [("secrets", "jobstream/pixiv", {"max_age": 300})]
+    assert refresh_token_from_environment() == "secret-token"
+    assert stub.calls == [("secrets", "jobstream/pixiv")]
 
 
-@pytest.mark.parametrize("value", ["", "   ", {"refresh_token": "x"}])
-def test_an_empty_stored_token_is_auth_failed(no_token_env: pytest.MonkeyPatch, value: Any) -> None:
-    stub_parameters(no_token_env, StubParameters(value=value))
+def test_a_stored_token_is_read_again_after_its_cache_age(
+    no_token_env: pytest.MonkeyPatch,
+) -> None:
+    stub = StubStore()
+    stub_store(no_token_env, stub)
+    no_token_env.setenv("JOBSTREAM_PIXIV_REFRESH_TOKEN_PARAMETER", "jobstream/pixiv")
+    now_s = [1000.0]
+    for moment in (1000.0, 1000.0 + PARAMETER_MAX_AGE_S - 0.001):
+        now_s[0] = moment
+        assert refresh_token_from_environment(lambda: now_s[0]) == "token-from-aws"
+    assert len(stub.calls) == 1
+    stub.value = "rotated"
+    now_s[0] = 1000.0 + PARAMETER_MAX_AGE_S
+    assert refresh_token_from_environment(lambda: now_s[0]) == "rotated"
+    assert len(stub.calls) == 2
+
+
+@pytest.mark.parametrize("value", ["", "   ", None])
+def test_an_empty_stored_token_is_auth_failed(
+    no_token_env: pytest.MonkeyPatch, value: str | None
+) -> None:
+    stub_store(no_token_env, StubStore(value=value))
     no_token_env.setenv("JOBSTREAM_PIXIV_REFRESH_TOKEN_PARAMETER", "jobstream/pixiv")
     with pytest.raises(SourceError) as caught:
         refresh_token_from_environment()
     assert caught.value.reason == "auth_failed"
 
 
-def test_an_unreadable_parameter_is_auth_failed(no_token_env: pytest.MonkeyPatch) -> None:
-    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
-
-    stub_parameters(no_token_env, StubParameters(error=GetParameterError("AccessDenied")))
+@pytest.mark.parametrize(
+    "error",
+    [stored.StoreUnreadableError("cannot read it: AccessDenied"), stored.StoreClientError("x")],
+)
+def test_an_unreadable_parameter_is_auth_failed(
+    no_token_env: pytest.MonkeyPatch, error: Exception
+) -> None:
+    stub_store(no_token_env, StubStore(error=error))
     no_token_env.setenv("JOBSTREAM_PIXIV_REFRESH_TOKEN_PARAMETER", "/jobstream/pixiv")
     with pytest.raises(SourceError) as caught:
         refresh_token_from_environment()

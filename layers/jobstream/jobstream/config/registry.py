@@ -1,15 +1,17 @@
 """Where the consumer registry is read from, kept current without a deploy.
 
-- Secrets Manager (`JOBSTREAM_TENANTS_SECRET`): read with our own retried client (jobstream/aws.py)
-  and used for `JOBSTREAM_TENANTS_MAX_AGE_S` by the caller's clock, so a rotation is in force
-  within that time. The client is made only when this source is configured.
+- Secrets Manager (`JOBSTREAM_TENANTS_SECRET`): read with the functions' own retried client
+  (config/stored.py) and used for `JOBSTREAM_TENANTS_MAX_AGE_S` by the caller's clock, so a
+  rotation is in force within that time. The client is made only when this source is configured.
 - A file (`JOBSTREAM_TENANTS`): re-read whenever it changes on disk.
 - Inline (`Settings.tenants`): the `JOBSTREAM_API_TOKENS` shorthand, or a test's registry.
 
 A document is parsed once per distinct text. A secret that cannot be fetched while an earlier
 value is known keeps that value (logged), for at most `JOBSTREAM_TENANTS_MAX_STALE_S` after the
 last successful read: a short outage of Secrets Manager does not take the API down, and a long
-one does not keep a revoked token or a removed tenant in force for ever. Past that bound, or with
+one does not keep a revoked token or a removed tenant in force for ever. After a failed read the
+known value is used without another try for RETRY_AFTER_FAILURE_MS (within that bound), so an
+outage costs each environment one slow request that often. Past the bound, or with
 no value known, it is RegistryUnavailableError: a transient cause, which the API answers with a
 retryable 503 and a callback with another attempt later. An invalid document is a
 ConfigurationError: the API answers 503 (not retryable) until it is fixed.
@@ -20,13 +22,12 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Final
 
-from jobstream.aws import endpoint_url, retrying_client
 from jobstream.clock import now_ms as wall_clock_ms
+from jobstream.config import stored
 from jobstream.config.settings import ConfigurationError, Settings
 from jobstream.config.tenants import RegistryError, TenantRegistry, parse_registry
-from jobstream.retries import OutOfTimeError
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +36,10 @@ _lock = threading.Lock()
 _parsed: dict[str, tuple[object, TenantRegistry]] = {}
 # Each secret's text as last read successfully, and when (epoch ms of the caller's clock).
 _read: dict[str, tuple[int, str]] = {}
-# One Secrets Manager client per endpoint (only the tests change it).
-_clients: dict[str | None, Any] = {}
+# When the last read of each secret failed, while it has not been read since.
+_failed_at: dict[str, int] = {}
+# After a failed read, how long the registry read before is used without another try.
+RETRY_AFTER_FAILURE_MS: Final = 5_000
 
 
 class RegistryUnavailableError(ConfigurationError):
@@ -88,11 +91,22 @@ def _from_secret(settings: Settings, now_ms: int) -> TenantRegistry:
     if read is not None and 0 <= now_ms - read[0] < settings.tenants_max_age_s * 1000:
         text = read[1]  # within the cache age: no call per request (a clock set back reads)
     else:
+        if (
+            known is not None
+            and read is not None
+            and _failed_moments_ago(key, now_ms, read[0], settings)
+        ):
+            # The registry read before stands in without another try: an outage costs one slow
+            # request per environment this often, not every request the client's retries (nor
+            # a throttled Secrets Manager every request's calls).
+            return known[1]
         try:
             text = fetch_secret(secret_id)
         except RegistryUnavailableError as error:
             if known is None or read is None:
                 raise
+            with _lock:
+                _failed_at[key] = now_ms
             age_s = (now_ms - read[0]) / 1000
             if age_s > settings.tenants_max_stale_s:
                 # An operator who revoked a token expects it refused: past the bound, no answer
@@ -105,9 +119,21 @@ def _from_secret(settings: Settings, now_ms: int) -> TenantRegistry:
             return known[1]
         with _lock:
             _read[key] = (now_ms, text)
+            _failed_at.pop(key, None)
     if known is not None and known[0] == text:
         return known[1]
     return _parse_and_keep(key, text, text, "JOBSTREAM_TENANTS_SECRET")
+
+
+def _failed_moments_ago(key: str, now_ms: int, read_at_ms: int, settings: Settings) -> bool:
+    """Whether a read failed within RETRY_AFTER_FAILURE_MS while the registry read before is
+    still within the stale bound (past it, every request tries: it would be refused anyway)."""
+    failed_at = _failed_at.get(key)
+    return (
+        failed_at is not None
+        and 0 <= now_ms - failed_at < RETRY_AFTER_FAILURE_MS
+        and now_ms - read_at_ms <= settings.tenants_max_stale_s * 1000
+    )
 
 
 def _parse_and_keep(key: str, stamp: object, text: str | bytes, source: str) -> TenantRegistry:
@@ -122,39 +148,30 @@ def _parse_and_keep(key: str, stamp: object, text: str | bytes, source: str) -> 
 
 
 def fetch_secret(secret_id: str) -> str:
-    """The secret's text, read now; RegistryUnavailableError when it cannot be read (after the
-    client's retries): another try later may succeed."""
-    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - with the client
-
+    """The secret's text, read now (config/stored.py); RegistryUnavailableError when it cannot
+    be read (after the client's retries): another try later may succeed."""
     try:
-        answer = secrets_client().get_secret_value(SecretId=secret_id)
-    except (BotoCoreError, ClientError, OutOfTimeError) as error:
+        text = stored.secret_text(secret_id)
+    except stored.StoreUnreadableError as error:
         raise RegistryUnavailableError(
             f"JOBSTREAM_TENANTS_SECRET: cannot read the tenants secret: {error}"
         ) from None
-    text = answer.get("SecretString")
-    if isinstance(text, str):
-        return text
-    binary = answer.get("SecretBinary")
-    if isinstance(binary, bytes):
-        return binary.decode("utf-8", "replace")
-    raise ConfigurationError("JOBSTREAM_TENANTS_SECRET: the secret holds no text")
+    except stored.StoreClientError as error:
+        raise ConfigurationError(f"JOBSTREAM_TENANTS_SECRET: {error}") from None
+    if text is None:
+        raise ConfigurationError("JOBSTREAM_TENANTS_SECRET: the secret holds no text")
+    return text
 
 
-def secrets_client() -> Any:
-    """The Secrets Manager client of the current endpoint, made on first use: only a deployment
-    that reads a secret pays for it."""
-    endpoint = endpoint_url()
-    with _lock:
-        client = _clients.get(endpoint)
-        if client is None:
-            client = _clients[endpoint] = retrying_client("secretsmanager")
-        return client
-
-
-def forget_cached() -> None:
-    """Drop every cached document, read and client (tests; a new endpoint or credentials)."""
+def forget_reads() -> None:
+    """Drop what was read and parsed (a new environment's state: the next use reads again)."""
     with _lock:
         _parsed.clear()
         _read.clear()
-        _clients.clear()
+        _failed_at.clear()
+
+
+def forget_cached() -> None:
+    """Drop every cached document, read and client (tests; a new endpoint)."""
+    forget_reads()
+    stored.forget_clients()

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 from pixivpy3 import AppPixivAPI, PixivError
 
+from jobstream.config import stored
 from jobstream.config.environment import variable
 from jobstream.errors import JobstreamError
 from jobstream.jobtypes.sources.settings import WorkType
@@ -48,35 +49,41 @@ _SEARCH_TARGET = "exact_match_for_tags"
 _SORT = "date_desc"
 
 
-def refresh_token_from_environment() -> str:
+def refresh_token_from_environment(now_s: Callable[[], float] = time.monotonic) -> str:
     """The refresh token: from SSM/Secrets Manager when a parameter name is configured (so the
-    secret stays out of the function's environment), else straight from the environment."""
+    secret stays out of the function's environment; read again after PARAMETER_MAX_AGE_S), else
+    straight from the environment."""
     parameter = variable(ENV_STORED_NAME).strip()
     if parameter:
-        # Imported here so the plain-environment path (and the tests) need no AWS client.
-        from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
-
-        try:
-            value: object = (
-                parameters.get_parameter(parameter, decrypt=True, max_age=PARAMETER_MAX_AGE_S)
-                if parameter.startswith("/")
-                else parameters.get_secret(parameter, max_age=PARAMETER_MAX_AGE_S)
-            )
-        except parameters.exceptions.GetParameterError:
-            raise SourceError(
-                Reason.AUTH_FAILED, f"could not read the Pixiv refresh token from {parameter}"
-            ) from None
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", errors="replace")
-        if not isinstance(value, str) or not value.strip():
-            raise SourceError(
-                Reason.AUTH_FAILED, f"the Pixiv refresh token in {parameter} is empty"
-            )
-        return value.strip()
+        return _stored_token(parameter, now_s())
     token = variable(ENV_PLAIN).strip()
     if not token:
         raise SourceError(Reason.AUTH_FAILED, "no Pixiv refresh token is configured")
     return token
+
+
+# The stored token by its parameter's name, with when it was read (monotonic seconds).
+_stored_tokens: dict[str, tuple[float, str]] = {}
+
+
+def _stored_token(parameter: str, now_s: float) -> str:
+    kept = _stored_tokens.get(parameter)
+    if kept is not None and 0 <= now_s - kept[0] < PARAMETER_MAX_AGE_S:
+        return kept[1]
+    try:
+        value = (
+            stored.parameter_text(parameter)
+            if parameter.startswith("/")
+            else stored.secret_text(parameter)
+        )
+    except (stored.StoreUnreadableError, stored.StoreClientError):
+        raise SourceError(
+            Reason.AUTH_FAILED, f"could not read the Pixiv refresh token from {parameter}"
+        ) from None
+    if value is None or not value.strip():
+        raise SourceError(Reason.AUTH_FAILED, f"the Pixiv refresh token in {parameter} is empty")
+    _stored_tokens[parameter] = (now_s, value.strip())
+    return value.strip()
 
 
 def _default_api() -> Any:
