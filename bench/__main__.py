@@ -294,7 +294,7 @@ def _cold_registry_rows(
 
     def admit(*, cold: bool) -> Any:
         if cold:
-            registry.forget_reads()  # a new environment, or the cache's age passed
+            registry.forget_reads()  # a new environment: nothing read yet
         with_secret.tenants()
         return admission.submit(with_secret, "bench", task(f"new-{next(counter)}"), None)
 

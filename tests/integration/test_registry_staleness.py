@@ -24,10 +24,13 @@ from jobstream.config import stored
 from jobstream.config.registry import RegistryUnavailableError, load_registry
 from jobstream.config.settings import load_settings
 from jobstream.config.tenants import token_digest
+from jobstream.delivery.http import HttpResult
 from jobstream.domain import IntentRef
-from jobstream.retries import OutOfTimeError
+from jobstream.retries import OutOfTimeError, RetryPolicy
 from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks
+from jobstream.service.callback_batch import deliver_batch
+from tests.integration.test_callback_batch import receive, submit_many
 from tests.integration.test_callbacks import intent
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.receiver import receiver
@@ -205,8 +208,9 @@ def test_with_a_cache_age_the_bound_counts_from_the_last_read_that_succeeded(
 
 
 def test_after_a_failed_read_the_known_registry_stands_in_for_a_while_without_a_call(
-    srt: Runtime, clock: Clock
+    srt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(registry_module, "elapsed_clock", lambda: 0.0)  # reads take no time
     settings = srt.settings
     assert load_registry(settings, clock()).authenticate("acme-token", 0) == "acme"
     reads: list[int] = []
@@ -221,12 +225,59 @@ def test_after_a_failed_read_the_known_registry_stands_in_for_a_while_without_a_
         # Then it is tried again.
         load_registry(settings, failed_at + registry_module.RETRY_AFTER_FAILURE_MS)
         assert len(reads) == 2 * attempts
-    # Readable again: the next try reads it, and the pause ends.
-    later = failed_at + 2 * registry_module.RETRY_AFTER_FAILURE_MS
-    assert load_registry(settings, later).authenticate("acme-token", 0) == "acme"
+
+
+def test_the_pause_counts_from_the_end_of_the_failed_read(
+    srt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung store's timeouts may outlast the pause itself: it starts when the read gave up."""
+    assert load_registry(srt.settings, clock()).authenticate("acme-token", 0) == "acme"
+    elapsed = iter([100.0, 106.0])  # the failing read takes 6 s
+    monkeypatch.setattr(registry_module, "elapsed_clock", lambda: next(elapsed))
+    reads: list[int] = []
+    with unreadable(), counted(reads):
+        started = clock()
+        load_registry(srt.settings, started)
+        attempts = len(reads)
+        ended = started + 6_000
+        load_registry(srt.settings, ended + registry_module.RETRY_AFTER_FAILURE_MS - 1)
+        assert len(reads) == attempts
+
+
+def test_a_read_that_succeeds_ends_the_pause(srt: Runtime, clock: Clock) -> None:
+    settings = srt.settings
+    first = clock()
+    assert load_registry(settings, first).authenticate("acme-token", 0) == "acme"
+    past_bound = first + MAX_STALE_S * 1000 + 1
+    with unreadable(), pytest.raises(RegistryUnavailableError):
+        load_registry(settings, past_bound)  # a failure recorded, the registry too old to use
+    assert load_registry(settings, past_bound + 1).authenticate("acme-token", 0) == "acme"
+    reads: list[int] = []
     with counted(reads):
-        load_registry(settings, later + 1)
-    assert len(reads) == 2 * attempts + 1
+        # Moments after a failure, but it was followed by a read that succeeded: no pause.
+        load_registry(settings, past_bound + 2)
+    assert reads == [1]
+
+
+def test_a_callback_batch_reads_a_failing_registry_once_not_once_per_thread(
+    crt: Runtime, secret: str, clock: Clock
+) -> None:
+    settings = crt.settings.model_copy(
+        update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
+    )
+    boto3.client("secretsmanager").put_secret_value(
+        SecretId=secret, SecretString=crt.tenants().to_json()
+    )
+    srt = replace(crt, settings=settings, poster=lambda *_: HttpResult(204, "", None))
+    submit_many(srt, 5)
+    messages = receive(srt, 5)
+    assert load_registry(settings, clock()).get("acme") is not None
+    reads: list[int] = []
+    with unreadable(), counted(reads):
+        kept = deliver_batch(srt, messages, lambda: 30_000)
+    # Sent with the registry read moments ago; its store was tried by one read's attempts.
+    assert kept == []
+    assert len(reads) == RetryPolicy().attempts
 
 
 @pytest.mark.parametrize(

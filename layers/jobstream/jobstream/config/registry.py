@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Final
 
@@ -40,6 +41,8 @@ _read: dict[str, tuple[int, str]] = {}
 _failed_at: dict[str, int] = {}
 # After a failed read, how long the registry read before is used without another try.
 RETRY_AFTER_FAILURE_MS: Final = 5_000
+# How long a read took (seconds; tests replace it): the caller's clock is read before it.
+elapsed_clock = time.monotonic
 
 
 class RegistryUnavailableError(ConfigurationError):
@@ -100,13 +103,17 @@ def _from_secret(settings: Settings, now_ms: int) -> TenantRegistry:
             # request per environment this often, not every request the client's retries (nor
             # a throttled Secrets Manager every request's calls).
             return known[1]
+        started_s = elapsed_clock()
         try:
             text = fetch_secret(secret_id)
         except RegistryUnavailableError as error:
             if known is None or read is None:
                 raise
+            # The pause counts from the end of the failed read: its retries (or a hung store's
+            # timeouts) may have taken most of RETRY_AFTER_FAILURE_MS already.
+            spent_ms = max(0, round((elapsed_clock() - started_s) * 1000))
             with _lock:
-                _failed_at[key] = now_ms
+                _failed_at[key] = now_ms + spent_ms
             age_s = (now_ms - read[0]) / 1000
             if age_s > settings.tenants_max_stale_s:
                 # An operator who revoked a token expects it refused: past the bound, no answer
@@ -127,11 +134,13 @@ def _from_secret(settings: Settings, now_ms: int) -> TenantRegistry:
 
 def _failed_moments_ago(key: str, now_ms: int, read_at_ms: int, settings: Settings) -> bool:
     """Whether a read failed within RETRY_AFTER_FAILURE_MS while the registry read before is
-    still within the stale bound (past it, every request tries: it would be refused anyway)."""
+    still within the stale bound (past it, every request tries: it would be refused anyway). A
+    request's clock, read as it began, may be just before the end of a read that failed
+    meanwhile; one set back further reads again."""
     failed_at = _failed_at.get(key)
     return (
         failed_at is not None
-        and 0 <= now_ms - failed_at < RETRY_AFTER_FAILURE_MS
+        and -RETRY_AFTER_FAILURE_MS <= now_ms - failed_at < RETRY_AFTER_FAILURE_MS
         and now_ms - read_at_ms <= settings.tenants_max_stale_s * 1000
     )
 

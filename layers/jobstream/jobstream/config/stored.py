@@ -51,17 +51,16 @@ def parameter_text(name: str) -> str | None:
 def client(service: str) -> Any:
     """The store's client for the current endpoint, made on first use."""
     key = (service, endpoint_url())
-    made = _clients.get(key)
-    if made is None:
-        from botocore.exceptions import BotoCoreError  # noqa: PLC0415 - with the client
+    with _lock:  # threads that meet no client yet wait for the one being made
+        made = _clients.get(key)
+        if made is None:
+            from botocore.exceptions import BotoCoreError  # noqa: PLC0415 - with the client
 
-        try:
-            made = retrying_client(service)
-        except (BotoCoreError, ValueError) as error:
-            raise StoreClientError(f"cannot make a {service} client: {error}") from None
-        with _lock:  # made outside the lock (it takes a while); one of two racing is kept
-            made = _clients.setdefault(key, made)
-    return made
+            try:
+                made = _clients[key] = retrying_client(service)
+            except (BotoCoreError, ValueError) as error:
+                raise StoreClientError(f"cannot make a {service} client: {error}") from None
+        return made
 
 
 def forget_clients() -> None:

@@ -24,10 +24,12 @@ import contextvars
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import suppress
 from enum import StrEnum
 from typing import Final
 
 from jobstream import observability
+from jobstream.config.settings import ConfigurationError
 from jobstream.deadline import Deadline, invocation
 from jobstream.errors import JobstreamError
 from jobstream.queue import QueueMessage
@@ -67,6 +69,11 @@ def deliver_batch(
     rt.callback_queue.client  # noqa: B018
     attempt_ms = rt.settings.callback_timeout_ms + OUTCOME_MARGIN_MS
     with invocation(remaining_ms) as deadline:
+        # The registry too is read before the threads need it: a cold or failing read is made
+        # once, not by each thread (each then finds it read, or its failure moments ago); what
+        # failed is met again, and answered, by each message.
+        with suppress(ConfigurationError):
+            rt.tenants()
         pool = ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(messages)))
         futures: dict[Future[Result], QueueMessage] = {}
         try:

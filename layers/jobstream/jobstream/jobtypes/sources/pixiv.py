@@ -49,7 +49,7 @@ _SEARCH_TARGET = "exact_match_for_tags"
 _SORT = "date_desc"
 
 
-def refresh_token_from_environment(now_s: Callable[[], float] = time.monotonic) -> str:
+def refresh_token_from_environment(now_s: Callable[[], float] = time.time) -> str:
     """The refresh token: from SSM/Secrets Manager when a parameter name is configured (so the
     secret stays out of the function's environment; read again after PARAMETER_MAX_AGE_S), else
     straight from the environment."""
@@ -62,7 +62,8 @@ def refresh_token_from_environment(now_s: Callable[[], float] = time.monotonic) 
     return token
 
 
-# The stored token by its parameter's name, with when it was read (monotonic seconds).
+# The stored token by its parameter's name, with when it was read (wall-clock seconds: a frozen
+# Lambda environment's monotonic clock may not count the time it spent frozen).
 _stored_tokens: dict[str, tuple[float, str]] = {}
 
 
