@@ -23,16 +23,20 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
+from typing import TypeVar
 
 from jobstream_local.template import Template
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 LAYER_SOURCE = REPOSITORY / "layers" / "jobstream"
 FUNCTIONS = ("admission", "jobs", "events", "ack", "callbacks", "dispatcher", "reconcile", "worker")
+Ours = TypeVar("Ours")
+Baseline = TypeVar("Baseline")
 PAIRS = 11
 PAIRS_WITHOUT_BYTECODE = 5
 MACHINE_ARCHITECTURES = {
@@ -119,6 +123,7 @@ def _boto3() -> tuple[float, float]:
     return imported, imported + client
 
 
+@cache
 def _dependency_environment() -> dict[str, str]:
     """What the template sets for a dependency (Globals), as the functions run with it on AWS."""
     variables = Template.load().document["Globals"]["Function"]["Environment"]["Variables"]
@@ -141,16 +146,9 @@ class Floor:
 
 def floor(layer: Path) -> Floor:
     """botocore, pydantic and one client, paired with `import boto3` and one client."""
-    samples = []
-    for index in range(FLOOR_PAIRS):
-        code = _IMPORT.format(statement=_FLOOR, setup=_FLOOR_CLIENT)
-        if index % 2:
-            imported, client, _ = _run(code, [layer])
-            baseline = _boto3()[1]
-        else:
-            baseline = _boto3()[1]
-            imported, client, _ = _run(code, [layer])
-        samples.append((imported + client, baseline))
+    code = _IMPORT.format(statement=_FLOOR, setup=_FLOOR_CLIENT)
+    runs = _alternating(partial(_run, code, [layer]), _boto3, FLOOR_PAIRS)
+    samples = [(imported + client, baseline) for (imported, client, _), (_, baseline) in runs]
     return Floor(
         ratio=statistics.median(ours / base for ours, base in samples),
         seconds=statistics.median(ours for ours, _ in samples),
@@ -158,21 +156,33 @@ def floor(layer: Path) -> Floor:
     )
 
 
+def _alternating(
+    ours: Callable[[], Ours], baseline: Callable[[], Baseline], count: int
+) -> list[tuple[Ours, Baseline]]:
+    """`count` pairs of runs, which of the two goes first alternating: whatever else loads the
+    machine meanwhile weighs on both sides of each pair."""
+    pairs = []
+    for index in range(count):
+        if index % 2:
+            mine = ours()
+            theirs = baseline()
+        else:
+            theirs = baseline()
+            mine = ours()
+        pairs.append((mine, theirs))
+    return pairs
+
+
 def _pairs(
     name: str, layer: Path, count: int, *, setup: bool
 ) -> list[tuple[float, float, float, float, float]]:
     """(function import, function import + set-up, boto3 import, boto3 import + one client,
     function import + set-up in CPU seconds) per pair, order alternating."""
-    samples = []
-    for index in range(count):
-        if index % 2:
-            imported, set_up, cpu = _function(name, layer, setup=setup)
-            boto3, client = _boto3()
-        else:
-            boto3, client = _boto3()
-            imported, set_up, cpu = _function(name, layer, setup=setup)
-        samples.append((imported, imported + set_up, boto3, client, cpu))
-    return samples
+    runs = _alternating(partial(_function, name, layer, setup=setup), _boto3, count)
+    return [
+        (imported, imported + set_up, boto3, client, cpu)
+        for (imported, set_up, cpu), (boto3, client) in runs
+    ]
 
 
 @contextmanager

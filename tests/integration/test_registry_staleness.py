@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -82,25 +82,36 @@ def srt(rt: Runtime, secret: str, monkeypatch: pytest.MonkeyPatch) -> Runtime:
 
 
 @contextmanager
-def unreadable() -> Iterator[None]:
-    """Secrets Manager answers every read with 503 (every attempt of the client's retries)."""
-    client = stored.client("secretsmanager")
-
-    def refuse(**_kwargs: Any) -> None:
-        raise ClientError(
-            {
-                "Error": {"Code": "ServiceUnavailable", "Message": "injected"},
-                "ResponseMetadata": {"HTTPStatusCode": 503},
-            },
-            "GetSecretValue",
-        )
-
+def on_each_read(hook: Callable[..., None], *, first: bool = False) -> Iterator[None]:
+    """`hook` runs before every GetSecretValue attempt made meanwhile (`first`: before the
+    hooks registered without it, so it sees the attempts another hook refuses)."""
+    events = stored.client("secretsmanager").meta.events
     event = "before-call.secrets-manager.GetSecretValue"
-    client.meta.events.register(event, refuse)
+    (events.register_first if first else events.register)(event, hook)
     try:
         yield
     finally:
-        client.meta.events.unregister(event, refuse)
+        events.unregister(event, hook)
+
+
+def _refuse(**_kwargs: Any) -> None:
+    raise ClientError(
+        {
+            "Error": {"Code": "ServiceUnavailable", "Message": "injected"},
+            "ResponseMetadata": {"HTTPStatusCode": 503},
+        },
+        "GetSecretValue",
+    )
+
+
+def unreadable() -> AbstractContextManager[None]:
+    """Secrets Manager answers every read with 503 (every attempt of the client's retries)."""
+    return on_each_read(_refuse)
+
+
+def counted(reads: list[int]) -> AbstractContextManager[None]:
+    """Count every GetSecretValue attempt made meanwhile."""
+    return on_each_read(lambda **_kwargs: reads.append(1), first=True)
 
 
 def test_the_last_registry_is_kept_for_the_stale_bound_then_refused(
@@ -172,22 +183,6 @@ def test_the_bound_is_a_setting_with_a_default() -> None:
     assert load_settings({**base, "JOBSTREAM_TENANTS_MAX_STALE_S": "0"}).tenants_max_stale_s == 0
     with pytest.raises(Exception, match="JOBSTREAM_TENANTS_MAX_STALE_S"):
         load_settings({**base, "JOBSTREAM_TENANTS_MAX_STALE_S": "-1"})
-
-
-@contextmanager
-def counted(reads: list[int]) -> Iterator[None]:
-    """Count every GetSecretValue attempt made meanwhile."""
-
-    def count(**_kwargs: Any) -> None:
-        reads.append(1)
-
-    client = stored.client("secretsmanager")
-    event = "before-call.secrets-manager.GetSecretValue"
-    client.meta.events.register_first(event, count)
-    try:
-        yield
-    finally:
-        client.meta.events.unregister(event, count)
 
 
 def test_with_a_cache_age_the_bound_counts_from_the_last_read_that_succeeded(
@@ -291,17 +286,11 @@ def test_a_callback_batch_reads_a_failing_registry_once_not_once_per_thread(
 def test_every_failure_of_the_read_is_a_retryable_unavailability(
     srt: Runtime, failure: Exception
 ) -> None:
-    client = stored.client("secretsmanager")
-
     def fail(**_kwargs: Any) -> None:
         raise failure
 
-    event = "before-call.secrets-manager.GetSecretValue"
-    client.meta.events.register_first(event, fail)
-    try:
+    with on_each_read(fail):
         with pytest.raises(RegistryUnavailableError, match="cannot read the tenants secret"):
             load_registry(srt.settings, 0)
         response = Api(token="acme-token").get("/jobs")
-    finally:
-        client.meta.events.unregister(event, fail)
     assert (response.status, response.body["error"]["retryable"]) == (503, True)

@@ -81,10 +81,11 @@ def _stored_token(parameter: str, now_s: float) -> str:
         raise SourceError(
             Reason.AUTH_FAILED, f"could not read the Pixiv refresh token from {parameter}"
         ) from None
-    if value is None or not value.strip():
+    token = (value or "").strip()
+    if not token:
         raise SourceError(Reason.AUTH_FAILED, f"the Pixiv refresh token in {parameter} is empty")
-    _stored_tokens[parameter] = (now_s, value.strip())
-    return value.strip()
+    _stored_tokens[parameter] = (now_s, token)
+    return token
 
 
 def _default_api() -> Any:
