@@ -23,6 +23,7 @@ from bench.capacity import report_lines as capacity_lines
 from bench.cold_start import ColdStarts, cold_imports
 from bench.cold_start import report_lines as cold_start_lines
 from bench.cost import (
+    EVERY_FEATURE_SCENARIO,
     QUOTAS_SCENARIO,
     RESOURCE_SCENARIO,
     TABLE_NAME,
@@ -737,7 +738,8 @@ def listing_lines(rows: list[Row], costs: list[JobCost]) -> list[str]:
     results = ", ".join(
         f"{cost.scenario} {cost.result_bytes:,} bytes ({cost.result_map_bytes:,} as a DynamoDB map)"
         for cost in costs
-        if cost.result_bytes and cost.scenario not in {QUOTAS_SCENARIO, RESOURCE_SCENARIO}
+        if cost.result_bytes
+        and cost.scenario not in {QUOTAS_SCENARIO, RESOURCE_SCENARIO, EVERY_FEATURE_SCENARIO}
     )
     paragraph = (
         f"Listings: the tenant's index (`{keys.TENANT_INDEX}`) holds what a Job document shows "

@@ -37,6 +37,9 @@ from jobstream.store.item_size import item_size
 TABLE_NAME: Final = "cost-jobs"
 QUOTAS_SCENARIO: Final = "1-candidate result, tenant with quotas"
 RESOURCE_SCENARIO: Final = "1-candidate result, target on a paced resource"
+EVERY_FEATURE_SCENARIO: Final = "1-candidate result, every feature on"
+# What issue 28 asks of a 1-candidate job with every per-tenant feature on (write units).
+EVERY_FEATURE_TARGET_UNITS: Final = 30
 # The bench's shared resource: two slots and a pace, as a Pixiv account would be configured.
 BENCH_RESOURCE: Final = {"max_concurrent": 2, "per_minute": 600}
 
@@ -116,7 +119,9 @@ COMPUTE_RUNS: Final = 5
 
 def job_lifetime_costs(life: Life) -> list[JobCost]:
     """The 1-candidate and the 20-candidate job, each measured over its whole life; the first
-    again for a tenant with quotas (its counter charged at admission, released at the end).
+    again for a tenant with quotas (its counter charged at admission, released at the end), on
+    a paced resource, and with both (with the feed and endpoint health, which every job has:
+    every feature on).
     The 1-candidate job's first life is followed by COMPUTE_RUNS - 1 more (their compute only
     is kept: `repeat_compute`)."""
     first = _one_job(life, "1-candidate result", {"target_id": "demo-illustration"})
@@ -127,7 +132,8 @@ def job_lifetime_costs(life: Life) -> list[JobCost]:
             QUOTAS_SCENARIO,
             {"target_id": "demo-illustration"},
         ),
-        _on_a_resource(life),
+        _on_a_resource(life, RESOURCE_SCENARIO),
+        _on_a_resource(replace(life, rt=_with_quotas(life.rt)), EVERY_FEATURE_SCENARIO),
         _one_job(
             life,
             "20-candidate result",
@@ -140,14 +146,14 @@ def job_lifetime_costs(life: Life) -> list[JobCost]:
     ]
 
 
-def _on_a_resource(life: Life) -> JobCost:
+def _on_a_resource(life: Life, scenario: str) -> JobCost:
     """The 1-candidate job on a target naming a paced shared resource (service/resources.py):
     its slot taken and given back, its source request's turn reserved. Measured after one job
     of warm-up, as it is in steady state (the resource's item exists: its first use creates it
     with one more write)."""
     paced = replace(life, rt=_with_resource(life.rt))
-    _one_job(paced, RESOURCE_SCENARIO, {"target_id": "demo-illustration"}, run=-1)
-    return _one_job(paced, RESOURCE_SCENARIO, {"target_id": "demo-illustration"})
+    _one_job(paced, scenario, {"target_id": "demo-illustration"}, run=-1)
+    return _one_job(paced, scenario, {"target_id": "demo-illustration"})
 
 
 def _with_resource(rt: Any) -> Any:
@@ -564,6 +570,23 @@ def _resource_lines(costs: list[JobCost]) -> list[str]:
     ]
 
 
+def _every_feature_lines(costs: list[JobCost]) -> list[str]:
+    """The job with every feature on, against the target and the plain job."""
+    every = added_by(costs, EVERY_FEATURE_SCENARIO)
+    by_scenario = {cost.scenario: cost for cost in costs}
+    if every is None:
+        return []
+    units = by_scenario[EVERY_FEATURE_SCENARIO].bill.write_units
+    verdict = "met" if units <= EVERY_FEATURE_TARGET_UNITS else "not met"
+    return [
+        "",
+        f"Every feature on (`{EVERY_FEATURE_SCENARIO}`: a tenant with quotas, a target on the",
+        f"paced resource, the feed and endpoint health as every job has them): {units:g} write",
+        f"units, {every.write_units:+g} on the plain job, the quotas' and the slot's together.",
+        f"Target: at most {EVERY_FEATURE_TARGET_UNITS}: {verdict}.",
+    ]
+
+
 # What each step's write units buy (the 1-candidate job: bench/cost.py `_one_job`).
 _STEP_PURPOSE: Final = {
     "admission": (
@@ -674,6 +697,7 @@ def report_lines(costs: list[JobCost]) -> list[str]:
     lines += _floor_lines(costs[0])
     lines += _quota_lines(costs)
     lines += _resource_lines(costs)
+    lines += _every_feature_lines(costs)
     prices = ", ".join(f"{name} ${price}" for name, price in PRICE_PER_MILLION.items())
     lines += [
         "",
