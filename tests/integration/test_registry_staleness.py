@@ -22,7 +22,7 @@ from jobstream import runtime as runtime_module
 from jobstream.config import registry as registry_module
 from jobstream.config import stored
 from jobstream.config.registry import RegistryUnavailableError, load_registry
-from jobstream.config.settings import load_settings
+from jobstream.config.settings import ConfigurationError, load_settings
 from jobstream.config.tenants import token_digest
 from jobstream.delivery.http import HttpResult
 from jobstream.domain import IntentRef
@@ -172,9 +172,100 @@ def test_callbacks_wait_for_a_registry_they_can_trust(
             result = callbacks.deliver(srt, IntentRef(body["job"]["job_id"], 1))
         # Nothing is sent with credentials that may have been rotated or revoked since.
         assert hook.requests == []
-    assert (result.disposition, result.outcome) == (callbacks.Disposition.RETRY, "retry")
+    # Our outage, not the receiver's: nothing claimed, no attempt spent, no failure recorded
+    # (nor against the endpoint), and the message comes back later.
+    assert (result.disposition, result.outcome, result.delay_ms) == (
+        callbacks.Disposition.RETRY,
+        "tenants_unavailable",
+        callbacks.REGISTRY_UNREADABLE_RETRY_MS,
+    )
     record = intent(crt, body["job"]["job_id"])
-    assert (record.last_error or "").startswith("tenants_unavailable: JOBSTREAM_TENANTS_SECRET")
+    assert (record.state, record.attempts, record.last_error) == ("pending", 0, None)
+    assert list(crt.endpoints.held(now=clock())) == []
+
+
+def test_a_message_the_queue_would_dead_letter_is_left_to_the_sweep(
+    crt: Runtime, secret: str, clock: Clock
+) -> None:
+    settings = crt.settings.model_copy(
+        update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
+    )
+    srt = replace(crt, settings=settings)
+    submit_many(srt, 1)
+    (message,) = receive(srt, 1)
+    registry_module.forget_reads()  # a new environment: nothing read yet
+    with unreadable():
+        # Kept while the queue would hand it out again...
+        with pytest.raises(callbacks.RetryLaterError):
+            callbacks.handle_message(
+                srt, message.body, message.receipt_handle, callbacks.QUEUE_MAX_RECEIVES - 2
+            )
+        # ...but not to the receive after which it would go to the dead-letter queue unsettled:
+        # deleted, its callback still open for the sweep to re-send (invariant I5).
+        left = callbacks.handle_message(
+            srt, message.body, message.receipt_handle, callbacks.QUEUE_MAX_RECEIVES - 1
+        )
+    assert left == "left_to_sweep"
+    record = intent(crt, json.loads(message.body)["job_id"])
+    assert (record.state, record.attempts) == ("pending", 0)
+
+
+def test_a_batch_in_a_new_environment_reads_a_failing_registry_once(
+    crt: Runtime, secret: str
+) -> None:
+    settings = crt.settings.model_copy(
+        update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
+    )
+    srt = replace(crt, settings=settings, poster=lambda *_: HttpResult(204, "", None))
+    ids = submit_many(srt, 5)
+    messages = receive(srt, 5)
+    registry_module.forget_reads()  # a new environment: nothing read yet
+    reads: list[int] = []
+    with unreadable(), counted(reads):
+        kept = deliver_batch(srt, messages, lambda: 30_000)
+    # Nothing was ever read here: one read's attempts, then each thread is refused at once.
+    assert len(reads) == RetryPolicy().attempts
+    assert sorted(kept) == sorted(message.message_id for message in messages)
+    assert {(intent(crt, job_id).state, intent(crt, job_id).attempts) for job_id in ids} == {
+        ("pending", 0)
+    }
+
+
+def test_a_failed_first_read_pauses_the_reads_too(srt: Runtime, clock: Clock) -> None:
+    reads: list[int] = []
+    with unreadable(), counted(reads):
+        with pytest.raises(RegistryUnavailableError, match="cannot read"):
+            load_registry(srt.settings, clock())
+        tried = len(reads)
+        clock.advance(registry_module.RETRY_AFTER_FAILURE_MS - 1_000)
+        with pytest.raises(RegistryUnavailableError, match="moments ago"):
+            load_registry(srt.settings, clock())
+        assert len(reads) == tried
+        # The pause counts from the end of the failed read: well past it, a read again.
+        clock.advance(registry_module.RETRY_AFTER_FAILURE_MS)
+        with pytest.raises(RegistryUnavailableError, match="cannot read"):
+            load_registry(srt.settings, clock())
+        assert len(reads) == 2 * tried
+
+
+def test_an_invalid_rotation_is_not_undone_by_an_outage(
+    srt: Runtime, secret: str, clock: Clock
+) -> None:
+    assert load_registry(srt.settings, clock()).get("acme") is not None
+    clock.advance(3_600_000)
+    # The operator removes acme, with a document that does not parse.
+    boto3.client("secretsmanager").put_secret_value(SecretId=secret, SecretString='{"tenants": 5}')
+    with pytest.raises(ConfigurationError, match="is invalid"):
+        load_registry(srt.settings, clock())
+    clock.advance(1_000)
+    with unreadable():
+        # The registry in force is the invalid one just read, never the one it replaced an
+        # hour ago (whose tenant the operator removed).
+        with pytest.raises(ConfigurationError, match="is invalid"):
+            load_registry(srt.settings, clock())
+        clock.advance(registry_module.RETRY_AFTER_FAILURE_MS - 1)
+        with pytest.raises(ConfigurationError, match="is invalid"):
+            load_registry(srt.settings, clock())
 
 
 def test_the_bound_is_a_setting_with_a_default() -> None:

@@ -70,3 +70,23 @@ def test_the_shell_hands_the_service_the_batch_and_reports_what_it_keeps(
     # Without a Lambda context (the local stack's pollers may pass none) the time is unknown.
     sqs_handler(service)(records("a", "b"), None)
     assert seen[-1][2] is None
+
+
+def test_each_message_says_how_often_sqs_handed_it_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runtime_module, "runtime", object)
+    event = records("a", "b", "c")
+    event["Records"][0]["attributes"] = {"ApproximateReceiveCount": "7"}
+    event["Records"][1]["attributes"] = {"ApproximateReceiveCount": "not a number"}
+    seen: list[int] = []
+
+    def service(
+        _rt: Any, messages: Sequence[QueueMessage], _remaining_ms: Callable[[], int] | None
+    ) -> list[str]:
+        seen.extend(message.receive_count for message in messages)
+        return []
+
+    sqs_handler(service)(event, lambda_context())
+    # What Lambda does not say (the local stack's older pollers) counts as a first receive.
+    assert seen == [7, 1, 1]

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from jobstream import aws
 from jobstream.config import stored
@@ -42,8 +43,32 @@ def test_a_secure_string_parameter_is_read_decrypted() -> None:
 @pytest.mark.parametrize("read", [stored.secret_text, stored.parameter_text])
 def test_what_is_not_there_is_unreadable_and_the_message_names_it(read: object) -> None:
     missing = f"/missing/{name()}"
-    with pytest.raises(stored.StoreUnreadableError, match=missing):
+    with pytest.raises(stored.StoreUnreadableError, match=missing) as caught:
         read(missing)  # type: ignore[operator]
+    assert not caught.value.passing  # no retry makes it appear
+
+
+def test_a_throttled_store_is_unreadable_for_now() -> None:
+    secret = name()
+    boto3.client("secretsmanager").create_secret(Name=secret, SecretString="the text")
+
+    def throttle(**_kwargs: object) -> None:
+        raise ClientError(
+            {
+                "Error": {"Code": "ThrottlingException", "Message": "slow down"},
+                "ResponseMetadata": {"HTTPStatusCode": 400},
+            },
+            "GetSecretValue",
+        )
+
+    events = stored.client("secretsmanager").meta.events
+    events.register("before-call.secrets-manager.GetSecretValue", throttle)
+    try:
+        with pytest.raises(stored.StoreUnreadableError, match=secret) as caught:
+            stored.secret_text(secret)
+    finally:
+        events.unregister("before-call.secrets-manager.GetSecretValue", throttle)
+    assert caught.value.passing
 
 
 def test_one_client_per_store_and_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:

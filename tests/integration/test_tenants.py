@@ -232,16 +232,19 @@ def test_a_removed_tenant_dead_letters_its_callbacks_with_a_clear_reason(
     assert Api(token="acme-token").get("/jobs").status == 401
 
 
-def test_an_unreadable_registry_retries_the_callback(crt: Runtime, tmp_path: Path) -> None:
+def test_an_unreadable_registry_leaves_the_callback_waiting(crt: Runtime, tmp_path: Path) -> None:
     job_id = submit(crt, "acme", "https://consumer.example.test/hooks")
     settings = crt.settings.model_copy(
         update={"tenants": None, "tenants_path": tmp_path / "missing.json"}
     )
     result = callbacks.deliver(replace(crt, settings=settings), IntentRef(job_id, 1))
-    assert (result.disposition, result.outcome) == (callbacks.Disposition.RETRY, "retry")
+    assert (result.disposition, result.outcome) == (
+        callbacks.Disposition.RETRY,
+        "tenants_unavailable",
+    )
+    # Our configuration's fault, not the receiver's: no attempt spent, nothing recorded.
     record = intent(crt, job_id)
-    assert record.state == "retry_wait"
-    assert (record.last_error or "").startswith("tenants_unavailable: JOBSTREAM_TENANTS: cannot")
+    assert (record.state, record.attempts, record.last_error) == ("pending", 0, None)
 
 
 def test_admission_does_no_dns_lookup(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -633,3 +633,17 @@ def test_an_unreadable_parameter_is_auth_failed(
         refresh_token_from_environment()
     assert caught.value.reason == "auth_failed"
     assert "/jobstream/pixiv" in caught.value.message
+    # A refusal, a missing parameter or no client: no retry of the job cures it.
+    assert not caught.value.outcome().retryable
+
+
+def test_a_store_that_cannot_answer_now_is_a_failure_the_job_retries(
+    no_token_env: pytest.MonkeyPatch,
+) -> None:
+    throttled = stored.StoreUnreadableError("cannot read it: ThrottlingException", passing=True)
+    stub_store(no_token_env, StubStore(error=throttled))
+    no_token_env.setenv("JOBSTREAM_PIXIV_REFRESH_TOKEN_PARAMETER", "/jobstream/pixiv")
+    with pytest.raises(SourceError) as caught:
+        refresh_token_from_environment()
+    assert caught.value.reason == "auth_failed"
+    assert caught.value.outcome().retryable

@@ -792,6 +792,14 @@ def test_redrive_policy_targets_a_queue_with_a_receive_count(queue: str) -> None
     assert not problems, "\n".join(problems)
 
 
+def test_the_callbacks_function_knows_when_the_queue_would_dead_letter_a_message() -> None:
+    from jobstream.service.callbacks import QUEUE_MAX_RECEIVES
+
+    policy = redrive_policy(TEMPLATE_NOW.resources_of_type(QUEUE)["CallbackQueue"])
+    assert isinstance(policy, dict)
+    assert resolve_number(TEMPLATE_NOW, policy["maxReceiveCount"]) == QUEUE_MAX_RECEIVES
+
+
 @pytest.mark.parametrize("dead_letter_queue", dead_letter_queues(TEMPLATE_NOW))
 def test_dead_letter_queue_has_a_visible_messages_alarm(dead_letter_queue: str) -> None:
     problems = alarm_problems(TEMPLATE_NOW, dead_letter_queue)

@@ -167,6 +167,7 @@ METRICS: Final[dict[str, Metric]] = {
     "callbacks_left_to_sweep": Metric(),
     "callbacks_dead_lettered": Metric(),
     "callbacks_deferred": Metric(),
+    "callbacks_waiting_for_registry": Metric(),
     "callbacks_failed": Metric(),
     "callbacks_parked": Metric(),
     "callbacks_duplicate_attempts": Metric(),

@@ -42,6 +42,8 @@ class QueueMessage:
     message_id: str
     body: str
     receipt_handle: str
+    # How many times SQS has handed it out, this time included (ApproximateReceiveCount).
+    receive_count: int = 1
 
 
 @cache

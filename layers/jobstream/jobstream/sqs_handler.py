@@ -26,6 +26,7 @@ def sqs_handler(service: BatchService) -> Callable[[Mapping[str, Any], Any], Par
                 message_id=record["messageId"],
                 body=record["body"],
                 receipt_handle=record["receiptHandle"],
+                receive_count=_receive_count(record),
             )
             for record in event.get("Records", [])
         ]
@@ -36,6 +37,12 @@ def sqs_handler(service: BatchService) -> Callable[[Mapping[str, Any], Any], Par
     # Log keys reset and metrics flushed per invocation, as for the HTTP functions; the batch's
     # AWS calls start only with the time to end before the function's timeout (retries.py).
     return observability.instrument(deadline.within_invocation(handler))
+
+
+def _receive_count(record: Mapping[str, Any]) -> int:
+    """How many times the record's message was handed out (1 when the event does not say)."""
+    count = str(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
+    return int(count) if count.isdigit() else 1
 
 
 def partial_batch_response(kept: Sequence[str]) -> PartialBatchResponse:

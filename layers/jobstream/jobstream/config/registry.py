@@ -11,10 +11,12 @@ value is known keeps that value (logged), for at most `JOBSTREAM_TENANTS_MAX_STA
 last successful read: a short outage of Secrets Manager does not take the API down, and a long
 one does not keep a revoked token or a removed tenant in force for ever. After a failed read the
 known value is used without another try for RETRY_AFTER_FAILURE_MS (within that bound), so an
-outage costs each environment one slow request that often. Past the bound, or with
-no value known, it is RegistryUnavailableError: a transient cause, which the API answers with a
-retryable 503 and a callback with another attempt later. An invalid document is a
-ConfigurationError: the API answers 503 (not retryable) until it is fixed.
+outage costs each environment one slow request that often; with no value known, every request
+meanwhile is refused at once. Past the bound, or with no value known, it is
+RegistryUnavailableError: a transient cause, which the API answers with a retryable 503 and a
+callback by waiting, without an attempt. An invalid document is a ConfigurationError: the API
+answers 503 (not retryable) until it is fixed, and an outage meanwhile does not bring back the
+registry it replaced (the text in force is the one last read).
 """
 
 from __future__ import annotations
@@ -89,59 +91,72 @@ def load_registry_file(path: Path) -> TenantRegistry:
 def _from_secret(settings: Settings, now_ms: int) -> TenantRegistry:
     secret_id = str(settings.tenants_secret)
     key = f"secret:{secret_id}"
-    known = _parsed.get(key)
     read = _read.get(key)
     if read is not None and 0 <= now_ms - read[0] < settings.tenants_max_age_s * 1000:
         text = read[1]  # within the cache age: no call per request (a clock set back reads)
+    elif _failed_moments_ago(key, now_ms, read, settings):
+        if read is None:
+            # Nothing was ever read here: every request meanwhile is refused at once (a
+            # retryable 503), not each after a slow read of its own.
+            raise RegistryUnavailableError(
+                "JOBSTREAM_TENANTS_SECRET: the tenants secret could not be read moments ago"
+            )
+        # The text read before stands in without another try: an outage costs one slow request
+        # per environment this often, not every request the client's retries (nor a throttled
+        # Secrets Manager every request's calls).
+        text = read[1]
     else:
-        if (
-            known is not None
-            and read is not None
-            and _failed_moments_ago(key, now_ms, read[0], settings)
-        ):
-            # The registry read before stands in without another try: an outage costs one slow
-            # request per environment this often, not every request the client's retries (nor
-            # a throttled Secrets Manager every request's calls).
-            return known[1]
-        started_s = elapsed_clock()
-        try:
-            text = fetch_secret(secret_id)
-        except RegistryUnavailableError as error:
-            if known is None or read is None:
-                raise
-            # The pause counts from the end of the failed read: its retries (or a hung store's
-            # timeouts) may have taken most of RETRY_AFTER_FAILURE_MS already.
-            spent_ms = max(0, round((elapsed_clock() - started_s) * 1000))
-            with _lock:
-                _failed_at[key] = now_ms + spent_ms
-            age_s = (now_ms - read[0]) / 1000
-            if age_s > settings.tenants_max_stale_s:
-                # An operator who revoked a token expects it refused: past the bound, no answer
-                # rests on a registry that old.
-                raise RegistryUnavailableError(
-                    f"{error} (the registry read {age_s:.0f} s ago is older than "
-                    f"JOBSTREAM_TENANTS_MAX_STALE_S = {settings.tenants_max_stale_s} s)"
-                ) from None
-            logger.warning("tenants secret unreadable; keeping the registry read %.0f s ago", age_s)
-            return known[1]
-        with _lock:
-            _read[key] = (now_ms, text)
-            _failed_at.pop(key, None)
+        text = _fetch_or_keep(settings, key, read, now_ms)
+    known = _parsed.get(key)
     if known is not None and known[0] == text:
         return known[1]
+    # An invalid text is a ConfigurationError each time it is met, whatever was valid before:
+    # the registry in force is the one last read, never an older one it replaced.
     return _parse_and_keep(key, text, text, "JOBSTREAM_TENANTS_SECRET")
 
 
-def _failed_moments_ago(key: str, now_ms: int, read_at_ms: int, settings: Settings) -> bool:
-    """Whether a read failed within RETRY_AFTER_FAILURE_MS while the registry read before is
-    still within the stale bound (past it, every request tries: it would be refused anyway). A
-    request's clock, read as it began, may be just before the end of a read that failed
+def _fetch_or_keep(settings: Settings, key: str, read: tuple[int, str] | None, now_ms: int) -> str:
+    """The secret's text read now; when that fails, the text read before while it is within
+    the stale bound (RegistryUnavailableError past it, or with nothing read before)."""
+    started_s = elapsed_clock()
+    try:
+        text = fetch_secret(key.removeprefix("secret:"))
+    except RegistryUnavailableError as error:
+        # The pause counts from the end of the failed read: its retries (or a hung store's
+        # timeouts) may have taken most of RETRY_AFTER_FAILURE_MS already.
+        spent_ms = max(0, round((elapsed_clock() - started_s) * 1000))
+        with _lock:
+            _failed_at[key] = now_ms + spent_ms
+        if read is None:
+            raise
+        age_s = (now_ms - read[0]) / 1000
+        if age_s > settings.tenants_max_stale_s:
+            # An operator who revoked a token expects it refused: past the bound, no answer
+            # rests on a registry that old.
+            raise RegistryUnavailableError(
+                f"{error} (the registry read {age_s:.0f} s ago is older than "
+                f"JOBSTREAM_TENANTS_MAX_STALE_S = {settings.tenants_max_stale_s} s)"
+            ) from None
+        logger.warning("tenants secret unreadable; keeping the registry read %.0f s ago", age_s)
+        return read[1]
+    with _lock:
+        _read[key] = (now_ms, text)
+        _failed_at.pop(key, None)
+    return text
+
+
+def _failed_moments_ago(
+    key: str, now_ms: int, read: tuple[int, str] | None, settings: Settings
+) -> bool:
+    """Whether a read failed within RETRY_AFTER_FAILURE_MS while the text read before (if any)
+    is still within the stale bound (past it, every request tries: it would be refused anyway).
+    A request's clock, read as it began, may be just before the end of a read that failed
     meanwhile; one set back further reads again."""
     failed_at = _failed_at.get(key)
     return (
         failed_at is not None
         and -RETRY_AFTER_FAILURE_MS <= now_ms - failed_at < RETRY_AFTER_FAILURE_MS
-        and now_ms - read_at_ms <= settings.tenants_max_stale_s * 1000
+        and (read is None or now_ms - read[0] <= settings.tenants_max_stale_s * 1000)
     )
 
 

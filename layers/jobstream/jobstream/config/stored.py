@@ -13,7 +13,7 @@ from typing import Any
 
 from jobstream.aws import endpoint_url, retrying_client
 from jobstream.errors import JobstreamError
-from jobstream.retries import OutOfTimeError
+from jobstream.retries import OutOfTimeError, transient
 
 _lock = threading.Lock()
 # Clients by (service, endpoint); only the tests change the endpoint.
@@ -22,7 +22,12 @@ _clients: dict[tuple[str, str | None], Any] = {}
 
 class StoreUnreadableError(JobstreamError):
     """The store did not answer with the value (refused, throttled, unreachable, out of time,
-    after the client's retries): the message names what was read, never a value."""
+    after the client's retries): the message names what was read, never a value. `passing`: the
+    cause may pass (throttled, unreachable, out of time), unlike a refusal or a missing name."""
+
+    def __init__(self, message: str, *, passing: bool = False) -> None:
+        super().__init__(message)
+        self.passing = passing
 
 
 class StoreClientError(JobstreamError):
@@ -76,4 +81,6 @@ def _call(service: str, operation: str, name: str, **request: Any) -> Any:
     try:
         return getattr(store, operation)(**request)
     except (BotoCoreError, ClientError, OutOfTimeError) as error:
-        raise StoreUnreadableError(f"cannot read {name}: {error}") from None
+        raise StoreUnreadableError(
+            f"cannot read {name}: {error}", passing=transient(error) is not None
+        ) from None

@@ -113,7 +113,7 @@ def _one(rt: Runtime, message: QueueMessage, deadline: Deadline | None, attempt_
             logger.warning("could not hand a deferred callback message back", exc_info=True)
         return Result.DEFERRED
     try:
-        handle_message(rt, message.body, message.receipt_handle)
+        handle_message(rt, message.body, message.receipt_handle, message.receive_count)
     except RetryLaterError as retry:
         # The consumer did not take it (down, slow, 429/5xx): its message returns after the
         # backoff. Expected in an outage: a warning and a metric, not a function error.

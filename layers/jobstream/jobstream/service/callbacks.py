@@ -18,6 +18,7 @@ from typing import Final
 from jobstream import observability
 from jobstream.backoff import parse_retry_after, retry_delay_ms
 from jobstream.config.settings import ConfigurationError, Settings
+from jobstream.config.tenants import TenantConfig
 from jobstream.deadline import request_deadline
 from jobstream.delivery.classify import Outcome, Verdict, classify_exception, classify_status
 from jobstream.delivery.signing import signed_post_headers
@@ -53,6 +54,11 @@ OUTCOME_MARGIN_MS: Final = 5_000
 # re-sends the callback when it is due (`next_attempt_at`, on the sweep index since mark_retry),
 # so a receiver that is down for hours holds no message in flight for those hours.
 IN_FLIGHT_WAIT_MAX_MS: Final = 300_000
+# How long a callback waits, without an attempt, while the consumer registry cannot be read.
+REGISTRY_UNREADABLE_RETRY_MS: Final = 30_000
+# The callback queue's maxReceiveCount (template.yaml): a message received that often would go to
+# the dead-letter queue unsettled; one received once fewer is left to the sweep instead.
+QUEUE_MAX_RECEIVES: Final = 8
 
 
 class Disposition(StrEnum):
@@ -79,18 +85,16 @@ def deliver(rt: Runtime, ref: IntentRef, *, without_result: bool = False) -> Att
         return _not_claimed(rt, current, job, now)
     if job is not None and current.created_at < job.created_at:
         job = None  # an event of an earlier job under the same key: that job is gone
-    if _claimless(settings, current, now):
-        intent = current
-    elif not _claimable(current, now):
+    claimless = _claimless(settings, current, now)
+    if not claimless and not _claimable(current, now):
         return _not_claimed(rt, current, job, now)
-    else:
-        claimed = rt.callbacks.claim(
-            ref, now=now, lease_ms=settings.callback_timeout_ms + LEASE_MARGIN_MS
-        )
-        if claimed is None:
-            # Taken or closed since it was read: as it is now.
-            return _not_claimed(rt, rt.callbacks.get(ref), job, now)
-        intent = claimed
+    tenant = _tenant_of(rt, job)
+    if isinstance(tenant, AttemptResult):
+        return tenant
+    taken = current if claimless else _claim(rt, ref, job, now)
+    if isinstance(taken, AttemptResult):
+        return taken
+    intent = taken
     observability.bind(event_id=callback_event_id(intent))
     body = callback_body(job, intent, now, words=registry) if job is not None else None
     if job is None or body is None:
@@ -100,8 +104,22 @@ def deliver(rt: Runtime, ref: IntentRef, *, without_result: bool = False) -> Att
     passed = endpoints.gate(rt, endpoints.endpoint_of(job.tenant, job.callback_url), now=now)
     if passed.endpoint is not None and passed.passage is endpoints.Passage.HOLD:
         return _park(rt, intent, passed.endpoint, None, job=job)
-    verdict, retry_after_ms = _attempt(rt, intent, job, body)
+    verdict, retry_after_ms = _attempt(rt, intent, job, tenant, body)
     return _outcome(rt, intent, passed, verdict, retry_after_ms, job=job)
+
+
+def _claim(
+    rt: Runtime, ref: IntentRef, job: JobRecord | None, now: int
+) -> CallbackRecord | AttemptResult:
+    """The callback claimed for this attempt, or what its message should do when another
+    attempt took or closed it since it was read."""
+    claimed = rt.callbacks.claim(
+        ref, now=now, lease_ms=rt.settings.callback_timeout_ms + LEASE_MARGIN_MS
+    )
+    if claimed is None:
+        # Taken or closed since it was read: as it is now.
+        return _not_claimed(rt, rt.callbacks.get(ref), job, now)
+    return claimed
 
 
 def _read(
@@ -239,8 +257,9 @@ class RetryLaterError(JobstreamError):
     """The message must come back later; its visibility has been set to the retry delay."""
 
 
-def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
-    """Process one queue message; raises RetryLaterError to keep it (a partial batch failure)."""
+def handle_message(rt: Runtime, body: str, receipt_handle: str, receive_count: int = 1) -> str:
+    """Process one queue message (handed out `receive_count` times); raises RetryLaterError to
+    keep it (a partial batch failure)."""
     # One message per record of a batch: no key may carry over from the previous one.
     observability.bind(job_id=None, event_id=None)
     message = parse_or_drop(parse_callback_message, body, "callback intent")
@@ -250,12 +269,36 @@ def handle_message(rt: Runtime, body: str, receipt_handle: str) -> str:
     observability.bind(job_id=ref.job_id)
     result = deliver(rt, ref, without_result=message.without_result)
     if result.disposition is Disposition.RETRY:
-        if result.delay_ms > IN_FLIGHT_WAIT_MAX_MS:
+        # A long wait, or a message the queue would dead-letter unsettled at its next return:
+        # deleted, and the callback (open: covered, invariant I5) re-sent by the sweep when due.
+        if result.delay_ms > IN_FLIGHT_WAIT_MAX_MS or receive_count >= QUEUE_MAX_RECEIVES - 1:
             observability.count("callbacks_left_to_sweep")
             return "left_to_sweep"
         rt.callback_queue.delay(receipt_handle, result.delay_ms)
         raise RetryLaterError(f"{ref.item_id} retries in {result.delay_ms} ms")
     return result.outcome
+
+
+def _tenant_of(rt: Runtime, job: JobRecord | None) -> TenantConfig | AttemptResult | None:
+    """The job's tenant as the registry holds it now (None: removed, or no job), read before
+    anything is claimed; what the message should do when the registry cannot be read."""
+    if job is None:
+        return None
+    try:
+        return rt.tenant(job.tenant)
+    except ConfigurationError as error:
+        return _registry_unreadable(error)
+
+
+def _registry_unreadable(error: ConfigurationError) -> AttemptResult:
+    """The consumer registry cannot be read (our outage, or an invalid document): the callback
+    is not claimed, spends none of its attempts and its endpoint is not blamed; its message
+    comes back later (or the sweep re-sends it: every open callback is covered)."""
+    logger.warning("callback waits for the consumer registry: %s", error)
+    observability.count("callbacks_waiting_for_registry")
+    return AttemptResult(
+        Disposition.RETRY, delay_ms=REGISTRY_UNREADABLE_RETRY_MS, outcome="tenants_unavailable"
+    )
 
 
 def _not_claimed(
@@ -294,20 +337,16 @@ def _dead_letter_if_missing(rt: Runtime, dead: CallbackRecord, now: int) -> Atte
 
 
 def _attempt(
-    rt: Runtime, intent: CallbackRecord, job: JobRecord, body: str
+    rt: Runtime, intent: CallbackRecord, job: JobRecord, tenant: TenantConfig | None, body: str
 ) -> tuple[Verdict, int | None]:
     """The verdict of one POST of `body`, and the wait the receiver asked for (Retry-After).
 
-    The job's tenant's credentials and origins are read now, not at admission: a rotation in
-    between is honoured, and a removed tenant's callbacks die rather than go out unsigned.
+    `tenant`: the job's tenant's credentials and origins as read for this attempt, not at
+    admission: a rotation in between is honoured, and a removed tenant's callbacks die rather
+    than go out unsigned.
     """
     # One deadline for the whole request, its DNS answer included; never past the invocation's.
     deadline = request_deadline(rt.settings.callback_timeout_ms, reserve_ms=OUTCOME_MARGIN_MS)
-    try:
-        tenant = rt.tenant(job.tenant)
-    except ConfigurationError as error:
-        # The registry cannot be read right now: worth another attempt, like a network error.
-        return Verdict(Outcome.RETRY, None, f"tenants_unavailable: {error}"), None
     if tenant is None:
         return Verdict(
             Outcome.DEAD,

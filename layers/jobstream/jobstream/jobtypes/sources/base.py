@@ -72,6 +72,7 @@ class SourceError(JobstreamError):
         *,
         retry_after_ms: int | None = None,
         status: int | None = None,
+        passing: bool = False,
     ) -> None:
         super().__init__(message)
         self.reason = reason
@@ -79,11 +80,16 @@ class SourceError(JobstreamError):
         self.retry_after_ms = retry_after_ms
         # The HTTP status that failed, when one did: a 4xx other than 429 no retry cures.
         self.status = status
+        # A cause another run may cure whatever the reason says (our own store was unreadable
+        # for a moment while the source's credential was read).
+        self.passing = passing
 
     @property
     def transient(self) -> bool | None:
         """False for an answer another run would get again (a 4xx that is no rate limit: Pixiv
         says "Rate Limit" with a 403 too); None: the reason decides (`Outcome.retryable`)."""
+        if self.passing:
+            return True
         limited = self.reason is Reason.RATE_LIMITED or self.status == 429
         if not limited and self.status is not None and 400 <= self.status < 500:
             return False

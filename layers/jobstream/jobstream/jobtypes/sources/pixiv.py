@@ -77,7 +77,15 @@ def _stored_token(parameter: str, now_s: float) -> str:
             if parameter.startswith("/")
             else stored.secret_text(parameter)
         )
-    except (stored.StoreUnreadableError, stored.StoreClientError):
+    except stored.StoreUnreadableError as error:
+        # Throttled, down or out of time, another run may read it (the job is retried); a
+        # refusal or a missing parameter stays what it is.
+        raise SourceError(
+            Reason.AUTH_FAILED,
+            f"could not read the Pixiv refresh token from {parameter}: {error}",
+            passing=error.passing,
+        ) from None
+    except stored.StoreClientError:
         raise SourceError(
             Reason.AUTH_FAILED, f"could not read the Pixiv refresh token from {parameter}"
         ) from None
