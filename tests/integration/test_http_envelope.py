@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
+from jobstream.http.request import MAX_JSON_DEPTH
 from jobstream.runtime import Runtime
 from tests.support.harness import Api, canonical_task
 from tests.support.state import whole_table
@@ -61,6 +63,38 @@ def test_malformed_json_is_400(api: Api) -> None:
     validate_error(response.body)
     assert response.body["error"]["message"] == "request body must be valid JSON"
     assert api.get("/jobs").body["jobs"] == []
+
+
+@pytest.mark.parametrize("field", ["protocol_version", "job_type", "params"])
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 300, 946, 947, 948, 5_000])
+def test_a_body_nested_deeper_than_any_task_is_400(
+    api: Api, rt: Runtime, field: str, depth: int
+) -> None:
+    """However deep (even where echoing the value in an error would overflow the stack), a
+    too-deep body is a 400 envelope that writes nothing, never a crash."""
+    before = whole_table(rt)
+    task = json.dumps(canonical_task())
+    raw = task[:-1] + f', "{field}": ' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+    response = api.post("/jobs", raw=raw.encode(), headers={"content-type": "application/json"})
+    assert response.status == 400, response.body
+    validate_error(response.body)
+    assert response.body["error"]["code"] == "invalid_params"
+    assert whole_table(rt) == before
+
+
+def test_a_body_as_deep_as_allowed_is_read(api: Api) -> None:
+    def with_version_nested(levels: int) -> bytes:
+        task = json.dumps(canonical_task())
+        return (task[:-1] + ', "protocol_version": ' + "[" * levels + "]" * levels + "}").encode()
+
+    # The Task is one level: its value nested one level less than the bound is read, and refused
+    # for what it is (its error echoes it, deeper still); one more level is refused as too deep.
+    read = api.post("/jobs", raw=with_version_nested(MAX_JSON_DEPTH - 1))
+    too_deep = api.post("/jobs", raw=with_version_nested(MAX_JSON_DEPTH))
+    assert (read.status, too_deep.status) == (400, 400)
+    validate_error(read.body)
+    assert "nest" not in read.body["error"]["message"]
+    assert "nest at most" in too_deep.body["error"]["message"]
 
 
 # A JSON text may escape half of a surrogate pair; no Unicode string holds one. Where it sits:
@@ -181,3 +215,39 @@ def test_openapi_is_served_without_authentication(api: Api) -> None:
     assert response.status == 200
     assert response.body["openapi"] == "3.1.0"
     assert "/jobs/{job_id}/events" in response.body["paths"]
+
+
+ACK_BODY = {"ack_through": "evt_1"}
+
+
+@pytest.mark.parametrize(
+    ("method", "template"),
+    [
+        ("GET", "/jobs/{}"),
+        ("POST", "/jobs/{}/cancel"),
+        ("GET", "/jobs/{}/callbacks"),
+        ("GET", "/jobs/{}/events"),
+        ("POST", "/jobs/{}/events/ack"),
+    ],
+)
+@pytest.mark.parametrize("job_id", ["j" * 2_100, "job_short", "job_" + "A" * 31 + "!", "x"])
+def test_a_job_id_not_shaped_like_ours_is_404_without_a_read(
+    api: Api, rt: Runtime, method: str, template: str, job_id: str
+) -> None:
+    """DynamoDB refuses a key over 2 KB (a 500 it would be); no such id names a job anyway."""
+    calls: list[str] = []
+
+    def record(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    events = rt.store.client.meta.events
+    events.register("before-call.dynamodb", record)
+    try:
+        response = api.call(
+            method, template.format(job_id), ACK_BODY if "ack" in template else None
+        )
+    finally:
+        events.unregister("before-call.dynamodb", record)
+    assert response.status == 404, response.body
+    validate_error(response.body)
+    assert calls == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import json
 import threading
@@ -19,13 +20,14 @@ from hypothesis import strategies as st
 from jobstream.domain import JobRecord
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.runtime import Runtime
+from jobstream.service import jobs as jobs_service
 from jobstream.store import keys
 from jobstream.store.jobs import JobQuery, decode_cursor, encode_cursor, record_to_item
 from jobstream.store.ports import LISTING_BUDGET
 from jobstream.store.shards import ReadBudget
 from tests.integration.test_cli import base_url, run  # noqa: F401 - base_url: a fixture
 from tests.support.harness import START_MS, Api, Clock, canonical_task
-from tests.support.state import mark_failed
+from tests.support.state import mark_failed, mark_succeeded
 from tests.support.validation import validate, validate_error
 
 
@@ -146,6 +148,11 @@ JOB_B = "job_" + "B" * 32
         {"pk": f"JOB#{JOB_A}", "sk": "EVT#0000000001", "gsi1sk": f"{'1' * 13}#{JOB_A}"},
         {"pk": f"JOB#{JOB_A}", "sk": "#JOB", "gsi1sk": f"{'1' * 13}#{JOB_B}"},
         {"pk": f"JOB#{JOB_A}", "sk": "#JOB", "gsi1sk": f"1#{JOB_A}"},
+        # A result entry's keys are both a result entry's, on the tenant's index only.
+        {"pk": f"JOB#{JOB_A}", "sk": "#RESULT", "gsi1sk": f"{'1' * 13}#{JOB_A}"},
+        {"pk": f"JOB#{JOB_A}", "sk": "#JOB", "gsi1sk": f"{'1' * 13}#{JOB_A}#R"},
+        {"pk": f"JOB#{JOB_A}", "sk": "#RESULT", "gsi2sk": f"{'1' * 13}#{JOB_A}#R"},
+        {"pk": f"JOB#{JOB_A}", "sk": "#RESULT", "gsi1sk": f"{'1' * 13}#{JOB_B}#R"},
     ],
 )
 def test_a_cursor_not_shaped_like_ours_is_400(api: Api, start_key: dict[str, str]) -> None:
@@ -153,6 +160,35 @@ def test_a_cursor_not_shaped_like_ours_is_400(api: Api, start_key: dict[str, str
     response = api.get(f"/jobs?cursor={cursor}")
     assert response.status == 400, response.body
     assert response.body["error"]["detail"] == {"field": "cursor"}
+
+
+def test_a_listing_stopped_on_a_result_entry_pages_on(
+    api: Api, rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page whose read budget ends on a succeeded job's result entry hands out a cursor the
+    API takes back: the next page starts at that job."""
+    ids = []
+    for index in range(40):
+        clock.advance(1_000)
+        ids.append(
+            api.post("/jobs", canonical_task(idempotency_key=f"r-{index}")).body["job"]["job_id"]
+        )
+    for job_id in ids[1:]:
+        mark_succeeded(rt, job_id, at=clock())
+    mark_failed(rt, ids[0], at=clock(), reason="no_candidate")
+    small = ReadBudget(queries=keys.TENANT_SHARDS + 4, items=keys.TENANT_SHARDS + 8)
+    monkeypatch.setattr(jobs_service, "JobQuery", functools.partial(JobQuery, budget=small))
+    cursor, seen, stopped_on_results = None, [], 0
+    for _ in range(60):
+        page = api.get("/jobs?status=failed" + (f"&cursor={cursor}" if cursor else ""))
+        assert page.status == 200, page.body
+        seen += [job["job_id"] for job in page.body["jobs"]]
+        cursor = page.body.get("next_cursor")
+        if cursor is None:
+            break
+        stopped_on_results += (decode_cursor(cursor) or {}).get("sk") == keys.RESULT_SK
+    assert seen == [ids[0]]
+    assert stopped_on_results > 0  # the case under test happened
 
 
 def test_a_cursor_shaped_like_ours_pages_on(api: Api, seven_jobs: list[str]) -> None:
@@ -225,7 +261,8 @@ def stored_jobs(draw: st.DrawFn) -> list[tuple[str, int, str, str | None]]:
         (
             f"key-{index}",
             draw(st.integers(0, 5)),  # few distinct times: ties are ordered by job id
-            draw(st.sampled_from(["queued", "running", "failed"])),
+            # Succeeded jobs have a result entry of their own, just after the job's.
+            draw(st.sampled_from(["queued", "running", "failed", "succeeded"])),
             draw(st.sampled_from([None, "x", "y"])),
         )
         for index in range(count)
@@ -266,7 +303,7 @@ def listings(draw: st.DrawFn) -> tuple[str | None, ReadBudget]:
 @given(
     jobs=stored_jobs(),
     limit=st.integers(1, 12),
-    status=st.sampled_from([None, "queued", "failed"]),
+    status=st.sampled_from([None, "queued", "failed", "succeeded"]),
     listing=listings(),
 )
 def test_sharded_pages_walk_the_model_newest_first(
@@ -288,6 +325,8 @@ def test_sharded_pages_walk_the_model_newest_first(
         owner = tenant if key != "other" else f"{tenant}-other"
         record = _record(owner, key, created_at, job_status, correlation_id)
         client.put_item(TableName=rt.store.table_name, Item=record_to_item(record))
+        if job_status == "succeeded":
+            rt.store.put_result(record, {"scanned": created_at}, expires_at=2_000_000_000)
         if (
             owner == tenant
             and status in (None, job_status)

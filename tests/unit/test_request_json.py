@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobstream.http.request import Request
+from jobstream.http.request import MAX_JSON_DEPTH, Request
 from jobstream.http.statuses import http_status
 from jobstream.protocol.errors import ProtocolError
 
@@ -22,15 +22,25 @@ def _request(body: bytes) -> Request:
 
 
 def test_any_nesting_depth_is_a_document_or_a_400() -> None:
-    # Around the interpreter's recursion limit reading may succeed where writing back would not.
-    outcomes: set[tuple[int, str] | str] = set()
+    # Around the interpreter's recursion limit reading may succeed where writing back (or
+    # echoing a value in an error) would not: past MAX_JSON_DEPTH every body is refused.
+    outcomes: dict[int, tuple[int, str] | str] = {}
     for depth in range(1, 1200):
         try:
             _request(b"[" * depth + b"]" * depth).json_body()
-            outcomes.add("document")
+            outcomes[depth] = "document"
         except ProtocolError as error:
-            outcomes.add((http_status(error), error.body()["error"]["message"]))
-    assert outcomes == {"document", (400, "request body must be valid JSON")}
+            outcomes[depth] = (http_status(error), error.body()["error"]["message"])
+    too_deep = (
+        400,
+        f"request body must nest at most {MAX_JSON_DEPTH} levels of objects and arrays",
+    )
+    assert {outcomes[depth] for depth in range(1, MAX_JSON_DEPTH + 1)} == {"document"}
+    assert set(outcomes.values()) - {"document"} <= {
+        too_deep,
+        (400, "request body must be valid JSON"),
+    }
+    assert outcomes[MAX_JSON_DEPTH + 1] == too_deep
 
 
 @pytest.mark.parametrize(

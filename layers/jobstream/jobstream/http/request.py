@@ -17,6 +17,25 @@ from jobstream.store.budgets import TASK_BODY_BYTES
 MAX_BODY_BYTES: Final = TASK_BODY_BYTES
 
 
+# Objects and arrays within one another in a request body: deeper than any Task needs.
+MAX_JSON_DEPTH: Final = 64
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether `value` holds objects or arrays more than `limit` levels deep (counted without
+    recursion: the body is as deep as the parser allowed)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if not isinstance(node, dict | list):
+            continue
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     method: str
@@ -54,10 +73,16 @@ class Request:
             )
         try:
             body = json.loads(self.raw_body, parse_constant=_reject_constant)
-            # Written back out to check it is text (below); as deep as json.loads allows.
-            written = json.dumps(body, ensure_ascii=False)
         except (ValueError, RecursionError):
             raise invalid_params("request body must be valid JSON") from None
+        if _nests_deeper(body, MAX_JSON_DEPTH):
+            # An answer may echo a value a few levels deeper (an error's detail): a body as deep
+            # as the parser allows would fail that answer instead of being refused.
+            raise invalid_params(
+                f"request body must nest at most {MAX_JSON_DEPTH} levels of objects and arrays"
+            )
+        # Written back out to check it is text (below).
+        written = json.dumps(body, ensure_ascii=False)
         try:
             written.encode("utf-8")
         except UnicodeEncodeError:

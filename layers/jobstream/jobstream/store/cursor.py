@@ -10,7 +10,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
 
-from jobstream.store import keys
+from jobstream.lifecycle.identity import JOB_ID_PATTERN
+from jobstream.store import keys, listed
 
 # Where a listing stopped: the key of the last index entry it read. Opaque outside the store:
 # the services hand it from a listing to its cursor and from a cursor to the next query.
@@ -22,15 +23,20 @@ def encode_cursor(start_key: Mapping[str, Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-_JOB_ID: Final = r"job_[A-Za-z0-9_-]{32}"
+_JOB_ID: Final = JOB_ID_PATTERN
 # Exactly the keys of a job row we could have returned as LastEvaluatedKey. A cursor is the
 # client's text: anything else (another shape, a key too long for DynamoDB, text that is not
 # UTF-8) must be a 400, never a request DynamoDB refuses.
 _CREATED_SK: Final = re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#({_JOB_ID})")
+# A listing of the tenant's index may stop on a succeeded job's result entry (its own item,
+# `#RESULT`, sorted just after its job: store/listed.py); the next page starts at the job.
+_RESULT_ENTRY_SK: Final = re.compile(
+    rf"[0-9]{{{keys.TIME_WIDTH}}}#({_JOB_ID}){re.escape(listed.RESULT_SUFFIX)}"
+)
 _CURSOR_VALUES: Final[dict[str, re.Pattern[str]]] = {
     keys.PK: re.compile(rf"JOB#({_JOB_ID})"),
-    keys.SK: re.compile(re.escape(keys.JOB_SK)),
-    "gsi1sk": _CREATED_SK,
+    keys.SK: re.compile(rf"{re.escape(keys.JOB_SK)}|{re.escape(keys.RESULT_SK)}"),
+    "gsi1sk": re.compile(rf"{_CREATED_SK.pattern}|{_RESULT_ENTRY_SK.pattern}"),
     "gsi2sk": _CREATED_SK,
 }
 
@@ -49,6 +55,9 @@ def decode_cursor(cursor: str) -> StartKey | None:
         match = _CURSOR_VALUES[name].fullmatch(item) if isinstance(item, str) else None
         if match is None:
             return None
-        job_ids.update(match.groups())
-    # Every key names the same job.
+        job_ids.update(group for group in match.groups() if group)  # the alternative matched
+    # Every key names the same job, and a result entry's sort keys are both a result entry's.
+    on_result = value.get(keys.SK) == keys.RESULT_SK
+    if on_result != bool(_RESULT_ENTRY_SK.fullmatch(str(value.get("gsi1sk", "")))):
+        return None
     return value if len(job_ids) <= 1 else None
