@@ -583,7 +583,16 @@ def _every_feature_lines(costs: list[JobCost]) -> list[str]:
         f"Every feature on (`{EVERY_FEATURE_SCENARIO}`: a tenant with quotas, a target on the",
         f"paced resource, the feed and endpoint health as every job has them): {units:g} write",
         f"units, {every.write_units:+g} on the plain job, the quotas' and the slot's together.",
-        f"Target: at most {EVERY_FEATURE_TARGET_UNITS}: {verdict}.",
+        f"Target: at most {EVERY_FEATURE_TARGET_UNITS}: {verdict}. What stands in the way: the",
+        "quota counter is exact because it moves inside the job's own writes (a transaction at",
+        "admission, the terminal commit's); written on its own it would cost 2 units, not 5, but",
+        "a crash or a retried write could then count a job twice or never, and a tenant's",
+        "open-jobs quota would drift. The plain job's largest removable block is the claim's",
+        "rewrite of its `tenant_jobs` and `by_correlation` entries (2 units): both indexes",
+        "project `status`; indexes projecting only what changes at admission and at the end",
+        "would not be written by the claim, but a projection cannot change on a deployed table",
+        "(a new index, built and swapped over two deployments, each of which may create or",
+        "delete one index only).",
     ]
 
 
