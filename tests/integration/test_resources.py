@@ -1,7 +1,10 @@
 """Shared resources: at most `max_concurrent` jobs at once across workers, a waiting job stays
 queued without a worker and is sent again by a release, a per-minute pace and a back-off on the
-whole resource; retries inside a job; a worker that dies frees its slot within one sweep and its
-job runs again as the next attempt; the sweep sends again only messages that are really lost."""
+whole resource (also for a job already waiting for its turn); retries inside a job, also after
+our own store failed for a moment; a worker that dies frees its slot within one sweep and its
+job runs again as the next attempt, and one whose lease lapsed stops and leaves the next run's
+slot alone; a grant outlives a slow work queue, and the sweep never takes back one being taken
+up; the sweep sends again only messages that are really lost."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict
 
 from jobstream.config.targets import ResourceLimits, Target
@@ -27,6 +31,7 @@ from jobstream.service import admission, execution, jobs, resources
 from jobstream.service import events as stream
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
+from jobstream.store.resources import PACE_TRIES, ResourceStore
 from tests.support.harness import Clock, canonical_task
 from tests.support.validation import validate
 
@@ -284,6 +289,60 @@ def test_a_rate_limit_backs_the_whole_resource_off(
     assert len(checks) >= 5
 
 
+@pytest.mark.parametrize("per_minute", [60, None], ids=["paced", "unpaced"])
+def test_a_back_off_set_while_a_job_waits_for_its_turn_holds_its_request_too(
+    srt: Runtime, scripted: Script, targets_path: Path, clock: Clock, per_minute: int | None
+) -> None:
+    write_targets(targets_path, max_concurrent=5, per_minute=per_minute)
+    limit = resource(srt)
+    # Worker X's request goes first: worker Y's turn is a moment away.
+    resources.back_off(srt, limit, Outcome(reason=Reason.RATE_LIMITED, retry_after_ms=1_000))
+    later: list[int | None] = []
+
+    def checkpoint() -> None:
+        if not later:  # while Y waits, X's request is answered 429 with Retry-After: 30
+            later.append(
+                resources.back_off(
+                    srt, limit, Outcome(reason=Reason.RATE_LIMITED, retry_after_ms=30_000)
+                )
+            )
+
+    resources.wait_turn(srt, limit, checkpoint)  # worker Y
+    until = later[0]
+    assert until is not None
+    assert clock.now >= until  # Y's request waited the back-off out
+    if per_minute is not None:
+        # ...and took a turn after it: the pace moved on from there.
+        assert srt.store.resources().state(RESOURCE).next_request_at == until + 1_000
+
+
+def test_a_turn_without_a_wait_reads_the_resource_once(
+    srt: Runtime, scripted: Script, targets_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_targets(targets_path, max_concurrent=5, per_minute=60)
+    reads: list[bool] = []
+    original = ResourceStore.state
+
+    def counted(self: ResourceStore, name: str, *, consistent: bool = True) -> Any:
+        reads.append(consistent)
+        return original(self, name, consistent=consistent)
+
+    monkeypatch.setattr(ResourceStore, "state", counted)
+    resources.wait_turn(srt, resource(srt), lambda: None)
+    assert reads == [True]  # the reservation's read: no second look without a wait
+
+
+def test_a_reservation_that_keeps_losing_the_race_waits_for_the_back_off_too(
+    srt: Runtime, scripted: Script, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = srt.store.resources()
+    assert store.back_off(RESOURCE, until=clock.now + 60_000, reason="rate limited")
+    # Every compare-and-set of the pace loses to another worker's.
+    monkeypatch.setattr(ResourceStore, "_update", lambda *_, **__: (None, None))
+    start = store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now)
+    assert start == clock.now + 60_000 + PACE_TRIES * 1_000
+
+
 # -- retries inside a job -----------------------------------------------------------------------
 
 
@@ -333,6 +392,69 @@ def test_a_retry_never_waits_past_the_deadline(srt: Runtime, scripted: Script) -
     assert execution.execute(srt, job_id) == "failed"
     assert scripted.runs == 1
     assert jobs.get_job(srt, "acme", job_id, None)["error"]["code"] == "quota_exceeded"
+
+
+def throttled(operation: str) -> ClientError:
+    """DynamoDB's answer to a hot item, as it reaches the store after the client's retries."""
+    error = {"Code": "ProvisionedThroughputExceededException", "Message": "hot item"}
+    return ClientError({"Error": error}, operation)
+
+
+def test_a_store_failure_at_a_source_requests_turn_runs_the_job_again(
+    srt: Runtime, scripted: Script, targets_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_targets(targets_path, max_concurrent=2, per_minute=600)
+    job_id = submit(srt, "throttled-turn")
+    original = ResourceStore.reserve_request
+    failures = [throttled("UpdateItem")]
+
+    def reserve_request(self: ResourceStore, name: str, **turn: Any) -> int:
+        if failures:
+            raise failures.pop()
+        return original(self, name, **turn)
+
+    monkeypatch.setattr(ResourceStore, "reserve_request", reserve_request)
+    assert execution.execute(srt, job_id) == "succeeded"
+    job = jobs.get_job(srt, "acme", job_id, None)
+    assert (job["status"], job["attempt"]) == ("succeeded", 2)
+    assert ("job.progress", "retry_wait") in event_stages(srt, job_id)
+    assert holders(srt) == {}
+
+
+def test_a_store_failing_through_every_attempt_ends_the_job_retryable(
+    srt: Runtime, scripted: Script, targets_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_targets(targets_path, max_concurrent=1, max_attempts=2)
+
+    def state(self: ResourceStore, name: str, *, consistent: bool = True) -> Any:
+        raise throttled("GetItem")
+
+    monkeypatch.setattr(ResourceStore, "state", state)
+    job_id = submit(srt, "throttled-store")
+    assert execution.execute(srt, job_id) == "failed"
+    job = jobs.get_job(srt, "acme", job_id, None)
+    assert job["attempt"] == 2
+    assert (job["error"]["code"], job["error"]["retryable"]) == ("source_error", True)
+    assert "ProvisionedThroughputExceededException" in job["error"]["message"]
+
+
+def test_a_back_off_the_store_cannot_write_still_lets_the_job_run_again(
+    srt: Runtime, scripted: Script, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripted.outcomes = [
+        Outcome(reason=Reason.RATE_LIMITED, message="HTTP 429", retry_after_ms=2_000),
+        Outcome(result={"ok": True}),
+    ]
+
+    def back_off(self: ResourceStore, name: str, *, until: int, reason: str) -> bool:
+        raise throttled("UpdateItem")
+
+    monkeypatch.setattr(ResourceStore, "back_off", back_off)
+    job_id = submit(srt, "throttled-back-off")
+    started = clock.now
+    assert execution.execute(srt, job_id) == "succeeded"
+    assert jobs.get_job(srt, "acme", job_id, None)["attempt"] == 2
+    assert clock.now - started >= 2_000  # its own retry still honoured Retry-After
 
 
 def test_a_job_cancelled_while_it_waits_to_retry_stops(
@@ -418,6 +540,177 @@ def test_a_job_whose_runs_keep_dying_ends_expired_when_its_attempts_are_spent(
     assert execution.execute(srt, job_id) == "not-claimed"
     job = jobs.get_job(srt, "acme", job_id, None)
     assert (job["status"], job["error"]["code"]) == ("expired", "stalled_no_progress")
+
+
+def test_a_live_worker_whose_lease_lapsed_stops_before_its_next_source_request(
+    srt: Runtime, scripted: Script, clock: Clock, queue: WorkQueue
+) -> None:
+    job_id, waiter = submit(srt, "lapses"), submit(srt, "waits")
+    seen: dict[str, Any] = {}
+    lease: list[execution.Lease] = []
+    original = execution.Lease.checkpoint
+
+    def checkpoint(self: execution.Lease) -> None:
+        lease[:] = [self]
+        original(self)
+
+    def during() -> None:
+        # The worker lives, but its heartbeats failed for a whole lease: the sweep takes its
+        # slot back for the waiter and sends the job again.
+        assert execution.execute(srt, waiter) == "waiting"
+        clock.advance(srt.settings.lease_ms)
+        report = sweep(srt)
+        seen["sweep"] = (report.slots_reclaimed, report.jobs_rerun)
+        seen["beat"] = lease[0].beat()  # a renewal that now succeeds is not tried
+        scripted.requests = 2
+        job_context = lease[0]
+        job_context.before_source_request()  # the run's next source request
+        seen["requested"] = True
+
+    scripted.requests = 1
+    scripted.during = during
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(execution.Lease, "checkpoint", checkpoint)
+        assert execution.execute(srt, job_id, owner="A") == "interrupted"
+    assert seen == {"sweep": (1, 1), "beat": False}
+    assert holders(srt).keys() == {waiter}  # the waiter's slot, left alone
+    job = record(srt, job_id)
+    assert (job.status.value, job.lease_owner) == ("running", "A")
+    assert (job.lease_expires_at or 0) <= clock.now  # never renewed after it lapsed
+    assert [sent.job_id for sent in queue.sent] == [waiter, job_id]
+
+
+def test_a_run_whose_job_another_worker_took_over_leaves_that_workers_slot(
+    srt: Runtime, scripted: Script, targets_path: Path, clock: Clock
+) -> None:
+    write_targets(targets_path, max_concurrent=2)
+    job_id = submit(srt, "taken-over")
+
+    def during() -> None:
+        clock.advance(srt.settings.lease_ms)  # A's heartbeats failed meanwhile
+        assert sweep(srt).jobs_rerun == 1
+        # The job's message again, at worker B: B takes the slot and the job over.
+        assert resources.take_slot(srt, resource(srt), record(srt, job_id))
+        assert execution.claim(srt, job_id, "B") is not None
+
+    scripted.during = during  # A's executor then returns without another checkpoint
+    assert execution.execute(srt, job_id, owner="A") == "lost"
+    assert holders(srt).keys() == {job_id}  # B's slot
+    job = record(srt, job_id)
+    assert (job.status.value, job.lease_owner) == ("running", "B")
+
+
+# -- grants ---------------------------------------------------------------------------------------
+
+
+def test_a_grant_outlives_a_slow_work_queue(
+    srt: Runtime, scripted: Script, clock: Clock, queue: WorkQueue
+) -> None:
+    holder = submit(srt, "holder")
+    clock.advance(1)
+    first = submit(srt, "first")
+    clock.advance(1)
+    second = submit(srt, "second")
+    assert resources.take_slot(srt, resource(srt), record(srt, holder))
+    assert execution.execute(srt, first) == "waiting"
+    assert execution.execute(srt, second) == "waiting"
+    assert execution.execute(srt, holder) == "succeeded"  # grants `first` its slot
+    for granted, next_waiter in [(first, second), (second, None)]:
+        assert holders(srt).keys() == {granted}
+        # A backlog holds the grant's message 150 s: the sweeps meanwhile keep the slot for it
+        # and send no copy (the queue still holds as many messages as jobs are overdue).
+        for _ in range(3):
+            clock.advance(50_000)
+            report = sweep(srt)
+            assert (report.slots_reclaimed, report.waiters_woken) == (0, 0)
+            assert report.jobs_redispatched == 0
+        assert holders(srt).keys() == {granted}
+        assert execution.execute(srt, granted) == "succeeded"
+        sent = [dispatched.job_id for dispatched in queue.sent]
+        assert sent[-1] == (next_waiter or granted)
+    assert scripted.runs == 3
+    assert holders(srt) == {}
+    assert [dispatched.job_id for dispatched in queue.sent] == [first, second]
+
+
+def test_a_grant_whose_message_was_lost_is_sent_again_and_keeps_its_slot(
+    srt: Runtime, scripted: Script, clock: Clock, queue: WorkQueue
+) -> None:
+    holder, granted = submit(srt, "holder"), submit(srt, "granted")
+    assert resources.take_slot(srt, resource(srt), record(srt, holder))
+    assert execution.execute(srt, granted) == "waiting"
+    assert execution.execute(srt, holder) == "succeeded"
+    assert [sent.job_id for sent in queue.sent] == [granted]
+    queue.held = 0  # its message was lost
+    clock.advance(keys.HANDOFF_GRACE_MS)
+    assert sweep(srt).jobs_redispatched == 0  # a fresh grant: its message is on its way
+    clock.advance(resources.GRANT_TIMEOUT_MS - keys.HANDOFF_GRACE_MS)
+    report = sweep(srt)
+    assert (report.jobs_redispatched, report.slots_reclaimed) == (1, 0)
+    assert [sent.job_id for sent in queue.sent] == [granted, granted]
+    assert holders(srt).keys() == {granted}
+    assert execution.execute(srt, granted) == "succeeded"
+    assert holders(srt) == {}
+
+
+def test_a_grant_whose_job_can_no_longer_start_is_taken_back(
+    srt: Runtime, scripted: Script, clock: Clock, queue: WorkQueue
+) -> None:
+    holder, granted = submit(srt, "holder"), submit(srt, "granted")
+    assert resources.take_slot(srt, resource(srt), record(srt, holder))
+    assert execution.execute(srt, granted) == "waiting"
+    assert execution.execute(srt, holder) == "succeeded"
+    queue.held = 1_000  # a backlog: no message is sent again
+    for _ in range(3):
+        clock.advance(resources.GRANT_TIMEOUT_MS)
+        assert sweep(srt).slots_reclaimed == 0
+    waiter = submit(srt, "waiter")
+    assert execution.execute(srt, waiter) == "waiting"
+    ended = record(srt, granted)
+    assert ended.deadline_at is not None
+    clock.advance(ended.deadline_at - clock.now)
+    report = sweep(srt)
+    # Past its deadline the granted job can no longer run: its verdict ends it, and its slot
+    # goes to the next waiter.
+    assert (report.slots_reclaimed, report.waiters_woken) == (1, 1)
+    assert record(srt, granted).status.value == "expired"
+    assert holders(srt).keys() == {waiter}
+
+
+@pytest.mark.parametrize("holder_was", ["granted", "running"])
+def test_the_sweep_never_takes_back_a_slot_being_taken_up(
+    srt: Runtime, scripted: Script, clock: Clock, monkeypatch: pytest.MonkeyPatch, holder_was: str
+) -> None:
+    job_id, waiter = submit(srt, "taken-up"), submit(srt, "waits")
+    limit = resource(srt)
+    assert resources.take_slot(srt, limit, record(srt, job_id))
+    if holder_was == "running":
+        assert execution.claim(srt, job_id, "worker-that-died") is not None
+        clock.advance(1)
+    assert execution.execute(srt, waiter) == "waiting"
+    if holder_was == "granted":
+        # Its deadline passed with its message still on the way: the sweep judges it gone.
+        deadline_at = record(srt, job_id).deadline_at
+        assert deadline_at is not None
+        clock.advance(deadline_at - clock.now)
+    else:
+        clock.advance(srt.settings.lease_ms)  # its worker died: the lease lapsed
+    original = srt.store.get_job_items
+    raced: list[bool] = []
+
+    def racing_read(job_ids: list[str]) -> Any:
+        found = original(job_ids)
+        if not raced:  # the job's message, at a worker, between the sweep's read and release
+            raced.append(resources.take_slot(srt, limit, record(srt, job_id)))
+            raced.append(execution.claim(srt, job_id, "taker") is not None)
+        return found
+
+    monkeypatch.setattr(srt.store, "get_job_items", racing_read)
+    report = sweep(srt)
+    assert raced == [True, True]
+    assert (report.slots_reclaimed, report.waiters_woken) == (0, 0)
+    assert holders(srt).keys() == {job_id}  # never more holders than the limit
+    assert srt.store.resources().waiting_jobs(RESOURCE) == [waiter]
 
 
 # -- the sweep's re-dispatch ----------------------------------------------------------------------

@@ -243,9 +243,15 @@ class Lease:
     def beat(self) -> bool:
         """One heartbeat, showing the latest report that no event carried; False once the
         lease is lost (the executor stops at its next checkpoint). A heartbeat that fails is
-        not a lost lease: the next one may succeed, and shows the report then."""
+        not a lost lease: the next one may succeed, and shows the report then; but once the
+        lease as last renewed has run out, it is lost (`_lapsed`)."""
         with self._lock:
             now = self.rt.clock()
+            if self._lapsed(now):
+                # Never renewed after it lapsed: the sweep may have taken its slot back and sent
+                # the job again; the run stops at its next checkpoint.
+                self.lost.set()
+                return False
             shown = self._shown_progress(now)
             try:
                 alive = self.rt.store.renew_lease(
@@ -284,8 +290,16 @@ class Lease:
         stage, message = self._unshown
         return ShownProgress(stage, message, updated_at=max(now, self.record.updated_at))
 
+    def _lapsed(self, now: int) -> bool:
+        """Whether the lease as last renewed has run out: heartbeats that failed (the store
+        unreachable, the thread starved) left it to lapse, and the sweep treats the job's worker
+        as gone (its slot taken back, the job sent again)."""
+        expires_at = self.record.lease_expires_at
+        return expires_at is not None and now >= expires_at
+
     def checkpoint(self) -> None:
-        if self.lost.is_set():
+        if self.lost.is_set() or self._lapsed(self.rt.clock()):
+            self.lost.set()
             raise JobInterruptedError("the job was cancelled or its lease was lost")
         deadline = self.record.deadline_at
         if deadline is not None and self.rt.clock() >= deadline:
@@ -422,7 +436,7 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
         # The run is over (its outcome kept, or to be found by the redelivery): free the slot.
         _give_back(rt, resource, job_id)
         raise
-    _give_back(rt, resource, job_id)
+    _give_back_after(rt, resource, job_id, answer)
     return answer
 
 
@@ -472,9 +486,25 @@ def _run_once(targets: TargetsFile, lease: Lease) -> Outcome:
         return Outcome(reason=Reason.EXECUTION_TIMEOUT, message="the job passed its deadline")
     except JobInterruptedError:
         raise
-    except Exception:
-        logger.exception("executor failed", extra={"job_id": lease.record.job_id})
-        return Outcome(reason=Reason.INTERNAL_ERROR, message="internal error")
+    except Exception as error:
+        failure = transient(error)
+        if failure is None:
+            logger.exception("executor failed", extra={"job_id": lease.record.job_id})
+            return Outcome(reason=Reason.INTERNAL_ERROR, message="internal error")
+        # An AWS call of the run (our own store's: a source request's turn) failed for a cause
+        # another try may cure, after the client's retries: a transient outcome, run again like
+        # a source's 5xx. The protocol has no job-terminal code for the producer's own storage:
+        # spent attempts end the job with a retryable source_error, never internal_error.
+        logger.warning(
+            "executor failed for a transient cause",
+            extra={"job_id": lease.record.job_id, "code": failure.code},
+            exc_info=True,
+        )
+        return Outcome(
+            reason=Reason.NETWORK_ERROR,
+            message=f"an AWS call of the producer failed for a transient cause ({failure.code})",
+            transient=True,
+        )
 
 
 def _give_back(rt: Runtime, resource: JobResource | None, job_id: str) -> None:
@@ -487,10 +517,28 @@ def _give_back(rt: Runtime, resource: JobResource | None, job_id: str) -> None:
         logger.warning("could not give a slot back; the sweep will", exc_info=True)
 
 
+def _give_back_after(
+    rt: Runtime, resource: JobResource | None, job_id: str, completion: str
+) -> None:
+    """Free the slot of a run that completed; one that lost its job (cancelled, expired, or
+    taken over after its lease lapsed) frees it only if the job ended: the slot's entry, keyed
+    by the job, is the worker's that runs it now."""
+    if completion == "lost":
+        _give_back_if_ended(rt, resource, job_id)
+    else:
+        _give_back(rt, resource, job_id)
+
+
 def _give_back_if_ended(rt: Runtime, resource: JobResource | None, job_id: str) -> None:
     """Free the job's slot once it has ended; a job another worker runs keeps it."""
     if resource is None:
         return
-    fresh = rt.store.get_job_item(job_id)
+    try:
+        fresh = rt.store.get_job_item(job_id)
+    except Exception:
+        logger.warning(
+            "could not read the job to give its slot back; the sweep will", exc_info=True
+        )
+        return
     if fresh is None or fresh.is_terminal:
         _give_back(rt, resource, job_id)

@@ -4,12 +4,18 @@ A job on a target with a resource (config/targets.py) runs only while it holds o
 resource's `max_concurrent` slots (store/resources.py). A job that finds every slot held waits in
 the resource's queue, still `queued`: its message is done with, no worker holds an invocation
 for it, and the release of a slot grants the slot to the oldest waiter and sends it its message.
-A slot whose holder is gone (its job ended, its worker died, a grant nobody took up) is taken back
-by the sweep (`look_after`), which also wakes waiters a lost message left behind.
+A slot whose holder is gone (its job ended, its worker's lease lapsed, a grant whose job can no
+longer start) is taken back by the sweep (`look_after`), which also wakes waiters a lost message
+left behind. A grant is not taken back for being slow to be taken up: a backlog on the work queue
+may hold its message for minutes, and a slot handed on meanwhile would leave that message to
+find every slot held again (a livelock ending jobs `queued_too_long`). Once a grant is
+GRANT_TIMEOUT_MS old, its job counts as any queued job overdue for a worker: the sweep's job pass
+sends it again if its message may be lost (as many as the work queue cannot account for).
 
 Source requests wait for their turn (`wait_turn`): never before the resource's back-off, and,
 with `per_minute`, one every 60,000 / per_minute ms across all workers. A rate limit (429) or a
-Retry-After backs the whole resource off (`back_off`), for every job using it.
+Retry-After backs the whole resource off (`back_off`), for every job using it, including jobs
+already waiting for their turn: a job that waited looks at the back-off again before it sends.
 """
 
 from __future__ import annotations
@@ -27,14 +33,17 @@ from jobstream.jobtypes import registry
 from jobstream.jobtypes.base import Outcome
 from jobstream.protocol.errors import Reason
 from jobstream.queue import JobDispatch
+from jobstream.retries import transient
 from jobstream.runtime import Runtime
+from jobstream.service import liveness
 from jobstream.service.handoff import dispatch
 from jobstream.store.ports import Waiter
 
 logger = logging.getLogger(__name__)
 
-# A waiter granted a slot has this long to claim its job; a grant older than that which no run
-# took up (its message lost, its job ended) is taken back by the sweep.
+# A waiter granted a slot is sent its message; a grant still not taken up this long after it
+# may have lost that message, and the sweep may send it again. The slot stays the job's until it
+# ends or can no longer start (its deadline or its queued budget passed: `liveness.verdict`).
 GRANT_TIMEOUT_MS: Final = 120_000
 # A rate limit that names no Retry-After keeps the resource backed off this long.
 DEFAULT_BACKOFF_MS: Final = 30_000
@@ -123,15 +132,29 @@ def wait_turn(
     on_wait: Callable[[str], None] | None = None,
 ) -> None:
     """Return when the job may start its next source request: not before the resource's
-    back-off, and in its place in the resource's pace. `checkpoint()` is called while waiting
-    (a cancel, a lost lease or the deadline ends the wait); `on_wait` is told a long wait."""
-    start = rt.store.resources().reserve_request(
-        resource.name, interval_ms=resource.limits.request_interval_ms, now=rt.clock()
-    )
-    wait_ms = start - rt.clock()
-    if on_wait is not None and wait_ms > WAIT_SLICE_MS:
-        on_wait(f"waiting {wait_ms / 1000:.1f} s for {resource.name}'s rate limit")
-    pause(wait_ms, checkpoint, rt.sleep)
+    back-off, and in its place in the resource's pace; a back-off set while it waited (another
+    worker's 429) is waited out too, then a turn after it. `checkpoint()` is called while
+    waiting (a cancel, a lost lease or the deadline ends the wait); `on_wait` is told a long
+    wait. A store failure raises (the run's outcome: transient, `execution._run_once`)."""
+    store = rt.store.resources()
+    backed_off_until = 0
+    while True:
+        reserved = store.reserve_request(
+            resource.name, interval_ms=resource.limits.request_interval_ms, now=rt.clock()
+        )
+        # An unpaced reservation's read may be staler than the back-off this job saw waiting.
+        start = max(reserved, backed_off_until)
+        wait_ms = start - rt.clock()
+        if on_wait is not None and wait_ms > WAIT_SLICE_MS:
+            on_wait(f"waiting {wait_ms / 1000:.1f} s for {resource.name}'s rate limit")
+        pause(wait_ms, checkpoint, rt.sleep)
+        if wait_ms <= 0:
+            return  # no wait: the reservation read the back-off just now
+        # Another worker's 429 may have backed the resource off while this one waited: its
+        # request waits that out too, then for a turn after it. A read a moment stale is fine.
+        backed_off_until = store.state(resource.name, consistent=False).retry_not_before
+        if backed_off_until <= max(start, rt.clock()):
+            return
 
 
 def pause(wait_ms: int, checkpoint: Callable[[], None], sleep: Callable[[float], None]) -> None:
@@ -155,7 +178,16 @@ def back_off(rt: Runtime, resource: JobResource, outcome: Outcome) -> int | None
     wait = outcome.retry_after_ms if outcome.retry_after_ms is not None else DEFAULT_BACKOFF_MS
     until = rt.clock() + wait
     reason = "rate limited" if limited else "Retry-After"
-    if rt.store.resources().back_off(resource.name, until=until, reason=reason):
+    try:
+        extended = rt.store.resources().back_off(resource.name, until=until, reason=reason)
+    except Exception as error:
+        if transient(error) is None:
+            raise
+        # The back-off is for the other jobs' sake (this one's retry waits its Retry-After
+        # anyway): a store failing for a moment must not end the run; the next 429 sets it.
+        logger.warning("could not back the resource off", extra={"resource": resource.name})
+        return until
+    if extended:
         observability.count("resource_backoffs", dimension=resource.name)
         logger.warning(
             "resource backed off",
@@ -194,7 +226,8 @@ class ResourceReport:
 
     slots_reclaimed: int = 0
     waiters_woken: int = 0
-    # Jobs that wait for a slot (their message is done with: not lost) or hold a fresh grant.
+    # Jobs that wait for a slot (their message is done with: not lost), hold a grant younger
+    # than GRANT_TIMEOUT_MS (its message is on its way) or run.
     waiting: set[str] = field(default_factory=set)
 
 
@@ -216,8 +249,10 @@ def _look_after_one(rt: Runtime, resource: JobResource, report: ResourceReport) 
     # The holders' jobs read together (a resource holds at most a few hundred slots).
     jobs = rt.store.get_job_items(list(state.holders)) if state.holders else {}
     for job_id, since in state.holders.items():
-        if _holder_gone(jobs.get(job_id), since, now):
-            if store.release(resource.name, job_id) is not None:
+        record = jobs.get(job_id)
+        if record is None or _holder_gone(rt, record, now):
+            # Only the entry as read: a worker that took the slot up since keeps it.
+            if store.release(resource.name, job_id, held_since=since) is not None:
                 report.slots_reclaimed += 1
                 observability.count("resource_slots_reclaimed", dimension=resource.name)
                 logger.warning(
@@ -226,16 +261,18 @@ def _look_after_one(rt: Runtime, resource: JobResource, report: ResourceReport) 
                 )
             continue
         held += 1
-        report.waiting.add(job_id)
+        if record.status is JobStatus.RUNNING or now - since < GRANT_TIMEOUT_MS:
+            report.waiting.add(job_id)
     report.waiters_woken += wake(rt, resource, free=resource.limits.max_concurrent - held)
     report.waiting.update(store.waiting_jobs(resource.name))
 
 
-def _holder_gone(record: JobRecord | None, since: int, now: int) -> bool:
-    """A slot is its holder's while its job runs under a live lease, or waits for a worker
-    after a grant not older than GRANT_TIMEOUT_MS."""
-    if record is None or record.is_terminal:
+def _holder_gone(rt: Runtime, record: JobRecord, now: int) -> bool:
+    """A slot is its holder's while its job runs under a live lease, or, granted, until the job
+    can no longer start: however slow its message (module doc)."""
+    if record.is_terminal:
         return True
     if record.status is JobStatus.RUNNING:
         return not record.lease_active(now)
-    return now - since >= GRANT_TIMEOUT_MS
+    # Past its deadline or its queued budget: the job pass's verdict ends it, never a run.
+    return liveness.verdict(record, now, rt.settings) is not None

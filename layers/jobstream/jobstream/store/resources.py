@@ -8,11 +8,13 @@
     waiter     PK=RESOURCE#<name>  SK=WAIT#<created_at:013>#<job_id>  job_id, tenant, created_at
 
 A slot is one entry of `holders`, taken by one conditional update (a free place, or the job's
-own entry: a duplicate message of a job that holds its slot finds it held) and given back by
-one removal; however many workers race, `holders` never has more entries than the limit they
-write under. No write here is part of a transaction: a hot resource meets no
-TransactionConflict, only DynamoDB's serialization of single-item writes; a condition that
-fails is an answer, not an error. service/resources.py decides; this module writes.
+own entry: a duplicate message of a job that holds its slot finds it held, and its time set to
+now) and given back by one removal; however many workers race, `holders` never has more entries
+than the limit they write under. The sweep's removal holds only while the entry still has the
+time it read: a job that took its slot up meanwhile (its worker acquired it again) keeps it.
+No write here is part of a transaction: a hot resource meets no TransactionConflict, only
+DynamoDB's serialization of single-item writes; a condition that fails is an answer, not an
+error. service/resources.py decides; this module writes.
 """
 
 from __future__ import annotations
@@ -80,11 +82,13 @@ class ResourceStore(TableStore):
         return answer, None
 
     def acquire(self, name: str, job_id: str, *, max_concurrent: int, now: int) -> bool:
-        """Take a slot for `job_id` (or find the one it holds); False when all are taken."""
+        """Take a slot for `job_id` (or find the one it holds, its time set to `now`: the
+        sweep's release of a grant it read before this take-up then fails); False when all are
+        taken."""
         for _ in range(2):
             taken, old = self._update(
                 name,
-                UpdateExpression="SET #holders.#job = if_not_exists(#holders.#job, :now)",
+                UpdateExpression="SET #holders.#job = :now",
                 # Never more holders than the limit; the job's own slot is already counted.
                 ConditionExpression=(
                     "attribute_exists(#holders.#job)"
@@ -108,17 +112,23 @@ class ResourceStore(TableStore):
             )
         return False
 
-    def release(self, name: str, job_id: str) -> int | None:
+    def release(self, name: str, job_id: str, *, held_since: int | None = None) -> int | None:
         """Give back `job_id`'s slot: the holders left, or None when it held none (given back
-        already, reclaimed by the sweep, or never taken)."""
-        released, _ = self._update(
-            name,
-            UpdateExpression="REMOVE #holders.#job",
+        already, reclaimed by the sweep, or never taken) or, with `held_since` (the sweep's
+        read), when its entry no longer has that time (the job took its slot up since)."""
+        request: dict[str, Any] = {
+            "UpdateExpression": "REMOVE #holders.#job",
             # Once: only the release that removes the entry wakes a waiter for it.
-            ConditionExpression="attribute_exists(#holders.#job)",
-            ExpressionAttributeNames={"#holders": HOLDERS, "#job": job_id},
-            ReturnValues="ALL_NEW",
-        )
+            "ConditionExpression": "attribute_exists(#holders.#job)",
+            "ExpressionAttributeNames": {"#holders": HOLDERS, "#job": job_id},
+            "ReturnValues": "ALL_NEW",
+        }
+        if held_since is not None:
+            # The sweep judged the holder gone from this entry: a worker that acquired the slot
+            # again since (a claim racing the sweep) set a new time, and keeps its slot.
+            request["ConditionExpression"] = "#holders.#job = :since"
+            request["ExpressionAttributeValues"] = to_item({":since": held_since})
+        released, _ = self._update(name, **request)
         if released is None:
             return None
         return len(_state(name, released.get("Attributes")).holders)
@@ -150,8 +160,8 @@ class ResourceStore(TableStore):
             if reserved is not None:
                 return start
         # Twenty workers moved the pace between our read and write: the resource is very busy;
-        # one interval per try lost is a safe estimate of our place.
-        return max(now, state.next_request_at) + PACE_TRIES * interval_ms
+        # one interval per try lost is a safe estimate of our place, after the back-off too.
+        return max(now, state.retry_not_before, state.next_request_at) + PACE_TRIES * interval_ms
 
     def back_off(self, name: str, *, until: int, reason: str) -> bool:
         """No request on the resource starts before `until`; False when a later back-off holds."""
