@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -107,7 +108,23 @@ def test_a_works_assets_are_fetched_stored_and_described(api: Api, bucket: str) 
         assert "X-Amz-Signature" in query
         assert urlsplit(url).netloc.startswith(bucket)
         assert downloaded(url) == expected
+    # Each URL expires a TTL after its own signature; the result advertises the earliest, and
+    # no URL stops working before it.
+    expiries = [signed_expiry_ms(asset["locator"]["value"]) for asset in result["assets"]]
+    for asset, expiry in zip(result["assets"], expiries, strict=True):
+        assert expiry - 1000 <= asset["metadata"]["expires_at"] <= expiry
+    assert result["expires_at"] == min(
+        asset["metadata"]["expires_at"] for asset in result["assets"]
+    )
+    assert result["expires_at"] <= min(expiries)
     assert result["expires_at"] >= job["updated_at"]
+
+
+def signed_expiry_ms(url: str) -> int:
+    """When S3 stops honouring a presigned URL: its X-Amz-Date plus its X-Amz-Expires."""
+    query = parse_qs(urlsplit(url).query)
+    signed = datetime.strptime(query["X-Amz-Date"][0], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    return (int(signed.timestamp()) + int(query["X-Amz-Expires"][0])) * 1000
 
 
 @pytest.mark.usefixtures("rt")
@@ -232,6 +249,35 @@ def test_a_bucket_that_does_not_exist_fails_the_job_as_misconfigured(
     assert (
         error["message"] == "asset 118416466_p0 could not be stored: S3 refused it (NoSuchBucket)"
     )
+
+
+@pytest.mark.usefixtures("rt")
+def test_an_asset_id_whose_key_fits_s3_exactly_is_stored_one_byte_more_is_a_400(
+    api: Api, bucket: str
+) -> None:
+    # "日" is 9 bytes percent-encoded: this id makes a key of exactly S3's 1,024 bytes.
+    at_limit = "日" * 108 + "a" * 7
+    catalog_url = "https://i.pximg.net/img-original/img/2024/06/01/00/00/00/118416466_p0.png"
+
+    def named(asset_id: str) -> dict[str, Any]:
+        return {"asset_id": asset_id, "locator": {"kind": "url", "value": catalog_url}}
+
+    for too_long in (at_limit + "a", "日" * 200):
+        refused = api.post("/jobs", task({"assets": [named(too_long)]}, key="too-long"))
+        assert refused.status == 400, refused.body
+        validate_error(refused.body)
+        error = refused.body["error"]
+        assert error["code"] == "invalid_params"
+        assert error["detail"]["reason"] == "asset_id_too_long"
+    assert api.get("/jobs").body["jobs"] == []
+    job = run(api, {"assets": [named(at_limit)]}, key="at-limit")
+    assert job["status"] == "succeeded", job.get("error")
+    (asset,) = job["result"]["assets"]
+    assert asset["asset_id"] == at_limit
+    (stored,) = boto3.client("s3").list_objects_v2(Bucket=bucket)["Contents"]
+    assert len(stored["Key"].encode()) == 1024
+    expected = (CATALOG_FILES / "118416466_p0.png").read_bytes()
+    assert downloaded(asset["locator"]["value"]) == expected
 
 
 @pytest.mark.usefixtures("rt")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from jobstream.http.request import MAX_BODY_BYTES
+from jobstream.jobtypes.asset_fetch.keys import MAX_KEY_BYTES, longest_key_bytes
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSET_ID_LENGTH, MAX_ASSETS, MAX_URL_LENGTH
 from jobstream.protocol.task import MAX_CORRELATION_ID, MAX_IDEMPOTENCY_KEY
 from jobstream.runtime import Runtime
@@ -45,12 +46,23 @@ def encoded(task: dict[str, Any]) -> bytes:
     return json.dumps(task, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def widest_asset_id(index: int) -> str:
+    """The asset id of the most UTF-8 bytes admission takes: 200 characters, as many of them
+    wide as its object key allows (a wide character is 3 bytes, 9 once percent-encoded in the
+    key, whose 1,024 bytes S3 caps; a letter is 1 and 1)."""
+    for wide in range(MAX_ASSET_ID_LENGTH - 2, -1, -1):
+        asset_id = f"{index:02d}" + WIDE * wide + "a" * (MAX_ASSET_ID_LENGTH - 2 - wide)
+        if longest_key_bytes(asset_id) <= MAX_KEY_BYTES:
+            return asset_id
+    raise AssertionError("no asset id fits")
+
+
 def task_of(size: int, filler: str) -> bytes:
     """An asset_fetch Task of exactly `size` bytes: every id as wide as admission allows, params
     as large as allowed (the most assets, the longest ids and URLs), labels making up the rest."""
     assets = [
         {
-            "asset_id": f"{index:02d}" + WIDE * (MAX_ASSET_ID_LENGTH - 2),
+            "asset_id": widest_asset_id(index),
             "locator": {
                 "kind": "url",
                 "value": "https://i.pximg.net/" + "p" * (MAX_URL_LENGTH - 20),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from botocore.exceptions import ClientError
 
 from jobstream import observability
 from jobstream import runtime as runtime_module
+from jobstream.delivery.http import HttpResult
 from jobstream.domain import IntentRef
 from jobstream.http.statuses import http_status
 from jobstream.runtime import Runtime
@@ -421,6 +423,76 @@ def test_dns_that_changes_after_admission_dead_letters(crt: Runtime, clock: Cloc
     result = callbacks.deliver(rebound, IntentRef(job_id, 1))
     assert result.outcome == "dead"
     assert "refused: host_not_allowed" in (intent(crt, job_id).last_error or "")
+
+
+def test_a_temporary_dns_failure_retries_and_counts_against_the_endpoint(
+    crt: Runtime, clock: Clock
+) -> None:
+    """A resolver blip (EAI_AGAIN: the VPC resolver's per-interface limit under load) is a
+    failed attempt like a network error, never a dead letter."""
+    url = "https://consumer.example.test/hooks"
+    public = replace(
+        with_tenant(crt, "acme", callback_origins=None),
+        resolver=lambda host, port: ["93.184.215.14"],
+    )
+    ref = IntentRef(submit(public, url), 1)
+
+    def blip(host: str, port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    posted: list[str] = []
+
+    def poster(target: Any, *_: Any) -> HttpResult:
+        posted.append(target.host)
+        return HttpResult(204, "", None)
+
+    first = callbacks.deliver(replace(public, resolver=blip, poster=poster), ref)
+    assert first.disposition is callbacks.Disposition.RETRY
+    base = crt.settings.callback_retry_base_ms
+    assert base // 2 <= first.delay_ms < base  # attempt 1's backoff
+    record = intent(crt, ref.job_id)
+    assert (record.state, record.attempts, record.last_status) == ("retry_wait", 1, None)
+    assert "Temporary failure in name resolution" in record.last_error
+    assert not record.last_error.startswith("refused")
+    health = crt.endpoints.get(endpoints.endpoint_of("acme", url))
+    assert (health.failures, health.last_error) == (1, record.last_error)
+    assert posted == []
+    # The resolver answers again: the next attempt delivers.
+    clock.advance(first.delay_ms)
+    assert callbacks.deliver(replace(public, poster=poster), ref).outcome == "delivered"
+    assert posted == ["consumer.example.test"]
+    assert crt.endpoints.get(endpoints.endpoint_of("acme", url)).failures == 0
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://2852039166/",  # 169.254.169.254 as one decimal number
+        "https://0xa9fea9fe/",
+        "https://0251.0376.0251.0376/",
+        "https://169.254.43518/",
+        "https://127.1/",
+        "https://0/",
+        "https://169.254.169.254./",
+    ],
+)
+def test_an_address_in_any_spelling_the_resolver_reads_is_refused_at_admission(
+    rt: Runtime, url: str
+) -> None:
+    """What delivery would refuse (the resolver reads these as addresses) is a 400 at once,
+    never an admitted Task whose every callback dies."""
+    from jobstream.protocol.errors import ProtocolError
+
+    def no_dns(host: str, port: int) -> list[str]:
+        raise AssertionError("admission must not resolve callback hosts")
+
+    public = replace(with_tenant(rt, "acme", callback_origins=None), resolver=no_dns)
+    with pytest.raises(ProtocolError) as raised:
+        admission.submit(public, "acme", canonical_task(callback_url=url), None)
+    assert http_status(raised.value) == 400
+    detail = raised.value.body()["error"]["detail"]
+    assert (detail["field"], detail["refusal"]) == ("callback_url", "host_not_allowed")
+    assert list(rt.store.iter_jobs(JobQuery(tenant="acme"))) == []
 
 
 def test_redirects_are_not_followed(crt: Runtime, queues: dict[str, Any]) -> None:

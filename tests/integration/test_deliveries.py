@@ -4,6 +4,7 @@ v1), through the real handler against moto and a real receiver."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -79,6 +80,20 @@ def test_a_dead_letter_is_shown_with_its_reason(crt: Runtime, api: Api) -> None:
     (view,) = document["callbacks"]
     assert (view["state"], view["attempts"], view["last_status"]) == ("dead", 1, 404)
     assert "dead_at" in view
+
+
+def test_a_refusal_shown_to_the_consumer_names_no_address_dns_gave(crt: Runtime, api: Api) -> None:
+    """A tenant must not map the producer's internal names through its callbacks' errors."""
+    public = with_tenant(crt, "acme", callback_origins=None)
+    job_id = submit(api, "https://db.corp.example.test/hooks")
+    internal = replace(public, resolver=lambda host, port: ["10.0.3.7"])
+    assert callbacks.deliver(internal, IntentRef(job_id, 1)).outcome == "dead"
+    (view,) = deliveries(api, job_id)["callbacks"]
+    assert view["last_error"] == (
+        "refused: host_not_allowed: db.corp.example.test resolves to an address that is not public"
+    )
+    (dead,) = api.get("/callbacks?state=dead").body["callbacks"]
+    assert "10.0.3.7" not in json.dumps(dead)
 
 
 def test_every_event_of_the_job_is_listed_in_order(crt: Runtime, api: Api) -> None:

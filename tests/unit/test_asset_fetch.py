@@ -4,16 +4,22 @@ loopback, never the network), the Pixiv and catalog sources, and the executor's 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+import boto3
 import pytest
 import responses
+from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from jobstream.config.targets import Target
@@ -22,13 +28,21 @@ from jobstream.jobtypes import registry
 from jobstream.jobtypes.asset_fetch import executor
 from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig, load_config
 from jobstream.jobtypes.asset_fetch.fetch import fetch
+from jobstream.jobtypes.asset_fetch.keys import (
+    JOB_ID_LENGTH,
+    MAX_KEY_BYTES,
+    longest_key_bytes,
+    object_key,
+)
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS, parse_params
 from jobstream.jobtypes.asset_fetch.sources import CatalogAssets, PixivAssets, Read
+from jobstream.jobtypes.asset_fetch.storage import S3AssetStore, SignedUrl
 from jobstream.jobtypes.base import JobRun
 from jobstream.jobtypes.context import JobInterruptedError
 from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.jobtypes.sources.catalog import CatalogSource
 from jobstream.jobtypes.sources.settings import SourceSettings
+from jobstream.lifecycle.identity import derive_job_id
 from jobstream.outbound.origins import parse_origins
 from jobstream.protocol.errors import ErrorCode, ProtocolError
 from tests.support.job_runs import RecordingContext, job_run
@@ -96,6 +110,31 @@ def test_at_most_twenty_assets_are_admitted() -> None:
     assert "at most 20" in error.message
 
 
+def test_an_asset_id_whose_key_fits_s3_exactly_is_admitted_one_byte_more_is_not() -> None:
+    # "日" is 9 bytes once percent-encoded: 108 of them and 7 letters make a key of exactly
+    # 1,024 bytes under any job id (S3's limit); one letter more does not fit.
+    at_limit = "日" * 108 + "a" * 7
+    assert longest_key_bytes(at_limit) == MAX_KEY_BYTES
+    parsed = parse_params({"assets": [asset(at_limit)]})
+    assert parsed.params["assets"][0]["asset_id"] == at_limit
+    key = object_key(derive_job_id("acme", "k"), MAX_ASSETS - 1, at_limit)
+    assert len(key.encode()) <= MAX_KEY_BYTES
+    error = refused({"assets": [asset(at_limit + "a")]})
+    assert error.detail == {
+        "reason": "asset_id_too_long",
+        "field": "params.assets[0].asset_id",
+        "key_bytes": MAX_KEY_BYTES + 1,
+        "max": MAX_KEY_BYTES,
+    }
+    # What the review found: 200 characters, admitted by the length rule, a 1,845-byte key.
+    assert refused({"assets": [asset("日" * 200)]}).detail["key_bytes"] == 1845
+
+
+@pytest.mark.parametrize("key", ["k", "a-much-longer-idempotency-key" * 7, "日本"])
+def test_every_job_id_has_the_length_the_key_limit_assumes(key: str) -> None:
+    assert len(derive_job_id("acme", key)) == JOB_ID_LENGTH
+
+
 @pytest.mark.parametrize(
     ("params", "words"),
     [
@@ -160,7 +199,10 @@ def test_a_wildcard_origin_never_reaches_a_private_address(address: str) -> None
         PIXIV_URL, ("https://*.pximg.net",), resolver=lambda _host, _port: [address]
     )
     assert error.reason == "download_failed"
-    assert "not a public address" in error.message
+    assert "i.pximg.net resolves to an address that is not public" in error.message
+    # The job's error is the consumer's to read: no address DNS gave.
+    assert str(ipaddress.ip_address(address)) not in error.message
+    assert address not in error.message
 
 
 def test_a_url_outside_the_origins_is_not_fetched() -> None:
@@ -169,12 +211,61 @@ def test_a_url_outside_the_origins_is_not_fetched() -> None:
     assert "origin_not_allowed" in error.message
 
 
-def test_an_unresolvable_host_is_a_transient_network_error() -> None:
+@pytest.mark.parametrize(
+    "failure",
+    [
+        socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
+        socket.gaierror(socket.EAI_FAIL, "Non-recoverable failure in name resolution"),
+        OSError("network is unreachable"),
+    ],
+    ids=repr,
+)
+def test_a_resolver_that_cannot_answer_now_is_a_transient_network_error(
+    failure: OSError,
+) -> None:
     def no_dns(_host: str, _port: int) -> list[str]:
-        raise OSError("temporary failure in name resolution")
+        raise failure
 
     error = fetch_failure(PIXIV_URL, ("https://*.pximg.net",), resolver=no_dns)
     assert error.reason == "network_error"
+    assert "i.pximg.net cannot be resolved now" in error.message
+
+
+def test_a_name_that_does_not_exist_is_refused_as_for_a_callback() -> None:
+    # The guard's one classification: a name DNS says does not exist is no network error.
+    def no_such_name(_host: str, _port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    error = fetch_failure(PIXIV_URL, ("https://*.pximg.net",), resolver=no_such_name)
+    assert error.reason == "download_failed"
+    assert "unresolvable" in error.message
+
+
+def test_a_stalled_lookup_ends_with_the_download_deadline() -> None:
+    release = threading.Event()
+
+    def stalled(_host: str, _port: int) -> list[str]:
+        release.wait(30)
+        return ["93.184.215.14"]
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(SourceError) as caught:
+            fetch(
+                PIXIV_URL,
+                asset_id="a1",
+                origins=parse_origins(["https://*.pximg.net"]),
+                headers={},
+                max_bytes=1000,
+                timeout_s=0.3,
+                checkpoint=never_stop,
+                resolver=stalled,
+            )
+    finally:
+        release.set()
+    assert caught.value.reason == "network_error"
+    assert "timed out" in caught.value.message
+    assert time.monotonic() - started < 5  # a bound, not a timing: the lookup would take 30 s
 
 
 @pytest.mark.parametrize("declare_length", [True, False])
@@ -428,6 +519,9 @@ class Source:
 class Store:
     objects: dict[str, bytes] = field(default_factory=dict)
     failure: Exception | None = None
+    # The wall clock of each signature (epoch s): each asset is signed after its download.
+    signed_at_s: list[int] = field(default_factory=lambda: [1_000])
+    seconds_per_asset: int = 40
 
     def put(self, key: str, body: bytes, mime: str, sha256_hex: str) -> None:
         if self.failure is not None:
@@ -435,8 +529,12 @@ class Store:
         assert hashlib.sha256(body).hexdigest() == sha256_hex
         self.objects[key] = body
 
-    def url(self, key: str, ttl_s: int) -> str:
-        return f"https://bucket.example.test/{key}?X-Amz-Expires={ttl_s}"
+    def url(self, key: str, ttl_s: int) -> SignedUrl:
+        signed_at = self.signed_at_s[-1]
+        self.signed_at_s.append(signed_at + self.seconds_per_asset)
+        return SignedUrl(
+            f"https://bucket.example.test/{key}?X-Amz-Expires={ttl_s}", (signed_at + ttl_s) * 1000
+        )
 
 
 def cancelled_at(checkpoint: int) -> RecordingContext:
@@ -452,7 +550,7 @@ def job(params: dict[str, Any], context: RecordingContext) -> JobRun:
 def test_each_asset_is_stored_and_described_with_progress() -> None:
     context, store = RecordingContext(), Store()
     bodies = {"p0": IMAGE, "p1": b"second"}
-    outcome = executor.run(job({"work_id": "5"}, context), Source(bodies), store, config(), 1_000)
+    outcome = executor.run(job({"work_id": "5"}, context), Source(bodies), store, config())
     assert outcome.result is not None, outcome
     first, second = outcome.result["assets"]
     assert first["bytes"] == len(IMAGE)
@@ -462,12 +560,33 @@ def test_each_asset_is_stored_and_described_with_progress() -> None:
         "value": "https://bucket.example.test/jobs/job-1/00-p0?X-Amz-Expires=600",
     }
     assert second["metadata"]["source_url"] == "https://i.pximg.net/p1"
-    assert outcome.result["expires_at"] == 601_000
+    # Each URL expires a TTL after its own signature; the result advertises the earliest.
+    assert first["metadata"]["expires_at"] == (1_000 + 600) * 1000
+    assert second["metadata"]["expires_at"] == (1_040 + 600) * 1000
+    assert outcome.result["expires_at"] == first["metadata"]["expires_at"]
     assert outcome.result["work_id"] == "5"
     assert store.objects == {"jobs/job-1/00-p0": IMAGE, "jobs/job-1/01-p1": b"second"}
     assert context.stages == ["fetching", "fetching", "stored"]
     assert context.progress_log[1][1] == "asset 2 of 2: p1"
     registry.get("asset_fetch").result_model().model_validate(outcome.result)  # type: ignore[union-attr]
+
+
+def test_a_signed_url_expires_no_earlier_than_advertised() -> None:
+    client = boto3.client(
+        "s3",
+        region_name="us-east-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+        config=Config(signature_version="s3v4"),
+    )
+    before_ms = int(time.time() * 1000)
+    signed = S3AssetStore("assets", client).url("jobs/job-1/00-p0", 600)
+    query = parse_qs(urlsplit(signed.url).query)
+    signed_at = datetime.strptime(query["X-Amz-Date"][0], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    real_expiry_ms = (int(signed_at.timestamp()) + int(query["X-Amz-Expires"][0])) * 1000
+    # Never later than S3's own expiry, and not earlier than the second it was signed in.
+    assert real_expiry_ms - 1000 <= signed.expires_at <= real_expiry_ms
+    assert signed.expires_at >= before_ms - 1000 + 600_000
 
 
 def test_a_too_large_asset_fails_the_job_clearly() -> None:
@@ -476,7 +595,6 @@ def test_a_too_large_asset_fails_the_job_clearly() -> None:
         Source({"p0": b"x" * 11}),
         Store(),
         config(max_bytes=10),
-        0,
     )
     assert outcome.reason == "download_failed"
     assert outcome.message == "asset p0 is larger than the 10-byte limit of an asset"
@@ -486,7 +604,7 @@ def test_a_work_with_too_many_assets_fails_and_none_is_fetched() -> None:
     store = Store()
     bodies = {f"p{index}": b"x" for index in range(MAX_ASSETS + 1)}
     outcome = executor.run(
-        job({"work_id": "5"}, RecordingContext()), Source(bodies), store, config(), 0
+        job({"work_id": "5"}, RecordingContext()), Source(bodies), store, config()
     )
     assert outcome.reason == "download_failed"
     assert "21 assets, more than the 20" in (outcome.message or "")
@@ -497,7 +615,7 @@ def test_a_cancel_between_assets_stops_the_job() -> None:
     context, store = cancelled_at(2), Store()
     with pytest.raises(JobInterruptedError):
         executor.run(
-            job({"work_id": "5"}, context), Source({"p0": b"a", "p1": b"b"}), store, config(), 0
+            job({"work_id": "5"}, context), Source({"p0": b"a", "p1": b"b"}), store, config()
         )
     assert list(store.objects) == ["jobs/job-1/00-p0"]
 
@@ -527,7 +645,6 @@ def test_a_transient_storage_failure_that_outlasts_the_retries_is_retryable(
         Source({"p0": b"a"}),
         Store(failure=failure),
         config(),
-        0,
     )
     assert outcome.reason == "network_error"  # source_error, retryable
     assert outcome.message == "asset p0 could not be stored; S3 may accept it on a retry"
@@ -540,7 +657,7 @@ def test_a_transient_storage_failure_that_outlasts_the_retries_is_retryable(
 def test_a_storage_refusal_no_retry_cures_is_a_configuration_error(code: str, status: int) -> None:
     store = Store(failure=s3_error(code, status))
     outcome = executor.run(
-        job({"work_id": "5"}, RecordingContext()), Source({"p0": b"a"}), store, config(), 0
+        job({"work_id": "5"}, RecordingContext()), Source({"p0": b"a"}), store, config()
     )
     assert outcome.reason == "configuration_error"  # internal_error, not retryable
     assert outcome.message == f"asset p0 could not be stored: S3 refused it ({code})"
@@ -551,9 +668,7 @@ def test_a_catalog_asset_named_by_id_reports_the_catalog_url_it_read(tmp_path: P
     # so the catalog's URL for it is where the bytes came from.
     source = CatalogAssets(write_catalog(tmp_path, "img.png"))
     named = {"asset_id": "7_p0", "url": "https://i.pximg.net/somewhere-else.png"}
-    outcome = executor.run(
-        job({"assets": [named]}, RecordingContext()), source, Store(), config(), 0
-    )
+    outcome = executor.run(job({"assets": [named]}, RecordingContext()), source, Store(), config())
     assert outcome.result is not None, outcome
     (document,) = outcome.result["assets"]
     assert document["hash"] == "sha256:" + hashlib.sha256(IMAGE).hexdigest()

@@ -12,6 +12,7 @@ import pytest
 from jobstream.jobtypes.asset_fetch.fetch import fetch
 from jobstream.jobtypes.sources.base import SourceError
 from jobstream.observability import LAMBDA_FUNCTION_VARIABLE
+from jobstream.outbound.addresses import reach_of
 from jobstream.outbound.guard import check_at_admission, check_at_delivery
 from jobstream.outbound.origins import parse_origins, runs_on_aws
 from jobstream.outbound.url import OutboundRefused as CallbackRefused
@@ -84,7 +85,10 @@ def test_on_aws_an_exact_origin_never_delivers_to_this_host_or_its_link(address:
     with pytest.raises(CallbackRefused) as caught:
         check_at_delivery("http://receiver.internal:8080/hook", origins, resolving_to(address))
     assert caught.value.reason == "host_not_allowed"
-    assert f"resolves to {ipaddress.ip_address(address)}" in caught.value.message
+    leads = reach_of(ipaddress.ip_address(address))
+    assert caught.value.message == (
+        f"receiver.internal resolves to {leads}, never reached from AWS, even for a listed origin"
+    )
 
 
 @pytest.mark.usefixtures("on_aws")

@@ -4,15 +4,32 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
+import time
 from collections.abc import Mapping
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobstream.outbound.addresses import ANY_ADDRESS, PUBLIC_ONLY, Reach, is_public_address
+from jobstream.deadline import ANSWER_MARGIN_MS, Deadline, invocation
+from jobstream.delivery.classify import Outcome, classify_exception
+from jobstream.outbound.addresses import (
+    ANY_ADDRESS,
+    PUBLIC_ONLY,
+    Reach,
+    ip_literal,
+    is_public_address,
+)
+from jobstream.outbound.guard import (
+    LOOKUP_TIMEOUT_MS,
+    DnsUnavailableError,
+    Resolver,
+    check_at_admission,
+    check_at_delivery,
+    system_resolver,
+)
 from jobstream.outbound.guard import PinnedTarget as CallbackTarget
-from jobstream.outbound.guard import Resolver, system_resolver
 from jobstream.outbound.url import OutboundRefused as CallbackRefused
 from jobstream.outbound.url import parse_url as parse_callback_url
 from tests.support.outbound import check_url as check_callback_url
@@ -220,23 +237,37 @@ RESOLVES_PRIVATE = {
     "mixed.example": [PUBLIC_V4, "10.0.0.5"],
     "mixed6.example": [PUBLIC_V6, "::1"],
     "mixed-last.example": [PUBLIC_V4, "8.8.8.8", PUBLIC_V6, "192.168.0.10"],
-    # Numeric host forms getaddrinfo (inet_aton) turns into 127.0.0.1.
-    "2130706433": ["127.0.0.1"],
-    "0x7f.1": ["127.0.0.1"],
-    "0x7f000001": ["127.0.0.1"],
-    "017700000001": ["127.0.0.1"],
-    "127.1": ["127.0.0.1"],
-    "0177.0.0.1": ["127.0.0.1"],
 }
 
 
 @pytest.mark.parametrize("host", sorted(RESOLVES_PRIVATE))
-def test_name_resolving_to_a_private_address_is_refused(host: str) -> None:
+def test_name_resolving_to_a_private_address_is_refused(
+    host: str, caplog: pytest.LogCaptureFixture
+) -> None:
     resolver = FakeResolver(RESOLVES_PRIVATE)
     refused = refusal(f"https://{host}/hook", resolver=resolver)
     assert refused.reason == "host_not_allowed"
-    assert host in refused.message
+    assert refused.message == f"{host} resolves to an address that is not public"
     assert resolver.calls == [(host, 443)]
+    # The operator's log names the address the consumer's message does not.
+    assert any(
+        str(ipaddress.ip_address(answer.split("%")[0])) in record.getMessage()
+        for record in caplog.records
+        for answer in RESOLVES_PRIVATE[host]
+    )
+
+
+@pytest.mark.parametrize("reach", [PUBLIC_ONLY, ANY_ADDRESS - {Reach.NETWORK}])
+def test_a_refusal_names_no_address_dns_gave(reach: frozenset[Reach]) -> None:
+    # A consumer reads the refusal (a callback's last_error): it must not map internal names.
+    resolver = FakeResolver({"db.corp.internal": ["10.0.3.7"]})
+    with pytest.raises(CallbackRefused) as caught:
+        check_callback_url(
+            "https://db.corp.internal/", allow_http=False, reach=reach, resolver=resolver
+        )
+    assert caught.value.reason == "host_not_allowed"
+    assert "10.0.3.7" not in str(caught.value)
+    assert "db.corp.internal resolves to" in caught.value.message
 
 
 @pytest.mark.parametrize("host", sorted(RESOLVES_PRIVATE))
@@ -251,14 +282,57 @@ def test_any_address_still_resolves_and_returns_every_address(host: str) -> None
     )
 
 
-def test_numeric_host_forms_are_left_to_the_resolver() -> None:
-    # Not IP literals to us: the resolver decides, and a public answer is accepted.
-    resolver = FakeResolver({"134744072": ["8.8.8.8"]})
-    target = check_callback_url(
-        "https://134744072/", allow_http=False, reach=PUBLIC_ONLY, resolver=resolver
+# Hosts the system resolver (inet_aton) reads as an address, and the address it reads.
+NUMERIC_HOSTS = {
+    "2852039166": "169.254.169.254",
+    "0xa9fea9fe": "169.254.169.254",
+    "0251.0376.0251.0376": "169.254.169.254",
+    "169.254.43518": "169.254.169.254",
+    "169.254.169.254.": "169.254.169.254",
+    "2130706433": "127.0.0.1",
+    "0x7f.1": "127.0.0.1",
+    "0x7f000001": "127.0.0.1",
+    "017700000001": "127.0.0.1",
+    "127.1": "127.0.0.1",
+    "0177.0.0.1": "127.0.0.1",
+    "0": "0.0.0.0",  # noqa: S104 - a destination under test, nothing binds to it
+    "010.0.0.1": "8.0.0.1",
+    "134744072": "8.8.8.8",
+}
+
+
+@pytest.mark.parametrize(("host", "address"), sorted(NUMERIC_HOSTS.items()))
+def test_numeric_host_forms_are_the_address_the_resolver_reads(host: str, address: str) -> None:
+    assert str(ip_literal(host)) == address
+    if host.endswith("."):
+        return  # inet_aton refuses the dot the URL standard allows; the address is the same
+    assert socket.inet_ntoa(socket.inet_aton(host)) == address
+
+
+@pytest.mark.parametrize(
+    "host", ["08", "0x", "1.2.3.256", "256.1.1", "4294967296", "1.2.3.4.5", "1..2", "a1", "1e3"]
+)
+def test_numbers_no_resolver_reads_as_an_address_are_names(host: str) -> None:
+    assert ip_literal(host) is None
+
+
+@pytest.mark.parametrize(("host", "address"), sorted(NUMERIC_HOSTS.items()))
+def test_numeric_host_forms_are_literals_checked_without_dns(host: str, address: str) -> None:
+    url = f"https://{host}/hook"
+    if is_public_address(address):
+        target = check_callback_url(url, allow_http=False, resolver=exploding_resolver)
+        assert (target.host, target.addresses) == (host, (address,))
+        check_at_admission(url, None)
+        return
+    refused = refusal(url, resolver=FakeResolver({host: [PUBLIC_V4]}))
+    assert (refused.reason, refused.message) == (
+        "host_not_allowed",
+        f"{host} is not a public address",
     )
-    assert target.addresses == ("8.8.8.8",)
-    assert resolver.calls == [("134744072", 443)]
+    # Admission reads the host with the same parser: a 400, never a callback that dies.
+    with pytest.raises(CallbackRefused) as caught:
+        check_at_admission(url, None)
+    assert caught.value.reason == "host_not_allowed"
 
 
 # --- resolution failures ---------------------------------------------------------------------
@@ -272,10 +346,6 @@ def _unicode_error(host: str, port: int) -> list[str]:
     raise UnicodeError("label too long")
 
 
-def _os_error(host: str, port: int) -> list[str]:
-    raise OSError("network is unreachable")
-
-
 def _empty(host: str, port: int) -> list[str]:
     return []
 
@@ -284,7 +354,11 @@ def _garbage(host: str, port: int) -> list[str]:
     return [PUBLIC_V4, "not-an-address"]
 
 
-@pytest.mark.parametrize("resolver", [_gaierror, _unicode_error, _os_error, _empty, _garbage])
+def _no_data(host: str, port: int) -> list[str]:
+    raise socket.gaierror(socket.EAI_NODATA, "No address associated with hostname")
+
+
+@pytest.mark.parametrize("resolver", [_gaierror, _no_data, _unicode_error, _empty, _garbage])
 @pytest.mark.parametrize("reach", [PUBLIC_ONLY, ANY_ADDRESS])
 def test_resolution_failure_is_unresolvable(resolver: Resolver, reach: frozenset[Reach]) -> None:
     with pytest.raises(CallbackRefused) as caught:
@@ -428,6 +502,83 @@ def test_is_public_address(address: str, public: bool) -> None:
     assert is_public_address(address) is public
 
 
+def _raising(error: BaseException) -> Resolver:
+    def resolve(host: str, port: int) -> list[str]:
+        raise error
+
+    return resolve
+
+
+TRANSIENT_DNS_FAILURES = [
+    socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
+    socket.gaierror(socket.EAI_FAIL, "Non-recoverable failure in name resolution"),
+    socket.gaierror(socket.EAI_SYSTEM, "System error"),
+    OSError("network is unreachable"),
+    TimeoutError("timed out"),
+    RuntimeError("a resolver bug"),
+]
+
+
+@pytest.mark.parametrize("error", TRANSIENT_DNS_FAILURES, ids=repr)
+@pytest.mark.parametrize("reach", [PUBLIC_ONLY, ANY_ADDRESS])
+def test_a_resolver_that_cannot_answer_now_is_transient_not_a_refusal(
+    error: BaseException, reach: frozenset[Reach]
+) -> None:
+    # One resolver blip (a DNS server's rate limit) must not dead-letter a callback.
+    with pytest.raises(DnsUnavailableError) as caught:
+        check_callback_url(
+            "https://hooks.example/", allow_http=False, reach=reach, resolver=_raising(error)
+        )
+    assert isinstance(caught.value, OSError)
+    assert not isinstance(caught.value, CallbackRefused)
+    assert "hooks.example cannot be resolved now" in str(caught.value)
+    verdict = classify_exception(caught.value)
+    assert (verdict.outcome, verdict.status) == (Outcome.RETRY, None)
+    assert verdict.error.startswith("DnsUnavailableError: hooks.example cannot be resolved now")
+
+
+class StalledResolver:
+    """Answers only once released: a tenant's DNS server that does not answer."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        self.release.wait(30)
+        return [PUBLIC_V4]
+
+
+def test_a_lookup_is_over_by_the_deadline_passed_down() -> None:
+    stalled = StalledResolver()
+    try:
+        started = time.monotonic()
+        with pytest.raises(DnsUnavailableError, match="timed out"):
+            check_at_delivery("https://slow-dns.example/", None, stalled, Deadline.after_ms(200))
+        # A bound, not a timing: far below the 30 s the lookup would take.
+        assert time.monotonic() - started < 5
+    finally:
+        stalled.release.set()
+
+
+def test_a_lookup_without_a_deadline_ends_with_the_invocation() -> None:
+    stalled = StalledResolver()
+    try:
+        started = time.monotonic()
+        # 300 ms left once the answer's margin is kept: less than LOOKUP_TIMEOUT_MS.
+        with invocation(lambda: ANSWER_MARGIN_MS + 300), pytest.raises(DnsUnavailableError):
+            check_at_delivery("https://slow-dns.example/", None, stalled)
+        assert time.monotonic() - started < LOOKUP_TIMEOUT_MS / 1000
+    finally:
+        stalled.release.set()
+
+
+def test_a_lookup_that_answers_in_time_is_used() -> None:
+    target = check_at_delivery(
+        "https://fast.example/", None, FakeResolver(), Deadline.after_ms(5000)
+    )
+    assert target.addresses == (PUBLIC_V4,)
+
+
 # --- system_resolver -------------------------------------------------------------------------
 
 
@@ -461,6 +612,16 @@ def test_system_resolver_failure_is_unresolvable(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(CallbackRefused) as caught:
         check_callback_url("https://example.com/", allow_http=False, reach=PUBLIC_ONLY)
     assert caught.value.reason == "unresolvable"
+
+
+def test_system_resolver_temporary_failure_is_transient(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What getaddrinfo raises when the VPC resolver drops a query (its per-interface limit).
+    def failing(*args: object, **kwargs: object) -> list[object]:
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", failing)
+    with pytest.raises(DnsUnavailableError, match="Temporary failure in name resolution"):
+        check_at_delivery("https://example.com/", None)
 
 
 # --- properties ------------------------------------------------------------------------------

@@ -60,7 +60,9 @@ def classify_status(status: int, body_excerpt: str = "") -> Verdict:
 
 def classify_exception(error: BaseException) -> Verdict:
     """A refused URL is dead; anything else retries (an answer, whatever its status, is no
-    exception: delivery/http.py returns it and classify_status judges it)."""
+    exception: delivery/http.py returns it and classify_status judges it). A name DNS says does
+    not exist is a refusal; a resolver that failed or stalled (outbound/guard.py:
+    DnsUnavailableError, an OSError) retries like a network error."""
     if isinstance(error, OutboundRefused):
         return Verdict(Outcome.DEAD, None, f"refused: {error.reason}: {error.message}")
     # Timeouts, refused or reset connections, TLS failures (ssl.SSLError is an OSError) and

@@ -15,6 +15,7 @@ releases (3.11.7 calls 192.0.0.8, 192.88.99.1 and 3fff::1 global), so they decid
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Final
@@ -178,9 +179,41 @@ def is_public_address(address: str) -> bool:
     return is_public(ip)
 
 
+# One part of an IPv4 address as the system resolver reads it (inet_aton, which getaddrinfo
+# applies before any DNS query): hexadecimal after 0x, octal after a leading 0, else decimal.
+_NUMBER: Final = re.compile(r"0x[0-9a-f]+|0[0-7]*|[1-9][0-9]*", re.ASCII | re.IGNORECASE)
+
+
 def ip_literal(host: str) -> IPAddress | None:
-    """The address a host names literally (strict dotted-quad IPv4, or IPv6), else None."""
+    """The address a host names literally, else None: IPv6, or IPv4 in any spelling the system
+    resolver takes for an address (2852039166, 0xa9fea9fe, 0251.0376.0251.0376, 169.254.43518,
+    127.1, 0), one trailing dot allowed. Admission and delivery both read hosts here: a host
+    that is an address to the resolver is one at admission too."""
     try:
         return ipaddress.ip_address(host)
     except ValueError:
+        return _numeric_ipv4(host.removesuffix("."))
+
+
+def _numeric_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """inet_aton's reading: one to four numbers, the last filling the bytes the others leave
+    (a.b.c.d, a.b.c with c 16 bits, a.b with b 24 bits, a alone 32 bits)."""
+    parts = host.split(".")
+    if len(parts) > 4 or not all(_NUMBER.fullmatch(part) for part in parts):
         return None
+    numbers = [_number(part) for part in parts]
+    last_bits = 8 * (5 - len(numbers))
+    if any(number > 0xFF for number in numbers[:-1]) or numbers[-1] >= 1 << last_bits:
+        return None
+    value = numbers[-1]
+    for index, number in enumerate(numbers[:-1]):
+        value |= number << (24 - 8 * index)
+    return ipaddress.IPv4Address(value)
+
+
+def _number(part: str) -> int:
+    if part[:2].lower() == "0x":
+        return int(part, 16)  # Python reads the 0x prefix with base 16
+    if len(part) > 1 and part.startswith("0"):
+        return int(part, 8)
+    return int(part)

@@ -103,7 +103,9 @@ def _tell_tenant(rt: Runtime, notice: dict[str, Any], now: int) -> None:
     )
     deadline = request_deadline(ALERT_TIMEOUT_MS, reserve_ms=ALERT_RESERVE_MS)
     # The same origins and pinning as its callbacks: an alert URL is no way around them.
-    target = check_at_delivery(tenant.alert_url, tenant.origins, resolver=rt.resolver)
+    target = check_at_delivery(
+        tenant.alert_url, tenant.origins, resolver=rt.resolver, deadline=deadline
+    )
     response = rt.poster(target, body.encode("utf-8"), headers, deadline.remaining_s())
     if not 200 <= response.status < 300:
         raise RuntimeError(f"the tenant's alert_url answered HTTP {response.status}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -52,9 +51,7 @@ class AssetFetch(JobType):
             source = open_asset_source(settings, config, job.context.before_source_request)
         except SourceError as error:
             return error.outcome()
-        # Wall-clock time: S3 judges a presigned URL's expiry by it.
-        now_ms = int(time.time() * 1000)
-        return fetch_all(job, source, S3AssetStore(config.bucket), config, now_ms)
+        return fetch_all(job, source, S3AssetStore(config.bucket), config)
 
     def result_model(self) -> type[BaseModel]:
         from jobstream.jobtypes.asset_fetch.result import ResultAssetFetch  # noqa: PLC0415

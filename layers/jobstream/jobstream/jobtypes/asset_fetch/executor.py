@@ -10,9 +10,10 @@ from botocore.exceptions import ClientError
 
 from jobstream.jobtypes.asset_fetch.config import AssetFetchConfig
 from jobstream.jobtypes.asset_fetch.fetch import too_large
+from jobstream.jobtypes.asset_fetch.keys import object_key
 from jobstream.jobtypes.asset_fetch.params import MAX_ASSETS
 from jobstream.jobtypes.asset_fetch.sources import AssetSource, Read
-from jobstream.jobtypes.asset_fetch.storage import AssetStore, object_key
+from jobstream.jobtypes.asset_fetch.storage import AssetStore, SignedUrl
 from jobstream.jobtypes.base import JobRun, Outcome
 from jobstream.jobtypes.sources.base import SourceAsset, SourceError
 from jobstream.protocol.errors import Reason
@@ -47,11 +48,13 @@ def wanted_assets(params: dict[str, Any], source: AssetSource) -> tuple[SourceAs
     )
 
 
-def run(
-    job: JobRun, source: AssetSource, store: AssetStore, config: AssetFetchConfig, now_ms: int
-) -> Outcome:
+def run(job: JobRun, source: AssetSource, store: AssetStore, config: AssetFetchConfig) -> Outcome:
     """Fetch every asset in order; the first failure fails the job (its error says which).
-    JobInterruptedError from `checkpoint()` propagates."""
+    JobInterruptedError from `checkpoint()` propagates.
+
+    Each URL is signed once its asset is stored, so each expires on its own; the result's
+    `expires_at` is the earliest of them (the first's, signed before the downloads after it):
+    every URL still works until then."""
     context = job.context
     try:
         wanted = wanted_assets(job.params, source)
@@ -59,7 +62,6 @@ def run(
         return error.outcome()
     if not wanted:
         return Outcome(reason=Reason.NO_CANDIDATE, message="the work has no assets")
-    expires_at = now_ms + config.url_ttl_s * 1000
     documents: list[dict[str, Any]] = []
     for index, asset in enumerate(wanted):
         # Before each asset, so a cancel, a lost lease or the deadline stops the job promptly.
@@ -75,14 +77,13 @@ def run(
         key = object_key(job.job_id, index, asset.asset_id)
         try:
             store.put(key, read.body, read.mime, digest)
-            url = store.url(key, config.url_ttl_s)
+            signed = store.url(key, config.url_ttl_s)
         except Exception as error:
             logger.warning("storing an asset failed", exc_info=True)
             return storage_failure(asset.asset_id, error)
-        documents.append(
-            _document(asset, source.platform, read, digest=digest, url=url, expires_at=expires_at)
-        )
+        documents.append(_document(asset, source.platform, read, digest=digest, signed=signed))
     context.progress("stored", f"{len(documents)} asset(s) stored")
+    expires_at = min(document["metadata"]["expires_at"] for document in documents)
     result: dict[str, Any] = {"assets": documents, "expires_at": expires_at}
     if isinstance(job.params.get("work_id"), str):
         result["work_id"] = job.params["work_id"]
@@ -107,7 +108,7 @@ def storage_failure(asset_id: str, error: Exception) -> Outcome:
 
 
 def _document(
-    asset: SourceAsset, platform: str, read: Read, *, digest: str, url: str, expires_at: int
+    asset: SourceAsset, platform: str, read: Read, *, digest: str, signed: SignedUrl
 ) -> dict[str, Any]:
     document: dict[str, Any] = {
         "asset_id": asset.asset_id,
@@ -119,8 +120,12 @@ def _document(
         "mime": read.mime,
         "bytes": len(read.body),
         "hash": f"sha256:{digest}",
-        "locator": {"kind": "url", "value": url},
-        "metadata": {"sha256": digest, "expires_at": expires_at, "source_url": read.source_url},
+        "locator": {"kind": "url", "value": signed.url},
+        "metadata": {
+            "sha256": digest,
+            "expires_at": signed.expires_at,
+            "source_url": read.source_url,
+        },
     }
     if asset.width is not None:
         document["width"] = asset.width

@@ -4,7 +4,12 @@ The URL must match one of the source's origins (outbound/origins.py): a wildcard
 (`https://*.pximg.net`) admits public addresses only; an exact origin is a configured source and
 may be private (a local test server). The host is resolved once, every address checked, and the
 connection pinned to them (outbound/guard.py); redirects are not followed. The download is
-over by its deadline and stops at a cancel however slowly the source sends (outbound/http.py).
+over by its deadline (the DNS lookup included) and stops at a cancel however slowly the source
+sends (outbound/http.py).
+
+The guard's word on DNS is the callbacks' too: a name that does not exist, or resolves where the
+origin does not allow, is refused (download_failed: a retry would be refused the same way); a
+resolver that cannot answer now, or in time, is a network_error another run may cure.
 """
 
 from __future__ import annotations
@@ -15,13 +20,19 @@ from dataclasses import dataclass
 from http.client import HTTPResponse
 from typing import Final
 
-from jobstream.deadline import request_deadline
+from jobstream.deadline import Deadline, request_deadline
 from jobstream.jobtypes.sources.base import SourceError
 from jobstream.jobtypes.sources.retry_after import retry_after_ms
-from jobstream.outbound.guard import PinnedTarget, Resolver, check_at_delivery, system_resolver
+from jobstream.outbound.guard import (
+    DnsUnavailableError,
+    PinnedTarget,
+    Resolver,
+    check_at_delivery,
+    system_resolver,
+)
 from jobstream.outbound.http import exchange
 from jobstream.outbound.origins import OriginPattern
-from jobstream.outbound.url import OutboundRefused, RefusalReason
+from jobstream.outbound.url import OutboundRefused
 from jobstream.protocol.errors import Reason
 
 CHUNK_BYTES: Final = 64 * 1024
@@ -55,7 +66,7 @@ def fetch(
     when refused, failed, timed out or larger than `max_bytes`. What `checkpoint` raises (a
     cancel, a lost lease, the job's deadline) stops the download at once and propagates."""
     deadline = request_deadline(timeout_s * 1000)
-    target = _checked_target(url, asset_id, origins, resolver)
+    target = _checked_target(url, asset_id, origins, resolver, deadline)
 
     def read(response: HTTPResponse) -> Fetched:
         _check_status(asset_id, response.status, response.getheader("Retry-After"))
@@ -80,16 +91,23 @@ def fetch(
 
 
 def _checked_target(
-    url: str, asset_id: str, origins: Sequence[OriginPattern], resolver: Resolver
+    url: str,
+    asset_id: str,
+    origins: Sequence[OriginPattern],
+    resolver: Resolver,
+    deadline: Deadline,
 ) -> PinnedTarget:
     """The URL checked against the source's origins, resolved and pinned (the SSRF rules)."""
     try:
-        return check_at_delivery(url, origins, resolver)
+        return check_at_delivery(url, origins, resolver, deadline)
+    except DnsUnavailableError as error:
+        # The resolver failed or stalled: it may answer on the job's next run.
+        raise SourceError(Reason.NETWORK_ERROR, f"asset {asset_id}: {error}") from None
     except OutboundRefused as refusal:
-        # A name that does not resolve now may resolve later; a refused URL never passes.
-        unresolvable = refusal.reason == RefusalReason.UNRESOLVABLE
+        # The name does not exist, or leads where the origins do not allow: as final as for a
+        # callback (the refusal names no resolved address).
         raise SourceError(
-            Reason.NETWORK_ERROR if unresolvable else Reason.DOWNLOAD_FAILED,
+            Reason.DOWNLOAD_FAILED,
             f"asset {asset_id}: the URL is not fetched ({refusal.reason}: {refusal.message})",
         ) from None
 

@@ -1,12 +1,15 @@
 """asset_fetch params: the assets to fetch (as a candidate lists them) or the work they belong to.
 
-Pure. Limits are checked here, so a Task that asks for too much is a 400 and nothing is written.
+Pure. Limits are checked here, so a Task that asks for too much is a 400 and nothing is written;
+an asset id must also fit the object key it is stored under (keys.py: S3 refuses a key over
+1,024 bytes, and an id of 200 characters may percent-encode to 1,800).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from jobstream.jobtypes.asset_fetch.keys import MAX_KEY_BYTES, longest_key_bytes
 from jobstream.outbound.url import OutboundRefused, parse_url
 from jobstream.protocol.assets import ASSET_ROLES, ASSET_TYPES
 from jobstream.protocol.errors import invalid_params
@@ -87,6 +90,23 @@ def _parse_url(field: str, url: Any) -> str:
     return url
 
 
+def _fitting_key(field: str, asset_id: str) -> str:
+    """`asset_id`, when the object key it makes fits S3's limit in every job."""
+    key_bytes = longest_key_bytes(asset_id)
+    if key_bytes > MAX_KEY_BYTES:
+        raise invalid_params(
+            f"{field}.asset_id is too long to store the asset under: its object key would be "
+            f"{key_bytes} bytes (URL-encoded), over S3's {MAX_KEY_BYTES}",
+            detail={
+                "reason": "asset_id_too_long",
+                "field": f"{field}.asset_id",
+                "key_bytes": key_bytes,
+                "max": MAX_KEY_BYTES,
+            },
+        )
+    return asset_id
+
+
 def _parse_asset(index: int, asset: Any) -> dict[str, str]:
     field = f"params.assets[{index}]"
     if not isinstance(asset, dict):
@@ -100,7 +120,7 @@ def _parse_asset(index: int, asset: Any) -> dict[str, str]:
     if not isinstance(locator, dict) or locator.get("kind") != "url":
         raise invalid_params(f"{field}.locator must be a locator of kind 'url'")
     url = _parse_url(field, locator.get("value"))
-    normalized = {"asset_id": js_trim(asset_id), "url": url}
+    normalized = {"asset_id": _fitting_key(field, js_trim(asset_id)), "url": url}
     for name, allowed in (("type", ASSET_TYPES), ("role", ASSET_ROLES)):
         value = asset.get(name)
         if value is not None:

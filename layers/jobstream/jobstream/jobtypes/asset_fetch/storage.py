@@ -1,16 +1,16 @@
 """The asset bucket: one object per fetched asset, handed out as a presigned, expiring URL.
 
-Objects live under `jobs/<job_id>/`, the prefix the bucket's lifecycle rule expires, so the
-bucket never grows without bound; a re-run of the same job overwrites its own objects (a put
+Objects live under `jobs/<job_id>/` (keys.py), the prefix the bucket's lifecycle rule expires, so
+the bucket never grows without bound; a re-run of the same job overwrites its own objects (a put
 repeated after a lost answer writes the same bytes: retrying it is safe).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Final, Protocol, cast
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Protocol, cast
 
 from jobstream.aws import client as aws_client
 from jobstream.retries import RetryingClient
@@ -18,18 +18,19 @@ from jobstream.retries import RetryingClient
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
 
-PREFIX: Final = "jobs/"
+
+@dataclass(frozen=True, slots=True)
+class SignedUrl:
+    """A presigned URL and when it expires (epoch ms): never later than S3 stops honouring it."""
+
+    url: str
+    expires_at: int
 
 
 class AssetStore(Protocol):
     def put(self, key: str, body: bytes, mime: str, sha256_hex: str) -> None: ...
 
-    def url(self, key: str, ttl_s: int) -> str: ...
-
-
-def object_key(job_id: str, index: int, asset_id: str) -> str:
-    """The job's prefix (lifecycle expiry), then position and the asset id made key-safe."""
-    return f"{PREFIX}{job_id}/{index:02d}-{quote(asset_id, safe='')}"
+    def url(self, key: str, ttl_s: int) -> SignedUrl: ...
 
 
 @cache
@@ -67,8 +68,11 @@ class S3AssetStore:
             Metadata={"sha256": sha256_hex},
         )
 
-    def url(self, key: str, ttl_s: int) -> str:
+    def url(self, key: str, ttl_s: int) -> SignedUrl:
+        # SigV4 counts the TTL from the URL's X-Amz-Date: whole seconds of the wall clock (S3's
+        # own), taken when signing, so at or after this second.
+        signed_from_s = int(time.time())
         url: str = self._client().generate_presigned_url(
             ClientMethod="get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=ttl_s
         )
-        return url
+        return SignedUrl(url, (signed_from_s + ttl_s) * 1000)
