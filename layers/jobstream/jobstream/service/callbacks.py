@@ -366,7 +366,9 @@ def _attempt(
     try:
         # Checked again at delivery, under the tenant's origins as they are now, and resolved
         # here (never at admission): the connection is pinned to the addresses checked.
-        target = check_at_delivery(job.callback_url or "", tenant.origins, resolver=rt.resolver)
+        target = check_at_delivery(
+            job.callback_url or "", tenant.origins, resolver=rt.resolver, deadline=deadline
+        )
         response = rt.poster(target, body.encode("utf-8"), headers, deadline.remaining_s())
     except Exception as error:  # noqa: BLE001 - every failure is classified, none escapes
         return classify_exception(error), None
