@@ -302,7 +302,13 @@ class CallbackStorePort(Protocol):
     ) -> list[CallbackRecord]: ...
 
     def of_tenant(
-        self, tenant: str, listed: TenantCallbacks, *, start: StartKey | None, limit: int
+        self,
+        tenant: str,
+        listed: TenantCallbacks,
+        *,
+        start: StartKey | None,
+        limit: int,
+        dead_since: int | None = None,
     ) -> tuple[list[CallbackRecord], StartKey | None]: ...
 
     def is_start_key(
