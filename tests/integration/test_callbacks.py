@@ -630,9 +630,11 @@ def test_a_dead_letter_whose_send_failed_is_sent_when_the_message_returns(
     assert json.loads(dead["Body"]) == {"job_id": job_id, "sequence": 1}
 
 
-def put_dead_callbacks(rt: Runtime, job_id: str, sequences: range, *, at: int) -> None:
+def put_dead_callbacks(
+    rt: Runtime, job_id: str, sequences: range, *, at: int, tenant: str | None = None
+) -> None:
     """Dead callbacks on events `sequences` of a job, as `mark_dead` leaves them (a thousand
-    real deaths would take a thousand attempts)."""
+    real deaths would take a thousand attempts); on `tenant`'s dead list when given."""
     items = [
         to_item(
             {
@@ -648,6 +650,14 @@ def put_dead_callbacks(rt: Runtime, job_id: str, sequences: range, *, at: int) -
                 "sweep_pk": keys.job_sweep_pk(keys.SweepBacklog.CALLBACK_DEAD, job_id),
                 "sweep_sk": keys.sweep_sk(at, keys.intent_item_id(job_id, sequence)),
                 keys.TTL_ATTRIBUTE: at // 1000 + 86_400,
+                **(
+                    {
+                        "gsi2pk": keys.tenant_callbacks_pk(tenant, keys.TenantCallbacks.DEAD),
+                        "gsi2sk": keys.sweep_sk(at, keys.intent_item_id(job_id, sequence)),
+                    }
+                    if tenant is not None
+                    else {}
+                ),
             }
         )
         for sequence in sequences

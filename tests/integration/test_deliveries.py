@@ -19,6 +19,7 @@ from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.stream_images import new_items
 from tests.conftest import CALLBACK_ORIGINS
+from tests.integration.test_callbacks import put_dead_callbacks
 from tests.integration.test_cli import base_url, run  # noqa: F401 - base_url: a fixture
 from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Api, Clock, canonical_task
@@ -226,6 +227,35 @@ def test_a_redrive_revives_the_tenants_dead_letters_for_the_dispatcher(
     assert api.post("/callbacks/redrive", {}).body["revived"] == 1
     assert api.get("/callbacks").body["callbacks"] == []
     assert [view["job_id"] for view in other_tenant.get("/callbacks").body["callbacks"]] == [theirs]
+
+
+def test_a_redrive_since_a_time_reads_only_those_dead_since(
+    crt: Runtime, api: Api, clock: Clock
+) -> None:
+    """1,100 older dead callbacks (more than a request revives) before 3 recent ones: the
+    redrive since a time reads the recent ones only, one query, and revives all three."""
+    put_dead_callbacks(crt, "job_" + "O" * 32, range(1, 1_101), at=clock.now, tenant="acme")
+    since = clock.advance(60_000)
+    recent = "job_" + "R" * 32
+    put_dead_callbacks(crt, recent, range(1, 4), at=clock.advance(1_000), tenant="acme")
+    queries: list[str] = []
+
+    def note(model: Any, **_: Any) -> None:
+        if model.name == "Query":
+            queries.append(model.name)
+
+    events = crt.store.client.meta.events
+    events.register("before-call.dynamodb", note)
+    try:
+        answer = api.post("/callbacks/redrive", {"since": since})
+    finally:
+        events.unregister("before-call.dynamodb", note)
+    assert answer.status == 200, answer.body
+    assert (answer.body["revived"], answer.body["more"]) == (3, False)
+    assert len(queries) == 1
+    assert {crt.callbacks.get(IntentRef(recent, sequence)).state for sequence in (1, 2, 3)} == {
+        "pending"
+    }
 
 
 def test_a_redrive_of_one_job(crt: Runtime, api: Api) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
+from jobstream.domain import SLOT_WAIT_STAGE
 from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks, execution
 from jobstream.service.dispatcher import dispatch_records
@@ -19,6 +20,7 @@ from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import to_item
 from jobstream_local.streams import StreamPoller
+from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Clock, canonical_task
 from tests.support.receiver import receiver
 
@@ -245,3 +247,23 @@ def test_a_job_whose_stream_records_were_lost_is_sent_by_the_sweep(
     assert [m["Attributes"]["MessageGroupId"] for m in work] == ["acme"]  # its tenant's group
     hooks = _received(wrt.settings.callback_queue_url)
     assert [json.loads(m["Body"]) for m in hooks] == [{"job_id": job_id, "sequence": 1}]
+
+
+def test_a_job_waiting_for_a_slot_is_not_sent_again(wrt: Runtime, clock: Clock) -> None:
+    """A queued job that finds every slot of its resource held shows it on its job item
+    (`note_waiting`: its event count still 1, never re-dispatched): the dispatcher, reading the
+    stream through the template's filter, sent it once, at its admission (its slot's release
+    sends it next)."""
+    task = canonical_task(callback_url=None)
+    job_id = admission.submit(wrt, "acme", task, None)[1]["job"]["job_id"]
+    dispatch_stream(wrt)
+    assert [json.loads(m["Body"]) for m in _received(wrt.settings.work_queue_url)] == [
+        {"job_id": job_id}
+    ]
+    record = wrt.store.get_job_item(job_id)
+    assert record is not None
+    assert wrt.store.note_waiting(
+        record, stage=SLOT_WAIT_STAGE, message="waiting for a slot", now=clock.advance(5)
+    )
+    assert dispatch_stream(wrt) == 1  # the note's record was read, and not taken for a new job
+    assert _received(wrt.settings.work_queue_url) == []

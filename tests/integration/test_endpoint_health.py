@@ -274,3 +274,76 @@ def test_a_notice_that_cannot_be_sent_never_fails_the_transition(
     assert transitions(caplog, "disabled") == 1
     failed = [d for d in observability.emf_documents() if "endpoint_alerts_failed" in d]
     assert [d["endpoint_alerts_failed"] for d in failed] == [2]
+
+
+def held_endpoint(rt: Runtime, tenant: str, origin: str, *, paused_at: int) -> Endpoint:
+    """An endpoint paused at `paused_at` (its probe due an interval later), as its failures
+    leave it."""
+    held = Endpoint(tenant, origin)
+    for _ in range(endpoints.PAUSE_AFTER_FAILURES):
+        rt.endpoints.record_failure(held, now=paused_at, error="HTTP 503")
+    probe_at = paused_at + rt.settings.endpoint_probe_interval_ms
+    assert rt.endpoints.pause(
+        held,
+        now=paused_at,
+        failures=endpoints.PAUSE_AFTER_FAILURES,
+        failing_before=paused_at,
+        probe_at=probe_at,
+    )
+    return held
+
+
+def test_one_endpoints_backlog_holds_back_no_other_endpoint_nor_the_open_jobs(
+    rt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """acme's endpoint resumed with a backlog of many pages (each page 3 s of conditional
+    unparks), globex's paused one's probe due after it: every sweep looks at globex's and the
+    open jobs too, and the next sweep takes globex's before acme's, drained last."""
+    interval = rt.settings.endpoint_probe_interval_ms
+    backlog = held_endpoint(rt, "acme", "https://a.example.test:443", paused_at=clock())
+    clock.advance(interval)
+    assert rt.endpoints.resume(backlog, now=clock(), was=EndpointState.PAUSED)
+    probe = held_endpoint(rt, "globex", "https://b.example.test:443", paused_at=clock())
+    open_job = submit(rt, "https://consumer.example.test/hooks")
+    elapsed = [0.0]
+    looked: list[str] = []
+
+    def look_after(_rt: Runtime, held: Endpoint, *, now: int) -> int:
+        looked.append(held.tenant)
+        if held == backlog:
+            elapsed[0] += 3.0
+            return endpoints.DRAIN_PAGE  # a backlog that outlasts any sweep
+        return 1
+
+    monkeypatch.setattr(endpoints, "look_after", look_after)
+    reports = []
+    for _ in range(2):
+        clock.advance(interval)  # a minute apart: globex's probe is due at each
+        looked.clear()
+        reports.append(sweep(rt, budget_ms=20_000, monotonic=lambda: elapsed[0]))
+        assert "globex" in looked, looked
+    first, second = reports
+    assert first.budget_exhausted
+    assert first.jobs_checked == second.jobs_checked == 1, open_job
+    # acme's resume was before globex's probe was due; drained last, it went to the back.
+    assert looked[0] == "globex"
+    # acme's pages took the endpoints' share, not the sweep's: at most 10 s of 20.
+    assert 2 <= looked.count("acme") <= 4
+    # acme is due again just after the sweep's time: the next sweep takes it after globex.
+    assert list(rt.endpoints.held(now=clock() + 1)) == [probe, backlog]
+
+
+def test_only_a_resumed_endpoint_still_held_goes_to_the_back(rt: Runtime, clock: Clock) -> None:
+    paused = held_endpoint(rt, "acme", "https://a.example.test:443", paused_at=clock())
+    resumed = held_endpoint(rt, "acme", "https://b.example.test:443", paused_at=clock())
+    settled = held_endpoint(rt, "acme", "https://c.example.test:443", paused_at=clock())
+    for held in (resumed, settled):
+        assert rt.endpoints.resume(held, now=clock(), was=EndpointState.PAUSED)
+    assert rt.endpoints.settle(settled, settled_before=clock())
+    later = clock() + 10 * rt.settings.endpoint_probe_interval_ms
+    # A paused endpoint's place is its next probe; a settled one stays off the list.
+    assert not rt.endpoints.requeue(paused, due=later)
+    assert not rt.endpoints.requeue(settled, due=later)
+    assert rt.endpoints.requeue(resumed, due=later)
+    assert list(rt.endpoints.held(now=later - 1)) == [paused]
+    assert list(rt.endpoints.held(now=later)) == [paused, resumed]

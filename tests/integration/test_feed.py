@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
+from jobstream import retries
 from jobstream import runtime as runtime_module
 from jobstream.protocol import feed as feed_documents
 from jobstream.runtime import Runtime
 from jobstream.store import keys
 from tests.integration.test_cli import base_url, run  # noqa: F401 - base_url: a fixture
+from tests.support.faults import Faults, injected
 from tests.support.harness import Api, Clock, canonical_task
 from tests.support.state import mark_failed, whole_table
 from tests.support.validation import validate, validate_error
@@ -139,6 +141,51 @@ def test_an_event_shows_only_once_it_has_settled(
     assert api.get("/events").body["events"] == []
     clock.advance(1)
     assert len(api.get("/events").body["events"]) == 1
+
+
+@pytest.mark.parametrize("write", ["cancel", "admission"])
+def test_an_event_whose_write_was_retried_past_the_settle_window_is_not_skipped(
+    rt: Runtime, api: Api, clock: Clock, monkeypatch: pytest.MonkeyPatch, write: str
+) -> None:
+    """An event's write refused 3 times (a transaction conflict: a terminal commit's
+    transaction, an admission's event put) lands well past the settle window; meanwhile another
+    job is admitted and a reader pages past it. Each attempt carries a stamp of its own, so the
+    event lands ahead of that reader's cursor, which shows it next."""
+    settling = replace(rt, settings=rt.settings.model_copy(update={"feed_settle_ms": 250}))
+    monkeypatch.setattr(runtime_module, "runtime", lambda: settling)
+    first = submit(api, "first")
+    clock.advance(1_000)
+    _, cursor = follow(api)
+    # Only the requests that name the feed's key fail: the writes that carry a stamp.
+    faults = Faults(kinds=("conflict",), at=1, times=3, matching="feed_sk")
+    meanwhile: dict[str, Any] = {}
+
+    def wait(seconds: float) -> None:
+        clock.advance(int(seconds * 1000) + 30)  # the wait, and the failed attempt's round trip
+        if meanwhile:
+            return
+        faults.matching = "not a request"  # another job is admitted, and read, without a fault
+        meanwhile["job"] = submit(api, "meanwhile")
+        clock.advance(300)
+        meanwhile["page"] = follow(api, after=cursor)
+        faults.matching = "feed_sk"
+
+    previous = retries.set_default_policy(replace(retries.default_policy(), sleep=wait))
+    try:
+        with injected(faults):
+            if write == "cancel":
+                assert api.post(f"/jobs/{first}/cancel", {}).status == 200
+                expected = (first, "job.cancelled")
+            else:
+                expected = (submit(api, "retried"), "job.accepted")
+    finally:
+        retries.set_default_policy(previous)
+    assert faults.fired == 3
+    passed, reader = meanwhile["page"]
+    assert [(e["job_id"], e["type"]) for e in passed] == [(meanwhile["job"], "job.accepted")]
+    clock.advance(1_000)
+    later, _ = follow(api, after=reader)
+    assert [(e["job_id"], e["type"]) for e in later] == [expected]
 
 
 def test_a_long_poll_answers_soon_after_an_event_commits(frt: Runtime, api: Api) -> None:

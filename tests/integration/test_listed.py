@@ -138,20 +138,20 @@ def test_a_heartbeat_racing_the_terminal_commit_makes_it_read_the_job_again(
     job ends with the heartbeat it had, and its listing shows it."""
     job_id = submit(rt, "raced")
     assert execution.claim(rt, job_id, "worker-1") is not None
-    transact = rt.store.client.transact_write_items
     beats: list[int] = []
 
-    def heartbeat_first(**request: Any) -> Any:
+    def heartbeat_first(**_: Any) -> None:
+        # Just before the commit's first attempt is sent (a hook sees every attempt).
         if not beats:
             beats.append(clock.advance(1_000))
             assert rt.store.renew_lease(job_id, "worker-1", now=clock(), lease_ms=180_000)
-        return transact(**request)
 
-    rt.store.client.transact_write_items = heartbeat_first  # type: ignore[method-assign]
+    events = rt.store.client.meta.events
+    events.register("before-call.dynamodb.TransactWriteItems", heartbeat_first)
     try:
         jobs.cancel(rt, "acme", job_id, None)
     finally:
-        del rt.store.client.transact_write_items
+        events.unregister("before-call.dynamodb.TransactWriteItems", heartbeat_first)
     after = rt.store.get_job_item(job_id)
     assert after is not None
     assert after.status == "cancelled"

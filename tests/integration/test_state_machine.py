@@ -84,7 +84,14 @@ Snapshot = dict[tuple[str, str], Item]
 
 
 WRITES = frozenset(
-    {"put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item"}
+    {
+        "put_item",
+        "update_item",
+        "delete_item",
+        "transact_write_items",
+        "batch_write_item",
+        "call_built",
+    }
 )
 
 

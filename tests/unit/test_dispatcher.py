@@ -45,6 +45,10 @@ CASES = {
         record("MODIFY", "#JOB", event_count=1, dispatched_at=5),
         None,
     ),
+    "a slot wait's note": (
+        record("MODIFY", "#JOB", event_count=1, status="queued", progress_stage="waiting"),
+        None,
+    ),
     "a claim": (record("MODIFY", "#JOB", event_count=2, status="running"), None),
     "a heartbeat": (record("MODIFY", "#JOB", event_count=3), None),
     "a new callback": (record("INSERT", EVENT, state="pending", attempts=0), "callback"),

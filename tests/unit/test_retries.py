@@ -239,6 +239,32 @@ def test_a_transaction_keeps_its_token_only_while_it_may_have_been_applied() -> 
     assert len(set(tokens[1:])) == 3  # after each refusal: a new request
 
 
+@pytest.mark.parametrize("operation", ["update_item", "transact_write_items"])
+def test_a_built_request_is_built_again_after_each_failure_that_applied_nothing(
+    operation: str,
+) -> None:
+    """`call_built`: each attempt sends a request built after the wait (a feed stamp as fresh as
+    the attempt); a transaction after a failure that may have been applied, the same request
+    again (its token names one request)."""
+    clock = iter(range(1, 10))
+    fake = FakeClient(
+        error("ThrottlingException"),
+        error("InternalServerError", 500),
+        error("TransactionConflictException"),
+        {"done": True},
+    )
+    client = RetryingClient(fake, "dynamodb", policy([]))
+    assert client.call_built(operation, lambda: {"Stamp": next(clock)}) == {"done": True}
+    stamps = [request["Stamp"] for request in fake.requests]
+    if operation == "transact_write_items":
+        assert stamps == [1, 2, 2, 3]
+        tokens = [request["ClientRequestToken"] for request in fake.requests]
+        assert tokens[1] == tokens[2]
+        assert len(set(tokens)) == 3
+    else:
+        assert stamps == [1, 2, 3, 4]
+
+
 def test_a_refusal_after_a_lost_answer_says_so() -> None:
     """The first try may have been applied: the condition that refuses the retry may be its
     own write, which the store and services check for."""

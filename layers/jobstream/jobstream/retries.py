@@ -15,6 +15,11 @@ policy's budget, and no attempt starts, not even the first, that could end past 
 deadline (`deadline.invocation_deadline()`): the caller gets a transient failure in time to
 answer (`OutOfTimeError` when nothing was tried).
 
+A request made by `RetryingClient.call_built` is built again for each attempt, so a value taken
+at send time (the feed's stamp, store/jobs.py) is one attempt old when the write lands, never the
+whole budget's; a transaction's retry after a failure that applied nothing has a token of its
+own, after one that may have been applied the same request and token again.
+
 A cancellation because a condition failed is never transient: another writer won, and the caller
 re-reads (the store turns it into "stale" or "already exists").
 """
@@ -220,9 +225,24 @@ class RetryingClient:
             return attribute
         return functools.partial(self._call, name, attribute)
 
-    def _call(self, operation: str, method: Callable[..., Any], /, **request: Any) -> Any:
+    def call_built(self, operation: str, build: Callable[[], Mapping[str, Any]]) -> Any:
+        """`operation` with its request built by `build` just before each attempt, so a value
+        taken at send time (a feed stamp) is as fresh as that attempt, not as old as the whole
+        retry budget. Except a transaction after a failure that may have been applied: it is
+        sent again unchanged (its token names one request)."""
+        return self._call(operation, getattr(self._client, operation), build=build)
+
+    def _call(
+        self,
+        operation: str,
+        method: Callable[..., Any],
+        /,
+        build: Callable[[], Mapping[str, Any]] | None = None,
+        **given: Any,
+    ) -> Any:
         policy = self._policy or default_policy()
         transaction = operation == "transact_write_items"
+        request = dict(given if build is None else build())
         if transaction:
             # DynamoDB answers a repeated token (within 10 minutes) with the first outcome
             # instead of applying the transaction twice: a retry after a lost answer succeeds.
@@ -248,11 +268,27 @@ class RetryingClient:
                     policy, operation, failure, retry=retry, delay_ms=delay_ms, started=started
                 ):
                     raise
-                if transaction and not failure.ambiguous:
-                    # Nothing was applied: the next try is a new request with a token of its own
-                    # (a cancelled token may be answered with its cancellation again).
-                    request["ClientRequestToken"] = uuid.uuid4().hex
                 policy.sleep(delay_ms / 1000)
+                # A transaction that may have been applied goes again unchanged: its token
+                # names one request (DynamoDB refuses it with other parameters).
+                if not (transaction and failure.ambiguous):
+                    request = self._next_request(request, build, transaction=transaction)
+
+    @staticmethod
+    def _next_request(
+        sent: dict[str, Any],
+        build: Callable[[], Mapping[str, Any]] | None,
+        *,
+        transaction: bool,
+    ) -> dict[str, Any]:
+        """The next attempt's request: built again (`call_built`) once the wait is over, and a
+        transaction's (which applied nothing) with a token of its own (a cancelled token may be
+        answered with its cancellation again). A single write built again after a lost answer
+        is refused by its condition if the earlier try was applied (`after_lost_answer`)."""
+        request = sent if build is None else dict(build())
+        if transaction:
+            request["ClientRequestToken"] = uuid.uuid4().hex
+        return request
 
     def _check_time(self, policy: RetryPolicy, operation: str) -> None:
         if not policy.in_time():

@@ -89,6 +89,7 @@ class Settings(BaseModel):
     retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
     # The tenant's feed (GET /events) shows an event only this long after it committed: a
     # write still in flight, or an index entry still on its way, is never passed by a cursor.
+    # It covers one attempt of a write (each attempt is stamped anew) and the index's update.
     feed_settle_ms: Annotated[int, Field(ge=0, le=10_000)] = 250
     # How often a long-poll of the feed reads again while it waits.
     feed_poll_ms: Annotated[int, Field(ge=20, le=5_000)] = 250

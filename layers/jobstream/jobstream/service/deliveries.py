@@ -78,13 +78,13 @@ def redrive(rt: Runtime, tenant: str, body: Any) -> dict[str, Any]:
         return redrive_result(revived, more=False, now=rt.clock())
     revived = 0
     start = None
-    while revived < REDRIVE_BATCH:
+    # At most REDRIVE_BATCH entries read a request: every one it reads it may revive (the
+    # `since` bound is the index query's, the older dead are never read), so it is bounded.
+    for _ in range(REDRIVE_BATCH // _READ):
         records, start = rt.callbacks.of_tenant(
-            tenant, TenantCallbacks.DEAD, start=start, limit=_READ
+            tenant, TenantCallbacks.DEAD, start=start, limit=_READ, dead_since=since
         )
-        for callback in records:
-            if since is None or (callback.dead_at or 0) >= since:
-                revived += _revive(rt, callback, now)
+        revived += sum(_revive(rt, callback, now) for callback in records)
         if start is None:
             return redrive_result(revived, more=False, now=rt.clock())
     return redrive_result(revived, more=True, now=rt.clock())

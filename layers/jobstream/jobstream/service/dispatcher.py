@@ -6,8 +6,10 @@ The template's filter (DispatcherFunction, `FilterCriteria`) wakes the dispatche
 it hands off; the same test is made here (store/stream_images.py), so any other record is
 skipped:
 
-- a job item as admission writes it: `event_count` 1 and never re-dispatched (`dispatched_at`
-  absent; the sweep sends those itself). INSERT, or MODIFY when it replaces an expired job;
+- a job item as admission writes it: `event_count` 1, never re-dispatched (`dispatched_at`
+  absent; the sweep sends those itself) and without progress (`progress_stage` absent: a queued
+  job's progress is a slot wait's note, `note_waiting`, a change of a job already sent whose
+  slot's release sends it again). INSERT, or MODIFY when it replaces an expired job;
 - an event item carrying a callback nobody has tried or re-sent yet: `state` pending, `attempts`
   0, no `resent_at` (the sweep's and a redrive's own sends set it). INSERT, or MODIFY when it
   takes the slot of an earlier job's event under the same key.

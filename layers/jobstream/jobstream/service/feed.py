@@ -6,7 +6,9 @@ Exactly once from any cursor: a page shows only events that committed at least
 will ever stand before the horizon has committed, and is in the index, by the time a reader
 passes it: a cursor is never moved past an event it did not show. (The index is updated
 asynchronously, typically within tens of milliseconds; the horizon is its margin and that of a
-write in flight: docs/protocol.md, "The tenant's feed".)
+write in flight: each attempt of a write, a retry's too, carries a stamp taken just before it,
+so the horizon covers one attempt, not the retries' budget: docs/protocol.md, "The tenant's
+feed".)
 """
 
 from __future__ import annotations

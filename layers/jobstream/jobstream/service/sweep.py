@@ -2,13 +2,19 @@
 
 Its cost follows the backlog (open callbacks due, jobs without a terminal event), never the
 table: each is read from the sparse sweep index, over all its shards, oldest first.
+
+Its phases (due callbacks, held endpoints, open jobs) each get a share of the budget: an equal
+part of what is left when the phase starts, with the phases after it. One phase's backlog,
+however large, stops that phase only: the later ones still run, and it resumes next sweep.
+Held endpoints are taken in turn, a page each, every one before any gets a second page; an
+endpoint whose backlog outlasts a page goes to the back of the list for the next sweep.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from itertools import islice
@@ -19,6 +25,7 @@ from jobstream.domain import (
     OPEN_CALLBACK_STATES,
     CallbackRecord,
     CallbackState,
+    Endpoint,
     IntentRef,
     JobRecord,
     JobStatus,
@@ -95,11 +102,15 @@ def sweep(
     report = SweepReport()
     _retire_legacy_shards(rt, report)
     waiting = _look_after_resources(rt, report)
-    report.budget_exhausted = not (
-        _resend_due_callbacks(rt, report, lambda: monotonic() < deadline)
-        and _look_after_endpoints(rt, report, lambda: monotonic() < deadline)
-        and _reconcile_open_jobs(rt, report, waiting, lambda: monotonic() < deadline)
-    )
+    phases: list[Callable[[Callable[[], bool]], bool]] = [
+        lambda in_time: _resend_due_callbacks(rt, report, in_time),
+        lambda in_time: _look_after_endpoints(rt, report, in_time),
+        lambda in_time: _reconcile_open_jobs(rt, report, waiting, in_time),
+    ]
+    for index, phase in enumerate(phases):
+        # Every phase runs, within its share: one that runs out never skips the later ones.
+        finished = phase(_share(monotonic, deadline, phases_left=len(phases) - index))
+        report.budget_exhausted = report.budget_exhausted or not finished
     observability.duration_ms("sweep_duration_ms", (monotonic() - started) * 1000)
     # An idle sweep runs every minute (every few seconds locally): it says nothing at INFO.
     logger.log(
@@ -108,6 +119,16 @@ def sweep(
         extra={"sweep": report.counts()},
     )
     return report
+
+
+def _share(
+    monotonic: Callable[[], float], deadline: float, *, phases_left: int
+) -> Callable[[], bool]:
+    """Whether a phase starting now is still within its share: an equal part of the budget
+    left, with the `phases_left - 1` after it (a phase that ends early leaves them its time)."""
+    now = monotonic()
+    ends = now + max(0.0, deadline - now) / phases_left
+    return lambda: monotonic() < ends
 
 
 def _retire_legacy_shards(rt: Runtime, report: SweepReport) -> None:
@@ -189,24 +210,46 @@ def _resend_covered(rt: Runtime, intent: CallbackRecord, now: int) -> int:
 
 
 def _look_after_endpoints(rt: Runtime, report: SweepReport, in_time: Callable[[], bool]) -> bool:
-    """Paused endpoints' due probes and resumed ones' backlogs (service/endpoints.py)."""
+    """Paused endpoints' due probes and resumed ones' backlogs (service/endpoints.py), in turn:
+    one look (a page of a backlog) each, oldest due first; then a page more for each whose
+    page came back full, round after round, as far as the phase's share goes. An endpoint whose
+    page came back full goes to the back of the list for the next sweep (`requeue`): a backlog
+    of thousands is drained over sweeps without holding back a probe or another backlog."""
     now = rt.clock()
-    for endpoint in rt.endpoints.held(now=now):
-        sent = endpoints.DRAIN_PAGE
-        # A page at a time while pages come back full: a backlog of thousands drains in one
-        # sweep, as far as its budget goes.
-        while sent == endpoints.DRAIN_PAGE:
-            if not in_time():
-                return False
-            try:
-                sent = endpoints.look_after(rt, endpoint, now=now)
-            except Exception:
-                # One endpoint's failure must not starve the rest; it is still held next sweep.
-                logger.exception("sweep could not look after a callback endpoint")
-                report.errors += 1
-                break
-            report.callbacks_unparked += sent
-    return True
+    held = rt.endpoints.held(now=now)
+    backlogs: deque[Endpoint] = deque()
+    moved: set[Endpoint] = set()
+    while True:
+        # Every held endpoint gets its first look before any gets a second page.
+        endpoint = next(held, None) or (backlogs.popleft() if backlogs else None)
+        if endpoint is None:
+            return True
+        if not in_time():
+            return False
+        try:
+            sent = endpoints.look_after(rt, endpoint, now=now)
+        except Exception:
+            # One endpoint's failure must not starve the rest; it is still held next sweep.
+            logger.exception("sweep could not look after a callback endpoint")
+            report.errors += 1
+            continue
+        report.callbacks_unparked += sent
+        if sent == endpoints.DRAIN_PAGE:
+            if endpoint not in moved:
+                moved.add(endpoint)
+                _to_the_back(rt, endpoint, now, report)
+            backlogs.append(endpoint)
+
+
+def _to_the_back(rt: Runtime, endpoint: Endpoint, now: int, report: SweepReport) -> None:
+    """A backlog that outlasts a page: the endpoint is due after every one due at this sweep,
+    so the next sweep looks at those first."""
+    try:
+        rt.endpoints.requeue(endpoint, due=now + 1)
+    except Exception:
+        # It keeps its place: the drain goes on, only the next sweep's order is not fairer.
+        logger.exception("sweep could not move a callback endpoint to the back of its list")
+        report.errors += 1
 
 
 def _look_after_resources(rt: Runtime, report: SweepReport) -> set[str]:

@@ -527,15 +527,24 @@ class CallbackStore(TableStore):
         *,
         start: StartKey | None,
         limit: int,
+        dead_since: int | None = None,
     ) -> tuple[list[CallbackRecord], StartKey | None]:
         """Up to `limit` of the tenant's callbacks on one list (dead, oldest death first;
         retrying, oldest event first) from `start`; and where the next read starts (None: no
-        more). An entry whose callback has moved on since (the index lags) is left out."""
+        more). An entry whose callback has moved on since (the index lags) is left out.
+        `dead_since` (the dead list only): those dead at or after it, the older ones not read."""
+        condition, values = "gsi2pk = :pk", {":pk": keys.tenant_callbacks_pk(tenant, listed)}
+        if dead_since is not None:
+            if listed is not keys.TenantCallbacks.DEAD:
+                raise ValueError("only the dead list is ordered by the time of death")
+            # A dead entry's place begins with its death (`mark_dead`): the bound is the key's.
+            condition += " AND gsi2sk >= :since"
+            values[":since"] = keys.time_key(dead_since)
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": keys.CORRELATION_INDEX,
-            "KeyConditionExpression": "gsi2pk = :pk",
-            "ExpressionAttributeValues": to_item({":pk": keys.tenant_callbacks_pk(tenant, listed)}),
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": to_item(values),
             "Limit": limit,
             "ReturnConsumedCapacity": "TOTAL",
         }

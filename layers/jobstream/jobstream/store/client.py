@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 from jobstream.aws import retrying_client
+from jobstream.retries import RetryingClient
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -16,6 +17,14 @@ if TYPE_CHECKING:
 def dynamodb_client() -> DynamoDBClient:
     """The client every store uses: each call retried on transient failures (jobstream.retries)."""
     return cast("DynamoDBClient", retrying_client("dynamodb"))
+
+
+def call_built(
+    client: DynamoDBClient, operation: str, build: Callable[[], Mapping[str, Any]]
+) -> Any:
+    """`operation` with its request built again for each attempt (`RetryingClient.call_built`):
+    for a write that carries a value of its send time, such as the feed's stamp."""
+    return cast("RetryingClient", client).call_built(operation, build)
 
 
 def error_code(error: Exception) -> str:

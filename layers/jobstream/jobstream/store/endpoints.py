@@ -5,7 +5,8 @@ each transition once (service/endpoints.py decides; this module only writes what
     PK=ENDPOINT#<tenant>  SK=ORIGIN#<origin>  state, failures, failing_since, changed_at,
                                               next_probe_at, last_error
     sweep_pk=ENDPOINT#HELD  sweep_sk=<due>#<tenant>#<origin>  while paused (due: its next probe)
-                                              or resumed with a backlog still to drain
+                                              or resumed with a backlog still to drain (due:
+                                              its resume, then the sweep that drained it last)
 
 No write here is part of a transaction (none can meet a TransactionConflict); throttling is
 retried by the client (jobstream.retries), and a condition that fails is an answer, not an error.
@@ -227,6 +228,25 @@ class EndpointStore(TableStore):
                 # every callback parked before the resume shows in the (eventually consistent)
                 # index the drain read.
                 "#state = :healthy AND changed_at <= :before",
+            )
+            is not None
+        )
+
+    def requeue(self, endpoint: Endpoint, *, due: int) -> bool:
+        """A resumed endpoint whose backlog outlasted its sweep's share goes to the back of the
+        held list (due at `due`); False when it is no longer a held, resumed endpoint."""
+        return (
+            self._update(
+                endpoint,
+                "SET sweep_sk = :due",
+                {
+                    ":healthy": EndpointState.HEALTHY,
+                    ":held": keys.HELD_ENDPOINTS,
+                    ":due": keys.held_sk(due, endpoint.tenant, endpoint.origin),
+                },
+                # Only a resumed one still on the list: a paused one's place is its next probe,
+                # and a settled one (its backlog drained meanwhile) stays off the list.
+                "#state = :healthy AND sweep_pk = :held",
             )
             is not None
         )

@@ -19,7 +19,7 @@ from jobstream.domain import CallbackState, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys, listed, pending, quotas, results
 from jobstream.store.callbacks import CallbackStore
-from jobstream.store.client import TableStore, dynamodb_client, error_code
+from jobstream.store.client import TableStore, call_built, dynamodb_client, error_code
 from jobstream.store.codec import from_attribute, to_attribute, to_item
 from jobstream.store.cursor import decode_cursor, encode_cursor
 from jobstream.store.endpoints import EndpointStore
@@ -253,7 +253,7 @@ class JobStore(TableStore):
         else:
             created = self._create_charged([put_job], self._first_attempt(quota))
         if created:
-            self._write_event(record, _restamped(first, clock))
+            self._write_event(record, first, clock=clock)
         return created
 
     def _create_charged(self, items: list[TransactWriteItemTypeDef], attempt: Attempt) -> bool:
@@ -297,7 +297,7 @@ class JobStore(TableStore):
         replaces its description. A terminal event: one transaction of both (nothing follows a
         terminal commit to write its event late), which gives the job its own expiry, takes it
         off the sweep's active set and drops the description. `clock`: the feed's stamp is
-        taken again just before the event's put.
+        taken again just before each attempt of the event's write (`_restamped`).
 
         Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
@@ -307,15 +307,13 @@ class JobStore(TableStore):
         update = self._job_update(record, append)
         try:
             if terminal:
-                items: list[TransactWriteItemTypeDef] = [
-                    update,
-                    {"Put": self._event_put(record, append)},
-                ]
-                if append.releases_quota_of is not None:
-                    # The open job leaves its tenant's count with its terminal state, or neither.
-                    items.append(quotas.release_item(self.table_name, append.releases_quota_of))
-                self.client.transact_write_items(
-                    TransactItems=items, ReturnConsumedCapacity="TOTAL"
+                call_built(
+                    self.client,
+                    "transact_write_items",
+                    lambda: {
+                        "TransactItems": self._terminal_items(record, append, update, clock),
+                        "ReturnConsumedCapacity": "TOTAL",
+                    },
                 )
             else:
                 self.client.update_item(**update["Update"], ReturnConsumedCapacity="TOTAL")
@@ -333,7 +331,24 @@ class JobStore(TableStore):
                     record.job_id, after_lost_answer=after_lost_answer(error)
                 ) from None
         if not terminal:
-            self._write_event(record, _restamped(append, clock))
+            self._write_event(record, append, clock=clock)
+
+    def _terminal_items(
+        self,
+        record: JobRecord,
+        append: Append,
+        update: TransactWriteItemTypeDef,
+        clock: Callable[[], int] | None,
+    ) -> list[TransactWriteItemTypeDef]:
+        """A terminal commit's transaction, its event stamped for the feed now (`_restamped`)."""
+        items: list[TransactWriteItemTypeDef] = [
+            update,
+            {"Put": self._event_put(record, _restamped(append, clock))},
+        ]
+        if append.releases_quota_of is not None:
+            # The open job leaves its tenant's count with its terminal state, or neither.
+            items.append(quotas.release_item(self.table_name, append.releases_quota_of))
+        return items
 
     def _job_update(self, record: JobRecord, append: Append) -> TransactWriteItemTypeDef:
         """The job's conditional update of a commit (`append_event`)."""
@@ -419,7 +434,7 @@ class JobStore(TableStore):
         if _own_event_at(record, found) is not None:
             return False
         late = pending.event_of(record, now=clock())
-        return late is not None and self._write_event(record, late)
+        return late is not None and self._write_event(record, late, clock=clock)
 
     def put_result(self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int) -> bool:
         """Keep a finished run's result in its own item, before the completion that makes the
@@ -609,11 +624,22 @@ class JobStore(TableStore):
 
     # -- items -------------------------------------------------------------------------------
 
-    def _write_event(self, record: JobRecord, new: NewEvent) -> bool:
+    def _write_event(
+        self, record: JobRecord, new: NewEvent, *, clock: Callable[[], int] | None = None
+    ) -> bool:
         """Put a committed event's item; False when it was there already (written from its
-        description by someone who found it missing, the same event: its commit decided it)."""
-        put = self._event_put(record, new)
-        return _applied(lambda: self.client.put_item(**put, ReturnConsumedCapacity="TOTAL"))
+        description by someone who found it missing, the same event: its commit decided it).
+        `clock`: its feed stamp is taken again just before each attempt (`_restamped`)."""
+        return _applied(
+            lambda: call_built(
+                self.client,
+                "put_item",
+                lambda: {
+                    **self._event_put(record, _restamped(new, clock)),
+                    "ReturnConsumedCapacity": "TOTAL",
+                },
+            )
+        )
 
     def _event_put(self, record: JobRecord, new: NewEvent) -> PutTypeDef:
         event, intent = new.event, new.intent
@@ -710,8 +736,10 @@ def _shows_update(item: Mapping[str, Any] | None, append: Append) -> bool:
 
 
 def _restamped(new: _Event, clock: Callable[[], int] | None) -> _Event:
-    """`new` with its feed stamp taken again now: the feed's readers stay a settle window behind
-    the newest stamps, and the job's write has taken a round trip since the first stamp."""
+    """`new` with its feed stamp taken again now, just before an attempt of its write: the
+    feed's readers stay a settle window behind the newest stamps, so the stamp must not be
+    older than the attempt that lands it (the job's write, or a failed attempt and the retry's
+    wait, would otherwise come between; docs/protocol.md, "How it is kept")."""
     if clock is None or new.feed_at is None:
         return new
     return replace(new, feed_at=max(new.feed_at, clock()))

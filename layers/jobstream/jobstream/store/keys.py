@@ -217,7 +217,13 @@ def sweep_sk(due_at: int, item_id: str) -> str:
 
 def sweep_due_bound(now: int) -> str:
     """The first sweep sort key that is not yet due at `now`."""
-    return f"{now + 1:0{TIME_WIDTH}d}"
+    return time_key(now + 1)
+
+
+def time_key(at: int) -> str:
+    """The first sort key of time `at` in a time-ordered list (`<time>#...`, `sweep_sk`): the
+    keys of `at` and later sort at or after it, earlier ones before."""
+    return f"{at:0{TIME_WIDTH}d}"
 
 
 def intent_item_id(job_id: str, sequence: int) -> str:

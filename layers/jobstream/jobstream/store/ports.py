@@ -302,7 +302,13 @@ class CallbackStorePort(Protocol):
     ) -> list[CallbackRecord]: ...
 
     def of_tenant(
-        self, tenant: str, listed: TenantCallbacks, *, start: StartKey | None, limit: int
+        self,
+        tenant: str,
+        listed: TenantCallbacks,
+        *,
+        start: StartKey | None,
+        limit: int,
+        dead_since: int | None = None,
     ) -> tuple[list[CallbackRecord], StartKey | None]: ...
 
     def is_start_key(
@@ -332,6 +338,8 @@ class EndpointStorePort(Protocol):
     def disable(self, endpoint: Endpoint, *, now: int, error: str) -> bool: ...
 
     def settle(self, endpoint: Endpoint, *, settled_before: int) -> bool: ...
+
+    def requeue(self, endpoint: Endpoint, *, due: int) -> bool: ...
 
     def held(self, *, now: int) -> Iterator[Endpoint]: ...
 

@@ -58,6 +58,9 @@ def new_items(records: Iterable[Mapping[str, Any]]) -> NewItems:
             sk == keys.JOB_SK
             and _number(image, "event_count") == 1
             and "dispatched_at" not in image
+            # Admission writes no progress: a queued job that shows some waits for a slot
+            # (`note_waiting`), and its release sends it again, not this record.
+            and "progress_stage" not in image
         ):
             tenant = image.get("tenant", {}).get("S", "")
             found.jobs.append((sequence_number, NewJob(job_id, tenant)))
