@@ -3,9 +3,11 @@
 In-process (moto): 1,000 jobs are admitted and dispatched (the dispatcher's real sends to the
 work queue), and no worker takes any of them (the workers are at their cap) for 10 minutes of a
 fake clock: a sweep a minute. Counted: the work messages sent per job (the dispatcher's and the
-sweep's), against the rule before (every job still queued 60 s after its last dispatch sent
-again at every sweep); then 5 messages are lost (received and deleted) and the drain of the
-backlog follows, a sweep a minute: every job ends up with a message, the lost ones included.
+sweep's: at most one copy each, sent on the job's age once its dispatch is older than the
+re-dispatch bound, whatever the queue holds), against the rule before (every job still queued
+60 s after its last dispatch sent again at every sweep); then 5 messages are lost (received and
+deleted) and the drain of the backlog follows, a sweep a minute: every job ends up with a
+message, the lost ones included.
 
 Prints the figures and writes them as the "Backlog: the sweep's re-dispatch" section of
 docs/load.md; exit status 1 when a criterion failed.
@@ -49,7 +51,8 @@ class Figures:
         return (self.dispatched + self.rule_before) / self.jobs
 
     def passed(self) -> bool:
-        return self.resent_during_backlog == 0 and self.unserved == 0
+        # One copy a job at most: a re-dispatch bound (half the job's wait) passed in the backlog.
+        return self.resent_during_backlog <= self.jobs and self.unserved == 0
 
 
 def measure() -> Figures:
@@ -227,9 +230,10 @@ def report_lines(figures: Figures) -> list[str]:
     summary = (
         f"Sends per job during the backlog: {figures.sends_per_job:.2f} (the rule before: "
         f"{figures.sends_per_job_before:.2f}); {figures.held_back:,} re-sends held back because "
-        f"the queue held the jobs' messages. Every job served in {figures.sweeps_to_recover} "
-        f"minutes of drain, the {figures.lost} lost ones included: {verdict} "
-        f"({figures.unserved} never served)."
+        f"the queue held the jobs' messages and their dispatch was younger than the re-dispatch "
+        f"bound (a copy each at most once it passed). Every job served in "
+        f"{figures.sweeps_to_recover} minutes of drain, the {figures.lost} lost ones included: "
+        f"{verdict} ({figures.unserved} never served)."
     )
     table = [f"| {what} | {sent:,} | {sent / per_job:.3f} |" for what, sent in rows]
     return [

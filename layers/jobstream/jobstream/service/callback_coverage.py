@@ -19,6 +19,7 @@ So every open callback is always found by one of them (invariant I5).
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from jobstream.domain import CallbackRecord, CallbackState, JobRecord
 from jobstream.protocol.events import TERMINAL_KINDS
@@ -27,6 +28,20 @@ from jobstream.service.handoff import hand_off
 from jobstream.store.ports import HANDOFF_GRACE_MS
 
 logger = logging.getLogger(__name__)
+# How long after a re-send the sweep looks at a callback again: beyond one sweep interval (a
+# minute) plus the queue's own delay at first, as long as it has been due at each re-send after,
+# at most an hour: a receiver's backlog is re-sent a few times an hour, not at every sweep.
+RESEND_FIRST_WAIT_MS: Final = 2 * HANDOFF_GRACE_MS
+RESEND_MAX_WAIT_MS: Final = 60 * 60_000
+
+
+def resend_wait_ms(callback: CallbackRecord, resent_at: int) -> int:
+    """How long after its re-send at `resent_at` the sweep looks at `callback` again: as long as
+    it had been due then (since its event, its last failed attempt's retry time, a redrive or a
+    resume: `next_attempt_at`), within RESEND_FIRST_WAIT_MS..RESEND_MAX_WAIT_MS. Each re-send
+    no attempt answered doubles the wait, so a callback waiting in a receiver's backlog is
+    re-sent ~log2(its wait / 2 minutes) times, not once a minute; an attempt starts it over."""
+    return min(RESEND_MAX_WAIT_MS, max(RESEND_FIRST_WAIT_MS, resent_at - callback.next_attempt_at))
 
 
 def _unindexed_open(
@@ -63,7 +78,8 @@ def hand_over(rt: Runtime, intent: CallbackRecord, job: JobRecord) -> None:
 
 def resend_unindexed(rt: Runtime, job: JobRecord, now: int) -> int:
     """Send again the job's open callbacks without an entry of their own that no delivery
-    closed within the grace period after their event (or their last re-send); how many.
+    closed within the grace period after their event, or the wait after their last re-send
+    (`resend_wait_ms`); how many.
 
     A callback in flight under a live lease is left alone (its attempt may still close it)."""
     if not job.callback_url or now - job.created_at < HANDOFF_GRACE_MS:
@@ -71,7 +87,7 @@ def resend_unindexed(rt: Runtime, job: JobRecord, now: int) -> int:
     callbacks = rt.callbacks.of_job(job.job_id, since=job.created_at, consistent=False)
     resent = 0
     for callback in _unindexed_open(callbacks):
-        if now - max(callback.created_at, callback.resent_at or 0) < HANDOFF_GRACE_MS:
+        if now < _next_look(callback):
             continue
         if callback.state is CallbackState.IN_FLIGHT and (callback.lease_until or 0) >= now:
             continue
@@ -80,3 +96,9 @@ def resend_unindexed(rt: Runtime, job: JobRecord, now: int) -> int:
             hand_off(rt, [callback.ref], job.tenant)
             resent += 1
     return resent
+
+
+def _next_look(callback: CallbackRecord) -> int:
+    if callback.resent_at is None:
+        return callback.created_at + HANDOFF_GRACE_MS
+    return callback.resent_at + resend_wait_ms(callback, callback.resent_at)

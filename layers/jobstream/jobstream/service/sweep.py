@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
-from itertools import islice
+from itertools import chain, islice
 from typing import Final, TypeVar
 
 from jobstream import observability
+from jobstream.config.settings import Settings
 from jobstream.domain import (
     OPEN_CALLBACK_STATES,
     CallbackRecord,
@@ -55,7 +56,8 @@ class SweepReport:
     callbacks_unparked: int = 0
     jobs_checked: int = 0
     jobs_redispatched: int = 0
-    # Overdue queued jobs not sent again: the work queue holds at least as many messages.
+    # Overdue queued jobs not sent again: the work queue holds at least as many messages, and
+    # their dispatch is younger than the re-dispatch bound.
     redispatches_held_back: int = 0
     # Running jobs whose worker stopped (their lease lapsed): sent again as the next attempt.
     jobs_rerun: int = 0
@@ -196,9 +198,10 @@ def _resend(rt: Runtime, ref: IntentRef, intent: CallbackRecord | None, now: int
     if intent.state == CallbackState.IN_FLIGHT and (intent.lease_until or 0) >= now:
         # An attempt is under way (a claim does not move the due time): look again next time.
         return resent
-    hand_off(rt, [ref], intent.tenant)
+    if not hand_off(rt, [ref], intent.tenant):
+        return resent  # not sent: still due, the next sweep sends it
     # Look again only after a delivery had a fair chance to take it.
-    rt.callbacks.postpone(ref, now=now, due=now + HANDOFF_GRACE_MS)
+    rt.callbacks.postpone(ref, now=now, due=now + callback_coverage.resend_wait_ms(intent, now))
     return resent + 1
 
 
@@ -275,13 +278,55 @@ class _OpenJobs:
     overdue: list[JobRecord] = field(default_factory=list)
     # Running jobs under a live lease: each holds a received message the queue still counts.
     leased: int = 0
+    # The last job the pass looked at: where the next sweep resumes if the budget runs out.
+    last: JobRecord | None = None
 
 
 def _reconcile_open_jobs(
     rt: Runtime, report: SweepReport, waiting: set[str], in_time: Callable[[], bool]
 ) -> bool:
+    """Visit the open jobs, from where the last sweep's pass stopped round to there again; then
+    send again what the pass found lost, the budget spent or not. True when it went round.
+
+    With more open jobs than one sweep's budget visits (a flood, thousands waiting for a slot)
+    a pass that always began at the oldest would never reach the others; resumed, each open job
+    is visited within (open jobs / jobs a sweep visits) + 1 sweeps. The cursor is an item of the
+    table (store/sweep_index.py), not the function's warm memory: a cold start, a concurrent
+    instance or the CLI's sweep resumes from it too (one read by a sweep that finds an open job,
+    one write when the pass stops short or goes round from it).
+    """
     seen = _OpenJobs(waiting)
-    open_jobs = rt.store.active_jobs()
+    start, open_jobs = _open_jobs_from(rt, report)
+    went_round = _visit_open_jobs(rt, report, seen, open_jobs, in_time)
+    _redispatch_lost(rt, report, seen)
+    if went_round and start is not None:
+        _move_open_jobs_cursor(rt, report, None)  # the next pass starts at the oldest
+    elif not went_round and seen.last is not None:
+        _move_open_jobs_cursor(rt, report, seen.last)
+    return went_round
+
+
+def _open_jobs_from(rt: Runtime, report: SweepReport) -> tuple[str | None, Iterator[str]]:
+    """Where the pass starts (None: at the oldest), and the open jobs from there round."""
+    oldest = rt.store.active_jobs()
+    first = next(oldest, None)
+    if first is None:
+        return None, oldest  # no open job: an idle sweep reads no cursor
+    start = _open_jobs_cursor(rt, report)
+    if start is None:
+        return None, chain([first], oldest)
+    # After where the last pass stopped to the newest, then the oldest up to there.
+    return start, chain(rt.store.active_jobs(after=start), rt.store.active_jobs(before=start))
+
+
+def _visit_open_jobs(
+    rt: Runtime,
+    report: SweepReport,
+    seen: _OpenJobs,
+    open_jobs: Iterator[str],
+    in_time: Callable[[], bool],
+) -> bool:
+    """Check each of `open_jobs` in turn; False when the budget ran out first."""
     while job_ids := list(islice(open_jobs, READ_BATCH)):
         if not in_time():
             return False
@@ -299,8 +344,27 @@ def _reconcile_open_jobs(
                 # One job's failure must not starve the rest; it is retried next sweep.
                 logger.exception("sweep could not reconcile a job", extra={"job_id": job_id})
                 report.errors += 1
-    _redispatch_lost(rt, report, seen)
+            seen.last = record
     return True
+
+
+def _open_jobs_cursor(rt: Runtime, report: SweepReport) -> str | None:
+    try:
+        return rt.store.open_jobs_cursor()
+    except Exception:
+        # The pass starts at the oldest instead: nothing is missed, only visited late.
+        logger.exception("sweep could not read where its last pass over open jobs stopped")
+        report.errors += 1
+        return None
+
+
+def _move_open_jobs_cursor(rt: Runtime, report: SweepReport, last: JobRecord | None) -> None:
+    try:
+        rt.store.move_open_jobs_cursor(last, now=rt.clock())
+    except Exception:
+        # The next pass starts where this one did: it visits the same jobs again first.
+        logger.exception("sweep could not record where its pass over open jobs stopped")
+        report.errors += 1
 
 
 def _settle_unwritten(rt: Runtime, records: list[JobRecord], report: SweepReport) -> None:
@@ -331,35 +395,76 @@ def _settle_unwritten(rt: Runtime, records: list[JobRecord], report: SweepReport
             report.errors += 1
 
 
+def redispatch_bound_ms(record: JobRecord, settings: Settings) -> int:
+    """How old a queued job's last dispatch may grow before the sweep sends it again, whatever
+    the work queue holds: half the time the job may wait queued, to its `queued_too_long`
+    verdict or its deadline, whichever comes first (7.5 minutes by default: the deadline's
+    15), so that a lost message is sent again well before the job expires."""
+    waits = settings.queued_timeout_ms
+    if record.deadline_at is not None:
+        waits = min(waits, record.deadline_at - record.created_at)
+    return max(HANDOFF_GRACE_MS, waits // 2)
+
+
 def _redispatch_lost(rt: Runtime, report: SweepReport, seen: _OpenJobs) -> None:
-    """Send overdue queued jobs again, as many as messages may be lost: a backlog (workers at
-    their cap) leaves many jobs queued long after their dispatch with their messages waiting in
-    the queue, and sending those again would only multiply them. The work queue's depth, less
-    the messages running jobs hold, is how many of the overdue still have one; the rest are sent
-    again, those dispatched longest ago first. Which messages are lost the queue cannot tell: a
-    job sent again in another's place is served by its first message and its copy is harmless,
-    and the lost one is sent once the backlog has drained below its count."""
+    """Send overdue queued jobs again, each on its own: one whose last dispatch is older than
+    `redispatch_bound_ms` always; a younger one while the work queue holds fewer messages than
+    there are overdue jobs (some message must be lost), those dispatched longest ago first.
+
+    A backlog (workers at their cap) leaves many jobs queued long after their dispatch with
+    their messages waiting in the queue, and sending those again at every sweep would only
+    multiply them: the queue's depth, less the messages running jobs hold, lets a re-send come
+    sooner than the bound, never later. It cannot tell which messages are lost, and it counts
+    every tenant's: while another tenant keeps a backlog it would hide a lost job until it
+    expired. Past the bound a job is sent again on its own age, its dispatch recorded, so it is
+    sent again at most once a bound: a job that waits in a backlog until its verdict gets one
+    copy. A copy is harmless (the claim is conditional); it costs a worker invocation."""
     if not seen.overdue:
         return
+    now = rt.clock()
+    oldest = sorted(seen.overdue, key=_last_sent_at)
+    missing = _lost_by_depth(rt, seen)
+    again = [
+        record
+        for index, record in enumerate(oldest)
+        if index < missing
+        or now - _last_sent_at(record) >= redispatch_bound_ms(record, rt.settings)
+    ]
+    report.redispatches_held_back += len(oldest) - len(again)
+    for record in again:
+        try:
+            _redispatch(rt, record, now, report)
+        except Exception:
+            # One job's failure must not starve the rest; it is still overdue next sweep.
+            logger.exception("sweep could not re-send a job", extra={"job_id": record.job_id})
+            report.errors += 1
+
+
+def _lost_by_depth(rt: Runtime, seen: _OpenJobs) -> int:
+    """How many of the overdue jobs have no message in the work queue, at least: all of them
+    when its depth cannot be read (a copy is harmless, waiting might not be)."""
     try:
         depth = rt.work_queue.depth()
     except Exception:
-        # Unknown: sending again is safe (a duplicate is harmless), waiting might not be.
         logger.warning("could not read the work queue's depth", exc_info=True)
         depth = None
-    missing = len(seen.overdue)
-    if depth is not None:
-        missing -= max(0, depth - seen.leased)
-    report.redispatches_held_back += len(seen.overdue) - max(0, missing)
-    if missing <= 0:
+    if depth is None:
+        return len(seen.overdue)
+    return len(seen.overdue) - max(0, depth - seen.leased)
+
+
+def _redispatch(rt: Runtime, record: JobRecord, now: int, report: SweepReport) -> None:
+    if not dispatch(rt, [JobDispatch(record.job_id, record.tenant)]):
+        report.errors += 1  # not recorded: still overdue, the next sweep sends it again
         return
-    now = rt.clock()
-    oldest = sorted(seen.overdue, key=lambda record: record.dispatched_at or record.created_at)
-    for record in oldest[:missing]:
-        if rt.store.mark_dispatched(record.job_id, now=now):
-            # A duplicate is harmless: the claim is conditional.
-            dispatch(rt, [JobDispatch(record.job_id, record.tenant)])
-            report.jobs_redispatched += 1
+    report.jobs_redispatched += 1
+    # Recorded after the send, so that a send that failed is not taken for one; False when
+    # the job left `queued` meanwhile (the copy is harmless).
+    rt.store.mark_dispatched(record.job_id, now=now)
+
+
+def _last_sent_at(record: JobRecord) -> int:
+    return record.dispatched_at or record.created_at
 
 
 def _check_job(rt: Runtime, record: JobRecord, report: SweepReport, seen: _OpenJobs) -> None:
@@ -398,26 +503,30 @@ def _look_after_run(
     elif record.status is JobStatus.RUNNING:
         if record.lease_active(now):
             seen.leased += 1
-        elif _rerun(rt, record, now):
-            report.jobs_rerun += 1
+        else:
+            _rerun(rt, record, now, report)
 
 
-def _rerun(rt: Runtime, record: JobRecord, now: int) -> bool:
+def _rerun(rt: Runtime, record: JobRecord, now: int, report: SweepReport) -> None:
     """A running job whose worker stopped (its lease lapsed, no outcome kept) runs again as its
     next attempt: its slot is given back at once (the next run takes one like any job) and a
-    message sent, once per lapse (a duplicate is harmless: the take-over is conditional)."""
+    message sent, once per lapse. The send is recorded after it happened (`dispatched_at` past
+    the lapse): one that failed, or that SQS listed as failed, is sent by the next sweep, not
+    left to the queue's visibility timeout (90 minutes) of the dead worker's message. A copy
+    (overlapping sweeps, a crash before the record) is harmless: the take-over is conditional."""
     lapsed = record.lease_expires_at
-    if lapsed is None or not rt.store.mark_rerun_dispatched(
-        record.job_id, lapsed_lease=lapsed, now=now
-    ):
-        return False
+    if lapsed is None or (record.dispatched_at or 0) >= lapsed:
+        return  # sent for this lapse already
     resource = resources.of_job(rt, record)
     if resource is not None:
         resources.give_back(rt, resource, record.job_id)
-    dispatch(rt, [JobDispatch(record.job_id, record.tenant)])
-    return True
+    if not dispatch(rt, [JobDispatch(record.job_id, record.tenant)]):
+        report.errors += 1  # not recorded: the next sweep sends it again
+        return
+    report.jobs_rerun += 1
+    # False when another sweep recorded it first or the job moved on: the copy is harmless.
+    rt.store.mark_rerun_dispatched(record.job_id, lapsed_lease=lapsed, now=now)
 
 
 def _dispatch_overdue(record: JobRecord, now: int) -> bool:
-    sent_at = record.dispatched_at or record.created_at
-    return record.status is JobStatus.QUEUED and now - sent_at >= HANDOFF_GRACE_MS
+    return record.status is JobStatus.QUEUED and now - _last_sent_at(record) >= HANDOFF_GRACE_MS

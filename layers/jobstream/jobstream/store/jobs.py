@@ -54,7 +54,7 @@ from jobstream.store.records import (
 )
 from jobstream.store.resources import ResourceStore
 from jobstream.store.results import from_result_attribute, to_result_attribute
-from jobstream.store.sweep_index import sweep_entries
+from jobstream.store.sweep_index import move_sweep_cursor, sweep_cursor, sweep_entries
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -212,10 +212,28 @@ class JobStore(TableStore):
         """A tenant's jobs, newest first (store/listing.py)."""
         return iter_jobs(self.client, self.table_name, query)
 
-    def active_jobs(self) -> Iterator[str]:
-        """Jobs whose stream has no terminal event yet, oldest first (read lazily)."""
-        for sort_key in sweep_entries(self.client, self.table_name, keys.SweepBacklog.ACTIVE_JOBS):
+    def active_jobs(self, *, after: str | None = None, before: str | None = None) -> Iterator[str]:
+        """Jobs whose stream has no terminal event yet, oldest first (read lazily); those after
+        (or before) a position of `open_jobs_cursor`'s only, when one is given."""
+        for sort_key in sweep_entries(
+            self.client,
+            self.table_name,
+            keys.SweepBacklog.ACTIVE_JOBS,
+            after=after,
+            before=before,
+        ):
             yield sort_key.split("#", 1)[1]
+
+    def open_jobs_cursor(self) -> str | None:
+        """Where the last sweep's pass over open jobs stopped (store/sweep_index.py)."""
+        return sweep_cursor(self.client, self.table_name, keys.SweepBacklog.ACTIVE_JOBS)
+
+    def move_open_jobs_cursor(self, last: JobRecord | None, *, now: int) -> None:
+        """Record `last` as the open job a sweep's pass stopped at; None: the pass went round."""
+        position = None if last is None else keys.sweep_sk(last.created_at, last.job_id)
+        move_sweep_cursor(
+            self.client, self.table_name, keys.SweepBacklog.ACTIVE_JOBS, position, now=now
+        )
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -11,6 +11,8 @@
     slot waiter    PK=RESOURCE#<name>  SK=WAIT#<created_at:013>#<job_id>  (store/resources.py)
     legacy shards  PK=SWEEP#LEGACY  SK=#RETIRED  (the sweep found the earlier release's extra
                    sweep shards empty: store/sweep_index.py)
+    sweep cursor   PK=SWEEP#CURSOR  SK=JOB#ACTIVE  (the open job where the last sweep's pass over
+                   open jobs stopped: store/sweep_index.py)
 
 `#ACK` < `#JOB` < `#RESULT` < `EVT#...`: one query of `#ACK`..`#RESULT` reads the cursor, the job
 and its result together.
@@ -93,6 +95,8 @@ SWEEP_SHARDS: Final[Mapping[SweepBacklog, int]] = {
 LEGACY_SWEEP_SHARDS: Final = 32
 LEGACY_SHARDS_PK: Final = "SWEEP#LEGACY"
 LEGACY_SHARDS_SK: Final = "#RETIRED"
+# Where the last sweep's pass over open jobs stopped, when its budget ran out (one item).
+SWEEP_CURSOR_PK: Final = "SWEEP#CURSOR"
 # A tenant's feed partitions: 8 x 1,000 index writes a second hold 2,000 jobs a second of 4
 # events each (docs/capacity.md); a feed read queries every one.
 FEED_SHARDS: Final = 8

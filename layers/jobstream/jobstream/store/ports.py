@@ -434,7 +434,16 @@ class JobStorePort(Protocol):
 
     def iter_jobs(self, query: JobQuery) -> JobListing: ...
 
-    def active_jobs(self) -> Iterator[str]: ...
+    def active_jobs(
+        self, *, after: str | None = None, before: str | None = None
+    ) -> Iterator[str]: ...
+
+    def open_jobs_cursor(self) -> str | None:
+        """Where the last sweep's pass over open jobs stopped, its budget spent (a position for
+        `active_jobs`); None: the last pass went round, the next starts at the oldest."""
+
+    def move_open_jobs_cursor(self, last: JobRecord | None, *, now: int) -> None:
+        """Record `last` as the open job a sweep's pass stopped at (None: it went round)."""
 
     # -- writes (each conditional: see the implementation for the condition and why)
 

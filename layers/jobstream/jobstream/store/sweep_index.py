@@ -143,10 +143,13 @@ def sweep_entries(
     backlog: keys.SweepBacklog,
     *,
     before: str | None = None,
+    after: str | None = None,
 ) -> Iterator[str]:
-    """Sort keys of every entry of one kind of backlog (below `before`), oldest first across
-    its shards (the legacy ones too until they are retired); read lazily, so a caller that
-    stops early reads little more than it took."""
+    """Sort keys of every entry of one kind of backlog (below `before`, or above `after`),
+    oldest first across its shards (the legacy ones too until they are retired); read lazily,
+    so a caller that stops early reads little more than it took."""
+    if before is not None and after is not None:
+        raise ValueError("one bound at a time")
     partitions = keys.sweep_partitions(backlog)
     if not legacy_shards_retired(client, table_name):
         partitions += keys.legacy_sweep_partitions(backlog)
@@ -155,6 +158,9 @@ def sweep_entries(
     if before is not None:
         condition += " AND sweep_sk < :before"
         values[":before"] = before
+    if after is not None:
+        condition += " AND sweep_sk > :after"
+        values[":after"] = after
     requests: list[QueryInputTypeDef] = [
         {
             "TableName": table_name,
@@ -169,3 +175,42 @@ def sweep_entries(
     ]
     for item in MergedQuery(client, requests, sort_key="sweep_sk", descending=False):
         yield item["sweep_sk"]["S"]
+
+
+def _cursor_key(backlog: keys.SweepBacklog) -> dict[str, Any]:
+    return to_item({keys.PK: keys.SWEEP_CURSOR_PK, keys.SK: backlog.value})
+
+
+def sweep_cursor(client: DynamoDBClient, table_name: str, backlog: keys.SweepBacklog) -> str | None:
+    """The sort key of the entry where the last sweep's pass over `backlog` stopped, its budget
+    spent; None when the last pass went round (the next starts at the oldest). One GetItem."""
+    item = client.get_item(
+        TableName=table_name,
+        Key=_cursor_key(backlog),
+        ConsistentRead=True,
+        ReturnConsumedCapacity="TOTAL",
+    ).get("Item")
+    return item["position"]["S"] if item and "position" in item else None
+
+
+def move_sweep_cursor(
+    client: DynamoDBClient,
+    table_name: str,
+    backlog: keys.SweepBacklog,
+    position: str | None,
+    *,
+    now: int,
+) -> None:
+    """Record where a pass over `backlog` stopped (None: it went round). Unconditional, the last
+    writer wins: it is a place to resume from, not a record of work done; two overlapping sweeps
+    that move it back and forth still visit every entry within a few sweeps."""
+    if position is None:
+        client.delete_item(
+            TableName=table_name, Key=_cursor_key(backlog), ReturnConsumedCapacity="TOTAL"
+        )
+        return
+    client.put_item(
+        TableName=table_name,
+        Item=_cursor_key(backlog) | to_item({"position": position, "moved_at": now}),
+        ReturnConsumedCapacity="TOTAL",
+    )
