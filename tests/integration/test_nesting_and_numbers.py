@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobstream.http.request import MAX_JSON_DEPTH
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.runtime import Runtime
 from tests.support.harness import Api, canonical_task
@@ -194,12 +195,21 @@ def test_every_place_nested_deep_or_holding_a_huge_number_is_never_a_5xx(
 
 def test_a_refused_value_is_quoted_however_deep(rt: Runtime, api: Api) -> None:
     for place in (("protocol_version",), ("job_type",)):
-        value = "[" * 900 + "1" + "]" * 900
+        # As deep as a body may nest (the Task is one level): quoted in the refusal.
+        levels = MAX_JSON_DEPTH - 1
+        value = "[" * levels + "1" + "]" * levels
         response = _answered_without_a_5xx_and_refusals_write_nothing(
             rt, api, "POST", "/jobs", _body_with(place, value)
         )
         assert response.status == 400
         assert value in response.body["error"]["message"]
+        # Deeper, to where echoing it would overflow the stack: refused for its depth.
+        value = "[" * 946 + "1" + "]" * 946
+        response = _answered_without_a_5xx_and_refusals_write_nothing(
+            rt, api, "POST", "/jobs", _body_with(place, value)
+        )
+        assert response.status == 400
+        assert "nest at most" in response.body["error"]["message"]
 
 
 def test_a_limit_of_1e300_is_a_400_that_writes_nothing(rt: Runtime, api: Api) -> None:

@@ -37,6 +37,7 @@ from jobstream.protocol.events import (
     parse_event_position,
     protocol_type,
 )
+from jobstream.store.keys import is_job_id
 from tests.support.event_ids import parse_event_id
 from tests.support.validation import validate_error
 
@@ -424,6 +425,14 @@ def test_event_id_round_trip_property(key: str, at: int, sequence: int) -> None:
     value = event_id(job_id, at, sequence)
     assert EVENT_ID_SHAPE.fullmatch(value)
     assert parse_event_position(value, job_id) == (at, sequence)
+
+
+@given(st.from_regex(r"[a-z0-9][a-z0-9_-]{0,62}", fullmatch=True), st.text(min_size=1))
+def test_every_job_id_is_shaped_like_one(tenant: str, key: str) -> None:
+    job_id = derive_job_id(tenant, key)
+    assert is_job_id(job_id)
+    assert not is_job_id(job_id + "x")
+    assert not is_job_id(job_id[:-1])
 
 
 def test_event_ids_are_distinct_per_position_and_per_job() -> None:

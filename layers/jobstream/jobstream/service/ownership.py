@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from jobstream import observability
 from jobstream.domain import JobRecord
-from jobstream.lifecycle.identity import is_job_id
 from jobstream.protocol.errors import ErrorKind, invalid_params
 from jobstream.runtime import Runtime
 
@@ -13,7 +12,7 @@ def load_owned_job(
     rt: Runtime, tenant: str, job_id: str, *, cancel_route: bool = False
 ) -> JobRecord:
     observability.bind(job_id=job_id or None)
-    record = rt.store.get_job(job_id) if is_job_id(job_id) else None
+    record = rt.store.get_job(job_id) if job_id else None
     return _owned(record, tenant, job_id, cancel_route=cancel_route)
 
 
@@ -22,9 +21,7 @@ def load_owned_job_and_event_at(
 ) -> tuple[JobRecord, int | None]:
     """The tenant's job and the `at` of its event `sequence`, in one read (for acks)."""
     observability.bind(job_id=job_id or None)
-    record, at = (
-        rt.store.get_job_and_event_at(job_id, sequence) if is_job_id(job_id) else (None, None)
-    )
+    record, at = rt.store.get_job_and_event_at(job_id, sequence) if job_id else (None, None)
     return _owned(record, tenant, job_id, cancel_route=False), at
 
 

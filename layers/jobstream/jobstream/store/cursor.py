@@ -10,7 +10,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
 
-from jobstream.lifecycle.identity import JOB_ID_PATTERN
 from jobstream.store import keys, listed
 
 # Where a listing stopped: the key of the last index entry it read. Opaque outside the store:
@@ -23,7 +22,7 @@ def encode_cursor(start_key: Mapping[str, Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-_JOB_ID: Final = JOB_ID_PATTERN
+_JOB_ID: Final = keys.JOB_ID_PATTERN
 # Exactly the keys of a job row we could have returned as LastEvaluatedKey. A cursor is the
 # client's text: anything else (another shape, a key too long for DynamoDB, text that is not
 # UTF-8) must be a 400, never a request DynamoDB refuses.

@@ -121,7 +121,11 @@ class JobStore(TableStore):
     # -- reads -------------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> JobRecord | None:
-        """The job with its ack cursor and result: one query of `#ACK`..`#RESULT`."""
+        """The job with its ack cursor and result: one query of `#ACK`..`#RESULT`; None without
+        a read for an id not shaped like a job's (a path's text: DynamoDB would refuse a key over
+        2 KB rather than find nothing)."""
+        if not keys.is_job_id(job_id):
+            return None
         items = self._job_range(job_id, keys.ACK_SK, keys.RESULT_SK)
         job = next((item for item in items if item[keys.SK]["S"] == keys.JOB_SK), None)
         return with_parts(item_to_record(job), items) if job is not None else None
@@ -196,7 +200,9 @@ class JobStore(TableStore):
     ) -> tuple[JobRecord | None, int | None]:
         """The job with its ack cursor, and the `at` of its event `sequence` (None if there is
         no such event), read together in one call. An event is never rewritten, so its `at`
-        read here stays true."""
+        read here stays true. (None, None) without a read for an id not shaped like a job's."""
+        if not keys.is_job_id(job_id):
+            return None, None
         wanted = [job_key(job_id), part_key(job_id, keys.ACK_SK)]
         if sequence is not None:
             wanted.append(part_key(job_id, keys.event_sk(sequence)))

@@ -35,6 +35,7 @@ the sweep backlogs' shards above their count and below LEGACY_SWEEP_SHARDS are
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Mapping
 from enum import StrEnum
@@ -47,6 +48,9 @@ PK: Final = "pk"
 SK: Final = "sk"
 ACK_SK: Final = "#ACK"
 JOB_SK: Final = "#JOB"
+# What lifecycle/identity.py's derive_job_id makes: "job_" and 24 bytes, URL-safe base64.
+JOB_ID_PATTERN: Final = r"job_[A-Za-z0-9_-]{32}"
+_JOB_ID: Final = re.compile(JOB_ID_PATTERN)
 # The job item's description of its last event until it is known written (store/pending.py).
 PENDING_EVENT: Final = "pending_event"
 RESULT_SK: Final = "#RESULT"
@@ -102,6 +106,12 @@ SWEEP_CURSOR_PK: Final = "SWEEP#CURSOR"
 FEED_SHARDS: Final = 8
 # How long a callback may wait in the queue (or in flight) before the sweep sends it again.
 HANDOFF_GRACE_MS: Final = 60_000
+
+
+def is_job_id(text: str) -> bool:
+    """Whether `text` is shaped like a job id: anything else names no job (and is never sent to
+    DynamoDB, which refuses a key over 2 KB instead of finding nothing)."""
+    return _JOB_ID.fullmatch(text) is not None
 
 
 def job_pk(job_id: str) -> str:
