@@ -677,6 +677,50 @@ def test_a_grant_whose_job_can_no_longer_start_is_taken_back(
     assert holders(srt).keys() == {waiter}
 
 
+def test_a_slot_granted_to_a_job_sent_to_run_again_is_kept_for_its_run(
+    srt: Runtime, scripted: Script, clock: Clock, queue: WorkQueue
+) -> None:
+    """A running job whose worker died is sent again (the sweep's re-run) and may have to wait
+    for a slot; the slot a release grants it is its re-run's, not its dead worker's: kept until
+    the job runs, which it then does (a source's limit never turned into a failed job)."""
+    holder, other = submit(srt, "holder"), submit(srt, "other")
+    assert resources.take_slot(srt, resource(srt), record(srt, holder))
+    assert execution.claim(srt, holder, "worker-that-died") is not None
+    assert execution.execute(srt, other) == "waiting"
+    queue.held = 1_000  # a backlog: the sweep sends nothing on the queue's count
+    clock.advance(srt.settings.lease_ms + 1)
+    assert sweep(srt).jobs_rerun == 1  # its dead worker's slot given back, to `other`
+    assert execution.execute(srt, holder) == "waiting"  # its re-run waits for a slot
+    late = submit(srt, "late")
+    assert execution.execute(srt, late) == "waiting"
+    clock.advance(1_000)
+    assert execution.execute(srt, other) == "succeeded"  # its release grants `holder`
+    assert holders(srt).keys() == {holder}
+    clock.advance(30_000)
+    report = sweep(srt)  # before the re-run's message is taken up
+    assert report.slots_reclaimed == 0
+    assert holders(srt).keys() == {holder}
+    assert execution.execute(srt, holder) == "succeeded"
+    assert execution.execute(srt, late) == "succeeded"
+
+
+def test_a_waiter_the_sweep_wakes_is_sent_once(
+    srt: Runtime, scripted: Script, clock: Clock, queue: WorkQueue
+) -> None:
+    """The job pass does not send again, on its age, a waiter the same sweep just granted a
+    slot and sent."""
+    holder, waiter = submit(srt, "holder"), submit(srt, "waiter")
+    assert resources.take_slot(srt, resource(srt), record(srt, holder))
+    assert execution.claim(srt, holder, "worker-that-died") is not None
+    assert execution.execute(srt, waiter) == "waiting"
+    queue.held = 1_000  # a backlog: the queue's count never says a message is lost
+    queue.sent.clear()
+    clock.advance(8 * 60_000)  # the holder's lease lapsed; the waiter waited past the bound
+    report = sweep(srt)
+    assert report.waiters_woken == 1
+    assert [sent.job_id for sent in queue.sent].count(waiter) == 1
+
+
 @pytest.mark.parametrize("holder_was", ["granted", "running"])
 def test_the_sweep_never_takes_back_a_slot_being_taken_up(
     srt: Runtime, scripted: Script, clock: Clock, monkeypatch: pytest.MonkeyPatch, holder_was: str

@@ -107,12 +107,12 @@ def give_back(rt: Runtime, resource: JobResource, job_id: str) -> bool:
     return True
 
 
-def wake(rt: Runtime, resource: JobResource, *, free: int) -> int:
-    """Grant up to `free` slots to the oldest waiters and send each its message; how many."""
+def wake(rt: Runtime, resource: JobResource, *, free: int) -> list[str]:
+    """Grant up to `free` slots to the oldest waiters and send each its message; their jobs."""
     if free <= 0:
-        return 0
+        return []
     store = rt.store.resources()
-    woken = 0
+    woken: list[str] = []
     for waiter in store.waiters(resource.name, limit=free):
         # Granted first, sent next, unqueued last: a crash in between leaves the waiter
         # queued and granted, and the next waker (a release, the sweep) sends it again.
@@ -120,7 +120,7 @@ def wake(rt: Runtime, resource: JobResource, *, free: int) -> int:
             break  # a new job took the slot first; the next release wakes this waiter
         dispatch(rt, [JobDispatch(waiter.job_id, waiter.tenant)])
         store.remove_waiter(waiter)
-        woken += 1
+        woken.append(waiter.job_id)
     return woken
 
 
@@ -250,7 +250,7 @@ def _look_after_one(rt: Runtime, resource: JobResource, report: ResourceReport) 
     jobs = rt.store.get_job_items(list(state.holders)) if state.holders else {}
     for job_id, since in state.holders.items():
         record = jobs.get(job_id)
-        if record is None or _holder_gone(rt, record, now):
+        if record is None or _holder_gone(rt, record, since, now):
             # Only the entry as read: a worker that took the slot up since keeps it.
             if store.release(resource.name, job_id, held_since=since) is not None:
                 report.slots_reclaimed += 1
@@ -263,16 +263,25 @@ def _look_after_one(rt: Runtime, resource: JobResource, report: ResourceReport) 
         held += 1
         if record.status is JobStatus.RUNNING or now - since < GRANT_TIMEOUT_MS:
             report.waiting.add(job_id)
-    report.waiters_woken += wake(rt, resource, free=resource.limits.max_concurrent - held)
+    woken = wake(rt, resource, free=resource.limits.max_concurrent - held)
+    report.waiters_woken += len(woken)
+    # Just granted and sent: the job pass must not send them again on their age.
+    report.waiting.update(woken)
     report.waiting.update(store.waiting_jobs(resource.name))
 
 
-def _holder_gone(rt: Runtime, record: JobRecord, now: int) -> bool:
+def _holder_gone(rt: Runtime, record: JobRecord, since: int, now: int) -> bool:
     """A slot is its holder's while its job runs under a live lease, or, granted, until the job
-    can no longer start: however slow its message (module doc)."""
+    can no longer start: however slow its message (module doc). A running job whose lease
+    lapsed is sent again to run as its next attempt (the sweep's re-run): a slot it took under
+    that lease is its dead worker's, one granted since (`since` past the lapse) its re-run's."""
     if record.is_terminal:
         return True
     if record.status is JobStatus.RUNNING:
-        return not record.lease_active(now)
-    # Past its deadline or its queued budget: the job pass's verdict ends it, never a run.
+        if record.lease_active(now):
+            return False
+        if since < (record.lease_expires_at or 0):
+            return True
+    # Past its deadline, its queued budget or its stall bound: the job pass's verdict ends it,
+    # never a run.
     return liveness.verdict(record, now, rt.settings) is not None
