@@ -81,6 +81,17 @@ def srt(rt: Runtime, secret: str, monkeypatch: pytest.MonkeyPatch) -> Runtime:
     return runtime
 
 
+def reading_the_secret(crt: Runtime, secret: str, **replaced: Any) -> Runtime:
+    """`crt` reading its own registry from `secret` on every use (no cache age)."""
+    boto3.client("secretsmanager").put_secret_value(
+        SecretId=secret, SecretString=crt.tenants().to_json()
+    )
+    settings = crt.settings.model_copy(
+        update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
+    )
+    return replace(crt, settings=settings, **replaced)
+
+
 @contextmanager
 def on_each_read(hook: Callable[..., None], *, first: bool = False) -> Iterator[None]:
     """`hook` runs before every GetSecretValue attempt made meanwhile (`first`: before the
@@ -157,18 +168,12 @@ def test_a_registry_never_read_is_a_retryable_503(srt: Runtime) -> None:
 def test_callbacks_wait_for_a_registry_they_can_trust(
     crt: Runtime, secret: str, clock: Clock
 ) -> None:
-    settings = crt.settings.model_copy(
-        update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
-    )
-    boto3.client("secretsmanager").put_secret_value(
-        SecretId=secret, SecretString=crt.tenants().to_json()
-    )
-    srt = replace(crt, settings=settings)
+    srt = reading_the_secret(crt, secret)
     with receiver(204) as hook:
         status, body = admission.submit(srt, "acme", canonical_task(callback_url=hook.url), None)
         assert status == 202
         with unreadable():
-            clock.advance(settings.tenants_max_stale_s * 1000 + 1)
+            clock.advance(srt.settings.tenants_max_stale_s * 1000 + 1)
             result = callbacks.deliver(srt, IntentRef(body["job"]["job_id"], 1))
         # Nothing is sent with credentials that may have been rotated or revoked since.
         assert hook.requests == []
@@ -187,10 +192,7 @@ def test_callbacks_wait_for_a_registry_they_can_trust(
 def test_a_message_the_queue_would_dead_letter_is_left_to_the_sweep(
     crt: Runtime, secret: str, clock: Clock
 ) -> None:
-    settings = crt.settings.model_copy(
-        update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
-    )
-    srt = replace(crt, settings=settings)
+    srt = reading_the_secret(crt, secret)
     submit_many(srt, 1)
     (message,) = receive(srt, 1)
     registry_module.forget_reads()  # a new environment: nothing read yet
@@ -213,10 +215,7 @@ def test_a_message_the_queue_would_dead_letter_is_left_to_the_sweep(
 def test_a_batch_in_a_new_environment_reads_a_failing_registry_once(
     crt: Runtime, secret: str
 ) -> None:
-    settings = crt.settings.model_copy(
-        update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
-    )
-    srt = replace(crt, settings=settings, poster=lambda *_: HttpResult(204, "", None))
+    srt = reading_the_secret(crt, secret, poster=lambda *_: HttpResult(204, "", None))
     ids = submit_many(srt, 5)
     messages = receive(srt, 5)
     registry_module.forget_reads()  # a new environment: nothing read yet
@@ -348,16 +347,10 @@ def test_a_read_that_succeeds_ends_the_pause(srt: Runtime, clock: Clock) -> None
 def test_a_callback_batch_reads_a_failing_registry_once_not_once_per_thread(
     crt: Runtime, secret: str, clock: Clock
 ) -> None:
-    settings = crt.settings.model_copy(
-        update={"tenants": None, "tenants_secret": secret, "tenants_max_age_s": 0}
-    )
-    boto3.client("secretsmanager").put_secret_value(
-        SecretId=secret, SecretString=crt.tenants().to_json()
-    )
-    srt = replace(crt, settings=settings, poster=lambda *_: HttpResult(204, "", None))
+    srt = reading_the_secret(crt, secret, poster=lambda *_: HttpResult(204, "", None))
     submit_many(srt, 5)
     messages = receive(srt, 5)
-    assert load_registry(settings, clock()).get("acme") is not None
+    assert load_registry(srt.settings, clock()).get("acme") is not None
     reads: list[int] = []
     with unreadable(), counted(reads):
         kept = deliver_batch(srt, messages, lambda: 30_000)

@@ -68,7 +68,7 @@ _LISTED_STATES: Final = {
         }
     ),
 }
-_JOB_ID: Final = r"(job_[A-Za-z0-9_-]{32})"
+_JOB_ID: Final = rf"({keys.JOB_ID_PATTERN})"
 _DEAD_JOB: Final = re.compile(rf"JOB#{_JOB_ID}")
 _DEAD_PLACE: Final = re.compile(rf"[0-9]{{{keys.TIME_WIDTH}}}#{_JOB_ID}#[0-9]{{1,10}}")
 _EVENT_KEY: Final = re.compile(rf"{keys.EVENT_PREFIX}[0-9]{{{keys.SEQUENCE_WIDTH}}}")
