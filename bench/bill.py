@@ -363,8 +363,8 @@ def feature_lines(costs: list[JobCost]) -> list[str]:
         added = quotas.write_units
         lines.append(
             f"| quotas (a tenant with quotas) | {added:+g} write units (its counter, in a "
-            "transaction with the admission's job write, which it bills twice, and in the "
-            f"terminal commit's) | ${added * write_price:,.2f} |"
+            "transaction with the admission's job write and with the terminal commit's, each of "
+            f"which it bills twice) | ${added * write_price:,.2f} |"
         )
     lines += [
         (

@@ -542,8 +542,8 @@ def _quota_lines(costs: list[JobCost]) -> list[str]:
         f"Quotas (`{QUOTAS_SCENARIO}`): {added:+g} write units per job and {calls:+d} AWS calls:",
         "the tenant's counter item (`QUOTA#<tenant>`, store/quotas.py) moves with the job: the",
         "admission's job write becomes a transaction with the counter's conditional update (2",
-        "units, and 1 more: the job's write billed twice), and the terminal commit's transaction",
-        "takes the counter's update too (2 units), no request of its own. A tenant without quotas",
+        "units, and 1 more: the job's write billed twice), and so does the terminal commit's job",
+        "write (the same 3), no request of its own. A tenant without quotas",
         "pays nothing (the first row). The first admission of a minute in a function instance",
         "may try once more (a cancelled transaction) when another instance started the window.",
     ]
@@ -585,7 +585,7 @@ def _every_feature_lines(costs: list[JobCost]) -> list[str]:
         f"units, {every.write_units:+g} on the plain job, the quotas' and the slot's together.",
         f"Target: at most {EVERY_FEATURE_TARGET_UNITS}: {verdict}. What stands in the way: the",
         "quota counter is exact because it moves inside the job's own writes (a transaction at",
-        "admission, the terminal commit's); written on its own it would cost 2 units, not 5, but",
+        "admission and at the end); written on its own it would cost 2 units, not 6, but",
         "a crash or a retried write could then count a job twice or never, and a tenant's",
         "open-jobs quota would drift. The plain job's largest removable block is the claim's",
         "rewrite of its `tenant_jobs` and `by_correlation` entries (2 units): both indexes",
@@ -607,14 +607,14 @@ _STEP_PURPOSE: Final = {
     "worker run": (
         "the claim with `job.started` (the job's update, then the event's put), the result's own "
         "item (its compressed JSON) and its `tenant_jobs` entry when it fits in 1 KB, the "
-        "terminal event with the job's end (a transaction of 2 items, billed twice: nothing "
-        "follows it to write its event late); each commit's "
-        "`tenant_jobs`, `by_correlation` and `feed` entries; the job leaving `JOB#ACTIVE`, its "
-        "terminal callback entering `CALLBACK#HANDOFF`. A run under 5 s writes no `job.progress`"
+        "job's end, then its terminal event (two single writes; the job stays in `JOB#ACTIVE`, "
+        "covering the event and its callback); each commit's "
+        "`tenant_jobs`, `by_correlation` and `feed` entries. A run under 5 s writes no "
+        "`job.progress`"
     ),
     "callbacks": (
-        "one conditional write per delivered callback (a first attempt claims nothing), and the "
-        "terminal callback leaving `CALLBACK#HANDOFF`"
+        "one conditional write per delivered callback (a first attempt claims nothing), and, "
+        "the terminal one delivered, the job leaving `JOB#ACTIVE` (its update and the entry)"
     ),
     "events page": "nothing (a read)",
     "ack": "the consumer's cursor (`#ACK`), one conditional write",
@@ -638,16 +638,16 @@ def _floor_lines(cost: JobCost) -> list[str]:
         "state change of the job, per event, for its result and its cursor, and one per delivery",
         "recorded: 11 write units for 3 events (3 job writes, 3 events, the result, the cursor, 3",
         f"deliveries), all of them table writes; this job's are {cost.bill.table_write_units:g}.",
-        "What the rest buys: the terminal commit is one transaction of the job and its event,",
-        "billed twice (2 units more than two single writes), as no commit follows it to write",
-        "its event late; the other commits are two single conditional writes, the job's then its",
+        "What the rest buys: every commit is two single conditional writes, the job's then its",
         "event's, the job's write describing the event (store/pending.py), so a crash between",
-        "the two loses nothing (I10). The index entries: `tenant_jobs` holds what a Job",
-        "document shows of a queued or finished job (3 entries: admission, claim, end) and a",
-        "result that fits in 1 KB (1 more), so a page of them reads the index alone;",
-        "`by_correlation` holds each job's status (3); the feed holds every",
-        "event once (3); the sweep's cover costs 4 (the open job's entry in and out, the terminal",
-        "callback's in and out), whatever the number of events. Each `job.progress` (a run over",
+        "the two loses nothing (I10); the job then stays among the sweep's open jobs until its",
+        "terminal callback is delivered (the terminal event's and its callback's cover), and",
+        "leaving them is one more write of the job (1 unit). The index entries: `tenant_jobs`",
+        "holds what a Job document shows of a queued or finished job (3 entries: admission,",
+        "claim, end) and a result that fits in 1 KB (1 more), so a page of them reads the index",
+        "alone; `by_correlation` holds each job's status (3); the feed holds every event once",
+        "(3); the sweep's cover costs 2 (the job's `JOB#ACTIVE` entry in and out), whatever the",
+        "number of events, unless a callback fails an attempt. Each `job.progress` (a run over",
         "5 s: at most one per 5 s) adds its commit (2), its feed entry (1) and its delivery (1).",
         "The description costs a consistent read (1 unit) when a process appends to a job whose",
         "last event it did not write itself (the worker's claim), and, for a job open longer than",

@@ -2,14 +2,15 @@
 A writer that dies between the two leaves the event described on the job; whoever comes next
 writes it: the job's next appender before its own write, a page that finds the job ahead of its
 events. Each written late is the same event (its sequence, kind and `at`), its callback watched
-by the sweep, in the feed from when it was written. A terminal commit stays one transaction:
-nothing follows it to write its event late."""
+by the sweep, in the feed from when it was written. A terminal commit too: its job stays among the
+sweep's open jobs until its event is written, and the sweep writes it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -18,10 +19,12 @@ from botocore.exceptions import ClientError
 
 from jobstream.lifecycle.identity import derive_job_id
 from jobstream.runtime import Runtime
-from jobstream.service import execution
+from jobstream.service import execution, jobs
+from jobstream.service import sweep as sweep_module
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.codec import from_item
+from jobstream.store.jobs import JobStore
 from tests.support.client_hooks import dynamodb_calls, hooked
 from tests.support.dispatch import dispatch_stream
 from tests.support.faults import Faults, injected
@@ -109,23 +112,96 @@ def test_an_admission_that_died_before_its_event_is_completed_by_the_claim(
     assert kinds(api, job_id) == ["job.requested", "job.execution_started"]
 
 
-def test_a_terminal_commit_is_one_transaction(crt: Runtime) -> None:
-    """Nothing follows a terminal commit to write its event late: its event is put in the
-    same transaction as its job's update, which drops the job's description."""
+def test_an_ended_job_covers_its_terminal_event_until_the_sweep_writes_it(
+    crt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A terminal commit is two writes, as every commit: its writer dies between them, and the
+    job, ended, stays among the sweep's open jobs with its description. Past the grace period
+    the sweep writes the event (its callback under an entry of its own), then takes the job
+    off the open jobs; nothing of it is written twice."""
     api = Api(token="acme-token")
     job_id = admitted(api)
     with dying_before_event_put(crt) as died, dynamodb_calls(crt.store.client) as calls:
-        assert api.post(f"/jobs/{job_id}/cancel").status == 200
-    assert died == []
-    assert "TransactWriteItems" in calls
-    assert "PutItem" not in calls
+        assert api.post(f"/jobs/{job_id}/cancel").status >= 500
+    assert died == [keys.event_sk(2)]
+    assert "TransactWriteItems" not in calls
     job = crt.store.get_job_item(job_id)
     assert job is not None
     assert job.status == "cancelled"
-    assert job.pending_event is None
+    assert job.pending_event is not None
+    assert item(crt, job_id, keys.event_sk(2)) is None
+    assert "sweep_pk" in (item(crt, job_id, keys.JOB_SK) or {})
+
+    clock.advance(keys.HANDOFF_GRACE_MS - 1)
+    assert sweep(crt).events_settled == 0  # its writer may still be on its way
+    clock.advance(2)
+    with monkeypatch.context() as patch:
+        # The sweep's settling fails (throttled): the job, its event still missing, stays.
+        patch.setattr(sweep_module, "_settle_unwritten", lambda *_: None)
+        assert sweep(crt).ended_jobs_released == 0
+    assert "sweep_pk" in (item(crt, job_id, keys.JOB_SK) or {})
+    report = sweep(crt)
+    assert (report.events_settled, report.ended_jobs_released) == (1, 1)
     cancelled = item(crt, job_id, keys.event_sk(2))
     assert cancelled is not None
     assert cancelled["kind"] == "job.outcome_cancelled"
+    assert "sweep_pk" in cancelled  # watched: its job no longer covers it
+    after = item(crt, job_id, keys.JOB_SK) or {}
+    assert "sweep_pk" not in after
+    assert keys.PENDING_EVENT not in after
+    assert sweep(crt).events_settled == 0
+
+
+def test_an_ended_job_without_a_callback_leaves_the_open_jobs_once_its_event_is_written(
+    crt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No callback to wait for, the job still waits for its terminal event: its writer died
+    before the put, and the sweep takes the job off only once the event is written."""
+    api = Api(token="acme-token")
+    response = api.post("/jobs", canonical_task(callback_url=None))
+    assert response.status == 202, response.body
+    job_id = str(response.body["job"]["job_id"])
+    with dying_before_event_put(crt) as died:
+        assert api.post(f"/jobs/{job_id}/cancel").status >= 500
+    assert died == [keys.event_sk(2)]
+    clock.advance(keys.HANDOFF_GRACE_MS + 1)
+    with monkeypatch.context() as patch:
+        patch.setattr(sweep_module, "_settle_unwritten", lambda *_: None)
+        assert sweep(crt).ended_jobs_released == 0
+    assert "sweep_pk" in (item(crt, job_id, keys.JOB_SK) or {})
+    report = sweep(crt)
+    assert (report.events_settled, report.ended_jobs_released) == (1, 1)
+    assert item(crt, job_id, keys.event_sk(2)) is not None
+    assert "sweep_pk" not in (item(crt, job_id, keys.JOB_SK) or {})
+
+
+def test_a_terminal_commit_for_the_release_before_is_one_transaction(crt: Runtime) -> None:
+    """The first step of an upgrade (`previous_formats`): the release before takes an ended
+    job for done, so its event is put in the same transaction as its job's update, which takes
+    the job off the open jobs and drops its description."""
+    compatible = replace(
+        crt,
+        store=JobStore(crt.store.table_name, crt.store.client_factory, previous_formats=True),
+    )
+    api = Api(token="acme-token")
+    job_id = admitted(api)
+    with (
+        dying_before_event_put(compatible) as died,
+        dynamodb_calls(compatible.store.client) as calls,
+    ):
+        jobs.cancel(compatible, "acme", job_id, None)
+    assert died == []
+    assert "TransactWriteItems" in calls
+    assert "PutItem" not in calls
+    job = compatible.store.get_job_item(job_id)
+    assert job is not None
+    assert job.status == "cancelled"
+    assert job.pending_event is None
+    assert "sweep_pk" not in (item(crt, job_id, keys.JOB_SK) or {})
+    cancelled = item(crt, job_id, keys.event_sk(2))
+    assert cancelled is not None
+    assert cancelled["kind"] == "job.outcome_cancelled"
+    assert "sweep_pk" in cancelled  # its terminal callback covers itself
 
 
 def test_the_next_appender_writes_the_event_before_its_own(rt: Runtime) -> None:

@@ -297,7 +297,9 @@ class World:
         if record.is_terminal:
             assert terminal == [TERMINAL_KIND_BY_STATUS[record.status].value], kinds
             assert kinds[-1] == terminal[0]
-            assert "sweep_pk" not in view.item
+            # Among the open jobs until nothing needs its cover (store/jobs.py `leave_active`),
+            # and in no other backlog.
+            assert "sweep_pk" not in view.item or self.in_open_jobs(view)
             assert record.lease_owner is None
         else:
             assert terminal == [], f"{record.status} job {job_id} has {terminal}"
@@ -383,19 +385,31 @@ class World:
                 assert keys.sweep_kind(intent["sweep_pk"]) == keys.SweepBacklog.CALLBACK_HANDOFF
             else:
                 # I5: an open callback without an entry of its own is covered by its job: the
-                # job is open (JOB#ACTIVE), or its terminal callback is open in the hand-off
-                # shards (service/callback_coverage.py).
+                # job is among the open jobs (JOB#ACTIVE), ended or not, or its terminal
+                # callback is open in the hand-off shards (service/callback_coverage.py).
                 assert intent["state"] in {CallbackState.PENDING, CallbackState.IN_FLIGHT}
-                assert intent["kind"] not in TERMINAL_KINDS, f"terminal intent {ref} unwatched"
+                assert intent["kind"] not in TERMINAL_KINDS or self.in_open_jobs(view), (
+                    f"terminal intent {ref} unwatched"
+                )
                 assert self.covered(view), f"open intent {ref} of {model.job_id} has no cover"
             if intent["kind"] in TERMINAL_KINDS and intent["state"] in OPEN_CALLBACK_STATES:
-                assert "sweep_pk" in intent, f"open terminal intent {ref} not in the sweep index"
+                assert "sweep_pk" in intent or self.in_open_jobs(view), (
+                    f"open terminal intent {ref} not in the sweep index"
+                )
 
     @staticmethod
-    def covered(view: JobView) -> bool:
+    def in_open_jobs(view: JobView) -> bool:
+        """Whether the job item has its entry among the sweep's open jobs."""
+        entry = view.item.get("sweep_pk", {}).get("S", "")
+        return bool(entry) and keys.sweep_kind(entry) == keys.SweepBacklog.ACTIVE_JOBS
+
+    @classmethod
+    def covered(cls, view: JobView) -> bool:
         """Whether the job covers its callbacks that have no index entry of their own."""
         if not view.record.is_terminal:
             return keys.sweep_kind(view.item["sweep_pk"]["S"]) == keys.SweepBacklog.ACTIVE_JOBS
+        if cls.in_open_jobs(view):
+            return True
         return any(
             intent["kind"] in TERMINAL_KINDS
             and intent["state"] in OPEN_CALLBACK_STATES
@@ -435,18 +449,23 @@ def without_endpoints(snapshot: Snapshot) -> Snapshot:
 # (service/callback_coverage.py, CallbackStore.watch): an entry of their own, and `resent_at`
 # with it, so that the dispatcher does not take that write for a new callback.
 COVER_ATTRIBUTES = frozenset({"sweep_pk", "sweep_sk", "resent_at"})
+# What an ended job's leaving the open jobs removes from its item (store/jobs.py leave_active),
+# once its terminal callback no longer needs its cover.
+OPEN_JOB_ATTRIBUTES = frozenset({"sweep_pk", "sweep_sk", keys.PENDING_EVENT})
 
 
 def without_sweep_entries(snapshot: Snapshot) -> Snapshot:
-    """The snapshot without what the cover writes on the events (COVER_ATTRIBUTES)."""
-    return {
-        k: (
-            {name: value for name, value in v.items() if name not in COVER_ATTRIBUTES}
-            if k[1].startswith(keys.EVENT_PREFIX)
-            else v
-        )
-        for k, v in snapshot.items()
-    }
+    """The snapshot without what the cover writes on the events (COVER_ATTRIBUTES) and on an
+    ended job's item (OPEN_JOB_ATTRIBUTES)."""
+    return {k: _without_cover(k, v) for k, v in snapshot.items()}
+
+
+def _without_cover(key: tuple[str, str], item: dict[str, Any]) -> dict[str, Any]:
+    if key[1].startswith(keys.EVENT_PREFIX):
+        return {name: value for name, value in item.items() if name not in COVER_ATTRIBUTES}
+    if key[1] == keys.JOB_SK and "expires_at" in item:  # an ended job (store/jobs.py)
+        return {name: value for name, value in item.items() if name not in OPEN_JOB_ATTRIBUTES}
+    return item
 
 
 def job_key(job_id: str) -> tuple[str, str]:

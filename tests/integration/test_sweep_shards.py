@@ -14,7 +14,7 @@ import pytest
 
 from jobstream.domain import AttemptAnswer, IntentRef
 from jobstream.runtime import Runtime
-from jobstream.service import admission, execution
+from jobstream.service import admission, callback_coverage, execution
 from jobstream.service.sweep import sweep
 from jobstream.store import keys, sweep_index
 from jobstream.store.codec import to_item
@@ -248,9 +248,18 @@ def test_entries_in_legacy_shards_are_swept_until_a_sweep_finds_them_empty(
     )
     assert retired_record(rt) is None
 
-    # The job ends (off JOB#ACTIVE) and its first callback is delivered (off CALLBACK#HANDOFF).
+    # The job ends and its callbacks are delivered: its first off CALLBACK#HANDOFF, its
+    # terminal one last, which takes the job off JOB#ACTIVE.
     assert execution.execute(rt, job_id) in {"succeeded", "failed"}
-    deliver(rt, ref, clock.now)
+    ended = rt.store.get_job_item(job_id)
+    assert ended is not None
+    for sequence in range(1, ended.event_count):
+        deliver(rt, IntentRef(job_id, sequence), clock.now)
+    terminal = rt.callbacks.claim(IntentRef(job_id, ended.event_count), now=clock.now, lease_ms=1)
+    assert terminal is not None
+    assert rt.callbacks.mark_delivered(terminal, now=clock.now, status=204)
+    callback_coverage.release_job(rt, terminal, ended)  # as the callbacks service does
+    assert list(rt.store.active_jobs()) == []
     assert retired_record(rt) is None
     sweep(rt)
     clock.advance(sweep_index.LEGACY_QUIET_MS)

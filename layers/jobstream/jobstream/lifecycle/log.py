@@ -4,7 +4,8 @@ recorded on read (reconcile), and the one retry of a move that lost a race.
 Every move goes through `commit`: the state change (lifecycle/transitions.py) and the event it
 records, with its callback when the job has a callback URL: the job's conditional write decides
 it, the event's put follows, and whoever finds that event missing writes it from the job
-(store/pending.py); a terminal commit is one transaction of both, as nothing follows it.
+(store/pending.py); a terminal commit too: its job stays among the sweep's open jobs until its
+stream is complete (store/jobs.py `append_event`).
 A move that loses a race (StaleJobError) is decided again on the job as it is now
 (`apply_until_settled`).
 """

@@ -3,14 +3,18 @@
 Most callbacks are delivered at once, so an entry of their own in the sweep index (written with
 the event, removed by the delivery: two index writes each) would be paid for nothing. Instead:
 
-- a job's callbacks are covered by the job while it is open: its item is in the sweep index
-  (JOB#ACTIVE) and the sweep looks at its open callbacks once its first event is past the grace
-  period (`resend_unindexed`);
-- its terminal event's callback (and any recorded after the job ended) has an entry of its own
-  from its recording (CallbackIntent.watched): it covers the job's other callbacks once the job
-  has left JOB#ACTIVE. The sweep handling that entry looks at them too, and before the terminal
-  callback leaves the hand-off shards (delivered, dead or parked) every other open one without
-  an entry gets its own (`hand_over`);
+- a job's callbacks are covered by the job while it is among the sweep's open jobs
+  (JOB#ACTIVE), its terminal event's included: the sweep looks at its open callbacks once its
+  first event is past the grace period (`resend_unindexed`). An ended job stays there until
+  its terminal event is written and its terminal callback is closed or has an entry of its own
+  (`release_job` after the callback's attempt): usually one delivery later. The sweep gives an
+  ended job's open callbacks entries of their own a grace period after its end, and takes the
+  job off (`look_after_ended`);
+- a terminal callback with an entry of its own (one that failed an attempt, or recorded by the
+  release before, or written late from its job's description) covers the job's other callbacks
+  once the job has left JOB#ACTIVE. The sweep handling that entry looks at them too, and before
+  a terminal callback leaves the hand-off shards, or its job leaves JOB#ACTIVE (delivered, dead
+  or parked), every other open one without an entry gets its own (`hand_over`);
 - a callback that fails an attempt, is parked, revived or unparked has an entry of its own.
 
 So every open callback is always found by one of them (invariant I5).
@@ -33,6 +37,8 @@ logger = logging.getLogger(__name__)
 # at most an hour: a receiver's backlog is re-sent a few times an hour, not at every sweep.
 RESEND_FIRST_WAIT_MS: Final = 2 * HANDOFF_GRACE_MS
 RESEND_MAX_WAIT_MS: Final = 60 * 60_000
+# The states of an open callback that may have no entry of its own (its job covers it).
+_UNINDEXED_OPEN: Final = frozenset({CallbackState.PENDING, CallbackState.IN_FLIGHT})
 
 
 def resend_wait_ms(callback: CallbackRecord, resent_at: int) -> int:
@@ -50,9 +56,7 @@ def _unindexed_open(
     return [
         callback
         for callback in callbacks
-        if callback.sequence != but
-        and not callback.indexed
-        and callback.state in {CallbackState.PENDING, CallbackState.IN_FLIGHT}
+        if callback.sequence != but and not callback.indexed and callback.state in _UNINDEXED_OPEN
     ]
 
 
@@ -62,18 +66,61 @@ def covers_job(intent: CallbackRecord) -> bool:
 
 
 def hand_over(rt: Runtime, intent: CallbackRecord, job: JobRecord) -> None:
-    """Before a terminal callback leaves the hand-off shards: each of its job's open callbacks
-    without an entry of its own gets one, due a grace period after its event, so that none is
-    left without cover. Usually there is none (they were delivered first): one consistent read."""
+    """Before a terminal callback leaves the hand-off shards, or its job the open jobs: each of
+    its job's open callbacks without an entry of its own gets one, due a grace period after its
+    event, so that none is left without cover. Usually there is none (they were delivered
+    first): one consistent read."""
     if not covers_job(intent):
         return
     # Consistent: a callback written a moment before the terminal event (a progress report)
     # must be seen, or nothing would cover it once this entry is gone.
     callbacks = rt.callbacks.of_job(job.job_id, since=job.created_at, consistent=True)
+    _give_entries(rt, callbacks, but=intent.sequence)
+
+
+def _give_entries(rt: Runtime, callbacks: list[CallbackRecord], *, but: int | None = None) -> None:
     now = rt.clock()
-    for callback in _unindexed_open(callbacks, but=intent.sequence):
+    for callback in _unindexed_open(callbacks, but=but):
         due = max(callback.created_at, callback.resent_at or 0) + HANDOFF_GRACE_MS
         rt.callbacks.watch(callback.ref, due=due, now=now)
+
+
+def release_job(rt: Runtime, intent: CallbackRecord, job: JobRecord) -> None:
+    """After a terminal callback's attempt was recorded (delivered, parked, dead, or waiting for
+    its retry under an entry of its own): when its job covered it (it had no entry of its own),
+    the job leaves the sweep's open jobs, its other open callbacks handed over first (`hand_over`,
+    for a closed one). A failure is left to the sweep (`look_after_ended`): the attempt stands."""
+    if not covers_job(intent) or intent.indexed:
+        return
+    try:
+        rt.store.leave_active(job.job_id, sequence=intent.sequence)
+    except Exception:
+        logger.warning(
+            "could not take an ended job off the open jobs",
+            extra={"job_id": job.job_id},
+            exc_info=True,
+        )
+
+
+def look_after_ended(rt: Runtime, job: JobRecord, now: int) -> bool:
+    """The sweep's look at an ended job still among its open jobs, a grace period after its
+    end (before, its writer, or its terminal callback's first attempt, may still be on the
+    way): each of its open callbacks without an entry of its own, the terminal one's
+    included, gets one (the hand-off pass sends those overdue), and the job leaves the open
+    jobs, so that a callback waiting long costs a sweep nothing until it is due. Its terminal
+    event not written yet (its writer died), it stays: the sweep writes the event from the
+    job's description, and leaves the job at its next look. True when the job left."""
+    if now - job.last_event_at < HANDOFF_GRACE_MS:
+        return False
+    if job.callback_url:
+        # Consistent: a terminal callback written a moment ago must not be taken for missing.
+        callbacks = rt.callbacks.of_job(job.job_id, since=job.created_at, consistent=True)
+        if not any(covers_job(callback) for callback in callbacks):
+            return False
+        _give_entries(rt, callbacks)
+    elif rt.store.unwritten_events([job]):
+        return False
+    return rt.store.leave_active(job.job_id, sequence=job.event_count)
 
 
 def resend_unindexed(rt: Runtime, job: JobRecord, now: int) -> int:

@@ -188,6 +188,7 @@ def _outcome(
         endpoints.after_delivery(rt, passed, now=finished_at)
         if recorded is None:
             return _duplicate()
+        callback_coverage.release_job(rt, intent, job)
         observability.count("callbacks_delivered")
         return AttemptResult(Disposition.DONE, outcome="delivered")
     answer = AttemptAnswer(verdict.status, verdict.error)
@@ -211,6 +212,8 @@ def _outcome(
         is None
     ):
         return _duplicate()
+    # Waiting under an entry of its own now, a terminal callback covers its job's others.
+    callback_coverage.release_job(rt, intent, job)
     observability.count("callbacks_retried")
     return AttemptResult(Disposition.RETRY, delay_ms=delay, outcome="retry")
 
@@ -228,6 +231,7 @@ def _park(
     callback_coverage.hand_over(rt, intent, job)
     if not endpoints.park(rt, intent, endpoint, answer):
         return _duplicate()
+    callback_coverage.release_job(rt, intent, job)
     observability.count("callbacks_parked")
     return AttemptResult(Disposition.DONE, outcome="parked")
 
@@ -241,6 +245,8 @@ def _dead(
     tenant = job.tenant if job is not None else None
     if rt.callbacks.mark_dead(intent, answer, now=now, tenant=tenant) is None:
         return _duplicate()
+    if job is not None:
+        callback_coverage.release_job(rt, intent, job)
     observability.count("callbacks_dead_lettered")
     return _send_dead_letter(rt, intent.ref, now=now)
 

@@ -69,6 +69,9 @@ class SweepReport:
     # Open jobs' last events their writers died before writing, written from the job's
     # description (store/pending.py).
     events_settled: int = 0
+    # Ended jobs taken off the open jobs by the sweep, not by their last commit or their terminal
+    # callback's attempt (a writer died in between, or the callback's attempt failed to).
+    ended_jobs_released: int = 0
     errors: int = 0
     budget_exhausted: bool = False
     # Jobs the sweep ended `expired`, by its verdict.
@@ -472,6 +475,9 @@ def _check_job(rt: Runtime, record: JobRecord, report: SweepReport, seen: _OpenJ
     job_id = record.job_id
     report.jobs_checked += 1
     now = rt.clock()
+    if record.is_terminal:
+        _check_ended(rt, record, report, now)
+        return
     reason = verdict(record, now, rt.settings)
     # A run finished but neither its completion nor the work message's redelivery recorded
     # it (its lease ended with its outcome kept): the job ends with that outcome, never with a
@@ -492,6 +498,17 @@ def _check_job(rt: Runtime, record: JobRecord, report: SweepReport, seen: _OpenJ
     report.events_repaired += record.event_count - before
     # Its callbacks without an entry of their own are the job's to cover while it is open.
     report.callbacks_resent += callback_coverage.resend_unindexed(rt, record, now)
+
+
+def _check_ended(rt: Runtime, record: JobRecord, report: SweepReport, now: int) -> None:
+    """An ended job still among the open jobs: its terminal callback not yet closed, or its
+    stream not known complete. What its state implies and its stream lacks is recorded first
+    (a job ended by a writer that wrote no event); then it leaves the open jobs once nothing
+    needs its cover (callback_coverage.look_after_ended)."""
+    before = record.event_count
+    record = reconcile(rt, record)
+    report.events_repaired += record.event_count - before
+    report.ended_jobs_released += callback_coverage.look_after_ended(rt, record, now)
 
 
 def _look_after_run(

@@ -4,8 +4,9 @@ queries.
 A callback lives on its event's item (`EVT#<sequence>`): recorded in the event's own put, its
 delivery state (`state`, `attempts`, `next_attempt_at`, the attempt's `lease_until`, the last
 answer) is updated in place. A first attempt soon after its event takes it without a claim
-(service/callbacks.py): its outcome's write counts the attempt. A watched one (a terminal
-event's, CallbackIntent.watched), or one that failed an attempt, sits in the sweep index's
+(service/callbacks.py): its outcome's write counts the attempt. A watched one (one recorded
+once its job left the open jobs, CallbackIntent.watched), or one that failed an attempt, sits in
+the sweep index's
 CALLBACK#HANDOFF shards while it is open, with the time the sweep should send it if no delivery
 closed it; an attempt does not move it there (its claim writes no index key), only a retry's new
 due time does. Any other is found through its job (service/callback_coverage.py).

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from botocore.exceptions import ClientError
 
-from jobstream.domain import CallbackState, JobRecord, JobStatus, StoredEvent
+from jobstream.domain import TERMINAL_STATUSES, CallbackState, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
 from jobstream.store import keys, listed, pending, quotas, results
 from jobstream.store.callbacks import CallbackStore
@@ -85,6 +85,11 @@ MAX_CHARGE_TRIES: Final = 4
 # The condition of every event slot: free, or taken by an event of an earlier job under the same
 # key (its `at` is older than this job; a job's own events never are).
 _SLOT_FREE: Final = "attribute_not_exists(#pk) OR #at < :created"
+# The statuses of an ended job, as a condition's placeholders and their values.
+_ENDED_VALUES: Final = {
+    f":ended{index}": status.value for index, status in enumerate(sorted(TERMINAL_STATUSES))
+}
+_ENDED: Final = ", ".join(_ENDED_VALUES)
 
 
 class JobStore(TableStore):
@@ -314,48 +319,113 @@ class JobStore(TableStore):
     def append_event(
         self, record: JobRecord, append: Append, *, clock: Callable[[], int] | None = None
     ) -> None:
-        """Record `append.event` as the job's next event, with its state change and callback.
-        A non-terminal event: the job's conditional update first (it decides the commit, and
-        describes the event, store/pending.py), then the event's put; the caller has made sure
-        of the job's last event first (`settle_event`), unless it wrote it itself, as the update
-        replaces its description. A terminal event: one transaction of both (nothing follows a
-        terminal commit to write its event late), which gives the job its own expiry, takes it
-        off the sweep's active set and drops the description. `clock`: the feed's stamp is
-        taken again just before each attempt of the event's write (`_restamped`).
+        """Record `append.event` as the job's next event, with its state change and callback:
+        the job's conditional update first (it decides the commit, and describes the event,
+        store/pending.py), then the event's put; the caller has made sure of the job's last
+        event first (`settle_event`), unless it wrote it itself, as the update replaces its
+        description. `clock`: the feed's stamp is taken again just before each attempt of the
+        event's write (`_restamped`).
+
+        A terminal event gives the job its own expiry and keeps it among the sweep's open jobs
+        (JOB#ACTIVE) until its stream is complete: the job's entry covers the terminal event, as
+        it covered the others, should its writer die before the put, and its callback, which
+        has no entry of its own (`_kept_open`). A job without a callback leaves the open jobs
+        at once after the put (`leave_active`); one with a callback when its terminal callback
+        is closed or given an entry of its own (service/callback_coverage.py), or by the sweep.
+        The quota release of a counted job rides in a transaction with the job's update. For
+        the release before this one (`previous_formats`), which takes an ended job for done,
+        a terminal commit is one transaction of the job's update and its event instead, the job
+        leaving the open jobs with it.
 
         Raises StaleJobError when the job moved on since `record` was read (another writer won).
         """
         if append.event.sequence != record.event_count + 1:
             raise ValueError("an event must take the next sequence of its job")
         terminal = append.job_expires_at is not None
+        if terminal and self.previous_formats:
+            self._append_in_one_transaction(record, append, clock)
+            return
+        if terminal:
+            append = _kept_open(append)
+        self._write_job(record, append)
+        self._write_event(record, append, clock=clock)
+        if terminal and append.intent is None:
+            # The stream is complete and no callback needs the job's cover.
+            self.leave_active(record.job_id, sequence=append.event.sequence)
+
+    def _write_job(self, record: JobRecord, append: Append) -> None:
+        """A commit's job write: one conditional update, in a transaction with the quota
+        release of a counted job's terminal commit. StaleJobError when another writer won."""
         update = self._job_update(record, append)
+        counted = append.releases_quota_of if append.job_expires_at is not None else None
         try:
-            if terminal:
-                call_built(
-                    self.client,
-                    "transact_write_items",
-                    lambda: {
-                        "TransactItems": self._terminal_items(record, append, update, clock),
-                        "ReturnConsumedCapacity": "TOTAL",
-                    },
+            if counted is not None:
+                # The open job leaves its tenant's count with its terminal state, or neither.
+                release = quotas.release_item(self.table_name, counted)
+                self.client.transact_write_items(
+                    TransactItems=[update, release], ReturnConsumedCapacity="TOTAL"
                 )
             else:
                 self.client.update_item(**update["Update"], ReturnConsumedCapacity="TOTAL")
         except ClientError as error:
             if not _condition_failed(error):
                 raise
-            # A single write carries no request token: a retry whose first try was applied
-            # (its answer lost) is refused by that very write, which the job then shows.
-            shown = error.response.get("Item")
-            if terminal or not (
+            # A retry whose first try was applied (its answer lost) is refused by that very
+            # write, which the job then shows (a transaction's in its cancellation reasons).
+            reasons = _cancellation_reasons(error)
+            shown = reasons[0].get("Item") if counted and reasons else error.response.get("Item")
+            if not (
                 after_lost_answer(error)
                 and _shows_update(shown if isinstance(shown, Mapping) else None, append)
             ):
                 raise StaleJobError(
                     record.job_id, after_lost_answer=after_lost_answer(error)
                 ) from None
-        if not terminal:
-            self._write_event(record, append, clock=clock)
+
+    def _append_in_one_transaction(
+        self, record: JobRecord, append: Append, clock: Callable[[], int] | None
+    ) -> None:
+        """A terminal commit as the release before wrote it: one transaction of the job's
+        update and its event (and the quota release), its event stamped for the feed at each
+        attempt (`_restamped`)."""
+        update = self._job_update(record, append)
+        try:
+            call_built(
+                self.client,
+                "transact_write_items",
+                lambda: {
+                    "TransactItems": self._terminal_items(record, append, update, clock),
+                    "ReturnConsumedCapacity": "TOTAL",
+                },
+            )
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+            raise StaleJobError(record.job_id, after_lost_answer=after_lost_answer(error)) from None
+
+    def leave_active(self, job_id: str, *, sequence: int) -> bool:
+        """Take an ended job off the sweep's open jobs (JOB#ACTIVE), and its description of
+        its terminal event with it, once that event (`sequence`) is written and needs the job's
+        cover no more; False when it was not there (left already, or another job's state)."""
+        return _applied(
+            lambda: self.client.update_item(
+                TableName=self.table_name,
+                Key=job_key(job_id),
+                UpdateExpression="REMOVE sweep_pk, sweep_sk, #pending",
+                # Only an ended job whose last event is the terminal one the caller knows
+                # written: an open job never loses its cover.
+                ConditionExpression=(
+                    f"attribute_exists(sweep_pk) AND #count = :sequence AND #status IN ({_ENDED})"
+                ),
+                ExpressionAttributeNames={
+                    "#pending": pending.ATTRIBUTE,
+                    "#count": "event_count",
+                    "#status": "status",
+                },
+                ExpressionAttributeValues=to_item({":sequence": sequence, **_ENDED_VALUES}),
+                ReturnConsumedCapacity="TOTAL",
+            )
+        )
 
     def _terminal_items(
         self,
@@ -364,7 +434,8 @@ class JobStore(TableStore):
         update: TransactWriteItemTypeDef,
         clock: Callable[[], int] | None,
     ) -> list[TransactWriteItemTypeDef]:
-        """A terminal commit's transaction, its event stamped for the feed now (`_restamped`)."""
+        """A terminal commit's transaction as the release before wrote it (`previous_formats`),
+        its event stamped for the feed now (`_restamped`)."""
         items: list[TransactWriteItemTypeDef] = [
             update,
             {"Put": self._event_put(record, _restamped(append, clock))},
@@ -393,7 +464,11 @@ class JobStore(TableStore):
         )
         removed: list[str] = []
         if append.job_expires_at is not None:
-            removed += _terminal_clause(append.job_expires_at, names, values, assignments)
+            _expiry_clause(append.job_expires_at, names, values, assignments)
+        if append.job_expires_at is not None and self.previous_formats:
+            # The release before's terminal transaction: the job leaves the sweep's open jobs
+            # in the same write, its events all written with it.
+            removed += ["sweep_pk", "sweep_sk", pending.ATTRIBUTE]
         else:
             names["#pending"] = pending.ATTRIBUTE
             values[":pending"] = pending.describe(append)
@@ -781,16 +856,22 @@ def _once_per_job_clause(
     return " ADD #kinds :kinds"
 
 
-def _terminal_clause(
+def _expiry_clause(
     expires_at: int, names: dict[str, str], values: dict[str, Any], assignments: list[str]
-) -> list[str]:
-    """The terminal event's update of its job; returns the attributes it removes."""
-    # The stream is complete: the job leaves the sweep's active set in the same write, and is
-    # kept for the retention period from now on; its events are all written with it.
+) -> None:
+    """The terminal event's update of its job: kept for the retention period from now on."""
     names["#expires"] = keys.TTL_ATTRIBUTE
     values[":expires"] = expires_at
     assignments.append("#expires = :expires")
-    return ["sweep_pk", "sweep_sk", pending.ATTRIBUTE]
+
+
+def _kept_open(append: Append) -> Append:
+    """A terminal commit whose job stays among the sweep's open jobs until its stream is
+    complete: its callback is covered by the job, as the job's other callbacks are, not by an
+    entry of its own (two index writes saved, service/callback_coverage.py)."""
+    if append.intent is None or not append.intent.watched:
+        return append
+    return replace(append, intent=replace(append.intent, watched=False))
 
 
 def _apply_change(

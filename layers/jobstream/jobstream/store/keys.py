@@ -71,11 +71,11 @@ TTL_ATTRIBUTE: Final = "expires_at"
 class SweepBacklog(StrEnum):
     """A kind of work the sweep must find: its partition of the `sweep` index (sharded).
 
-    A watched event's open callback (a terminal event's, or one that failed an attempt) sits
-    under CALLBACK_HANDOFF with the time the sweep should look at it if no delivery closed it
-    (others are found through their job: service/callback_coverage.py); a dead one under
-    CALLBACK_DEAD; a job whose stream may still lack events (no terminal event yet) under
-    ACTIVE_JOBS, oldest first."""
+    A watched event's open callback (one that failed an attempt, was parked, or was recorded
+    once its job had left ACTIVE_JOBS) sits under CALLBACK_HANDOFF with the time the sweep
+    should look at it if no delivery closed it (others are found through their job:
+    service/callback_coverage.py); a dead one under CALLBACK_DEAD; a job whose stream may still
+    lack events, or whose terminal callback it still covers, under ACTIVE_JOBS, oldest first."""
 
     CALLBACK_HANDOFF = "CALLBACK#HANDOFF"
     CALLBACK_DEAD = "CALLBACK#DEAD"
@@ -83,12 +83,12 @@ class SweepBacklog(StrEnum):
 
 
 TENANT_SHARDS: Final = 16
-# Each kind's shards, by its index writes (docs/capacity.md). A job puts 2 units on the hand-off
-# backlog once only its terminal event enters it when written (its entry in and out; 8 while
-# every event's does) and 2 on the active jobs, so 4 shards hold 4 x 1,000 / 2 = 2,000
-# admissions a second, twice the goal. A dead callback puts 1 on the dead backlog (2 more if
-# redriven) and callbacks die rarely (a failing endpoint is paused first): 2 shards hold 2,000
-# deaths a second.
+# Each kind's shards, by its index writes (docs/capacity.md). A job puts 2 units on the active
+# jobs (its entry in and out, which covers its terminal callback too) and none on the hand-off
+# backlog unless a callback fails an attempt (2 then; the release before put every terminal
+# callback there), so 4 shards hold 4 x 1,000 / 2 = 2,000 admissions a second, twice the goal.
+# A dead callback puts 1 on the dead backlog (2 more if redriven) and callbacks die rarely (a
+# failing endpoint is paused first): 2 shards hold 2,000 deaths a second.
 SWEEP_SHARDS: Final[Mapping[SweepBacklog, int]] = {
     SweepBacklog.CALLBACK_HANDOFF: 4,
     SweepBacklog.CALLBACK_DEAD: 2,

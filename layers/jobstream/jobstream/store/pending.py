@@ -1,19 +1,21 @@
 """A commit's event, described on its job item until the next commit (I10).
 
-A commit of a non-terminal event is two single conditional writes, not one transaction (which
-bills every item twice): the job's write, which decides it (its sequence condition serialises
-appenders: exactly one wins each position), then its event's put. The job's write keeps a short
-description of the event in `pending_event`, so that whoever finds the event missing, because
-its writer died between the two writes, writes it from there (`event_of`):
+A commit is two single conditional writes, not one transaction (which bills every item twice):
+the job's write, which decides it (its sequence condition serialises appenders: exactly one wins
+each position), then its event's put. The job's write keeps a short description of the event in
+`pending_event`, so that whoever finds the event missing, because its writer died between the
+two writes, writes it from there (`event_of`):
 
 - the next appender of the job, before its own write replaces the description
   (lifecycle/log.py `settle_last_event`): the events before a job's last one always exist, and
   every open job gets a next commit (its run's, a cancel, or the sweep's verdict);
+- the sweep, for a job among its open jobs (JOB#ACTIVE) whose description is older than the
+  hand-off grace: an ended job stays there until its terminal event is written and needs its
+  cover no more (store/jobs.py `leave_active`, which drops the description);
 - a page that finds the job ahead of its events (service/events.py).
 
-A terminal commit is one transaction of the job's update and its event, as no commit follows
-it; it drops the description. So does nothing else: it stays on the job item, describing the
-job's last event, until the next commit replaces it.
+Otherwise the description stays on the job item, describing the job's last event, until the next
+commit replaces it. (The release before wrote a terminal commit as one transaction of both.)
 
 Only what the job item does not hold already: the event's sequence is the job's `event_count`
 and its `at` the job's `last_event_at`, both set by the same write. Short names: the

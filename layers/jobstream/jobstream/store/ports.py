@@ -468,6 +468,10 @@ class JobStorePort(Protocol):
         """Write the job's last event from its description (store/pending.py) when it is
         missing; True when this call wrote it."""
 
+    def leave_active(self, job_id: str, *, sequence: int) -> bool:
+        """Take an ended job, its terminal event (`sequence`) written, off the sweep's open
+        jobs; False when it was not among them."""
+
     def put_result(
         self, record: JobRecord, result: Mapping[str, Any], *, expires_at: int
     ) -> bool: ...

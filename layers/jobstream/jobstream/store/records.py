@@ -41,7 +41,7 @@ def record_to_item(record: JobRecord, *, previous_formats: bool = False) -> dict
         values["gsi2pk"] = keys.correlation_pk(record.tenant, record.correlation_id)
         values["gsi2sk"] = values["gsi1sk"]
     if not record.is_terminal:
-        # The sweep visits the job until it finishes (with its terminal event, in one write).
+        # The sweep visits the job until its stream is complete (store/jobs.py `leave_active`).
         values["sweep_pk"] = keys.job_sweep_pk(keys.SweepBacklog.ACTIVE_JOBS, record.job_id)
         values["sweep_sk"] = keys.sweep_sk(record.created_at, record.job_id)
     for name in _RECORD_FIELDS:
