@@ -7,9 +7,9 @@ the event, removed by the delivery: two index writes each) would be paid for not
   (JOB#ACTIVE), its terminal event's included: the sweep looks at its open callbacks once its
   first event is past the grace period (`resend_unindexed`). An ended job stays there until
   its terminal event is written and its terminal callback is closed or has an entry of its own
-  (`release_job` after the callback's attempt): usually one delivery later. The sweep gives an
-  ended job's open callbacks entries of their own a grace period after its end, and takes the
-  job off (`look_after_ended`);
+  (`release_job` after the callback's attempt): usually one delivery later. A grace period after
+  its end, the sweep gives its terminal callback, still open, an entry of its own (sending it at
+  once, and with it the job's others), and takes the job off (`look_after_ended`);
 - a terminal callback with an entry of its own (one that failed an attempt, or recorded by the
   release before, or written late from its job's description) covers the job's other callbacks
   once the job has left JOB#ACTIVE. The sweep handling that entry looks at them too, and before
@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from jobstream.domain import CallbackRecord, CallbackState, JobRecord
+from jobstream.domain import CallbackRecord, CallbackState, IntentRef, JobRecord
 from jobstream.protocol.events import TERMINAL_KINDS
 from jobstream.runtime import Runtime
 from jobstream.service.handoff import hand_off
@@ -102,25 +102,36 @@ def release_job(rt: Runtime, intent: CallbackRecord, job: JobRecord) -> None:
         )
 
 
-def look_after_ended(rt: Runtime, job: JobRecord, now: int) -> bool:
+def look_after_ended(rt: Runtime, job: JobRecord, now: int) -> tuple[bool, CallbackRecord | None]:
     """The sweep's look at an ended job still among its open jobs, a grace period after its
     end (before, its writer, or its terminal callback's first attempt, may still be on the
-    way): each of its open callbacks without an entry of its own, the terminal one's
-    included, gets one (the hand-off pass sends those overdue), and the job leaves the open
-    jobs, so that a callback waiting long costs a sweep nothing until it is due. Its terminal
-    event not written yet (its writer died), it stays: the sweep writes the event from the
-    job's description, and leaves the job at its next look. True when the job left."""
+    way): its terminal callback, still open without an entry of its own (its hand-off lost, or
+    waiting in a queue), gets one, due at once, which covers the job's other callbacks once the
+    job has left (the hand-off pass's `_resend_covered`); then the job leaves the open jobs. Its
+    terminal event not written yet (its writer died), it stays: the sweep writes the event
+    from the job's description, and takes the job off at its next look.
+
+    Returns whether the job left the open jobs, and the terminal callback given its entry just
+    now (the sweep sends it at once, and with it the job's others, as the hand-off pass would)."""
     if now - job.last_event_at < HANDOFF_GRACE_MS:
-        return False
+        return False, None
+    given: CallbackRecord | None = None
     if job.callback_url:
-        # Consistent: a terminal callback written a moment ago must not be taken for missing.
-        callbacks = rt.callbacks.of_job(job.job_id, since=job.created_at, consistent=True)
-        if not any(covers_job(callback) for callback in callbacks):
-            return False
-        _give_entries(rt, callbacks)
+        last = rt.callbacks.get(IntentRef(job.job_id, job.event_count))
+        if last is None or last.created_at < job.created_at:
+            return False, None  # not written yet (or an earlier job's under the same key)
+        if not covers_job(last):
+            # An event recorded after the end (it has an entry of its own): the terminal one
+            # before it may still be the job's to cover, and every open one gets an entry.
+            consistent = rt.callbacks.of_job(job.job_id, since=job.created_at, consistent=True)
+            _give_entries(rt, consistent)
+        elif not last.indexed and last.state in _UNINDEXED_OPEN:
+            if not rt.callbacks.watch(last.ref, due=now, now=now):
+                return False, None  # closed or given an entry meanwhile: the next look sees it
+            given = last
     elif rt.store.unwritten_events([job]):
-        return False
-    return rt.store.leave_active(job.job_id, sequence=job.event_count)
+        return False, None
+    return rt.store.leave_active(job.job_id, sequence=job.event_count), given
 
 
 def resend_unindexed(rt: Runtime, job: JobRecord, now: int) -> int:

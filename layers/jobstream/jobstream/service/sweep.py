@@ -508,7 +508,11 @@ def _check_ended(rt: Runtime, record: JobRecord, report: SweepReport, now: int) 
     before = record.event_count
     record = reconcile(rt, record)
     report.events_repaired += record.event_count - before
-    report.ended_jobs_released += callback_coverage.look_after_ended(rt, record, now)
+    left, given = callback_coverage.look_after_ended(rt, record, now)
+    report.ended_jobs_released += left
+    if given is not None:
+        # Due at once, as the hand-off pass would have found it: sent now, not a sweep later.
+        report.callbacks_resent += _resend(rt, given.ref, given, now)
 
 
 def _look_after_run(

@@ -10,10 +10,11 @@ predecessor: the job item once expired, an event item whose `at` is older than t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from jobstream.domain import TERMINAL_STATUSES, CallbackState, JobRecord, JobStatus, StoredEvent
 from jobstream.retries import after_lost_answer
@@ -350,8 +351,10 @@ class JobStore(TableStore):
         self._write_job(record, append)
         self._write_event(record, append, clock=clock)
         if terminal and append.intent is None:
-            # The stream is complete and no callback needs the job's cover.
-            self.leave_active(record.job_id, sequence=append.event.sequence)
+            # The stream is complete and no callback needs the job's cover. The commit stands
+            # whatever this write does: should it fail, the sweep takes the job off.
+            with suppress(ClientError, BotoCoreError):
+                self.leave_active(record.job_id, sequence=append.event.sequence)
 
     def _write_job(self, record: JobRecord, append: Append) -> None:
         """A commit's job write: one conditional update, in a transaction with the quota
