@@ -13,6 +13,7 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from jobstream.domain import IntentRef
+from jobstream.retries import OutOfTimeError
 from jobstream.runtime import Runtime
 from jobstream.service import admission, callbacks, execution, jobs
 from jobstream.service.sweep import sweep
@@ -112,6 +113,36 @@ def test_a_job_without_a_callback_leaves_the_open_jobs_with_its_terminal_event(
     record = crt.store.get_job_item(job_id)
     assert record is not None
     assert record.pending_event is None  # its description leaves with it
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OutOfTimeError("DynamoDB UpdateItem: no time left for an attempt"),
+        EndpointConnectionError(endpoint_url="https://dynamodb.invalid"),
+    ],
+)
+def test_a_job_that_could_not_leave_the_open_jobs_has_still_ended(
+    crt: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch, failure: Exception
+) -> None:
+    """Its terminal event written, the job's leaving the open jobs fails: the commit stands
+    (the run succeeded, no error), and the sweep takes the job off a grace period later."""
+    task = canonical_task(idempotency_key="stays")
+    del task["callback_url"]
+    status, body = admission.submit(crt, "acme", task, None)
+    assert status == 202
+    job_id = body["job"]["job_id"]
+
+    def failing(*_: Any, **__: Any) -> bool:
+        raise failure
+
+    with monkeypatch.context() as patch:
+        patch.setattr(crt.store, "leave_active", failing)
+        assert execution.execute(crt, job_id) == "succeeded"
+    assert _among_open_jobs(crt, job_id)
+    clock.advance(keys.HANDOFF_GRACE_MS + 1)
+    assert sweep(crt).ended_jobs_released == 1
+    assert not _among_open_jobs(crt, job_id)
 
 
 def test_a_terminal_callback_that_fails_an_attempt_takes_the_jobs_cover_over(

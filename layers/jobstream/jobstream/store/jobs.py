@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobstream.domain import TERMINAL_STATUSES, CallbackState, JobRecord, JobStatus, StoredEvent
-from jobstream.retries import after_lost_answer
+from jobstream.retries import OutOfTimeError, after_lost_answer
 from jobstream.store import keys, listed, pending, quotas, results
 from jobstream.store.callbacks import CallbackStore
 from jobstream.store.client import TableStore, call_built, dynamodb_client, error_code
@@ -353,7 +353,7 @@ class JobStore(TableStore):
         if terminal and append.intent is None:
             # The stream is complete and no callback needs the job's cover. The commit stands
             # whatever this write does: should it fail, the sweep takes the job off.
-            with suppress(ClientError, BotoCoreError):
+            with suppress(ClientError, BotoCoreError, OutOfTimeError):
                 self.leave_active(record.job_id, sequence=append.event.sequence)
 
     def _write_job(self, record: JobRecord, append: Append) -> None:
