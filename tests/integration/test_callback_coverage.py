@@ -23,6 +23,7 @@ from tests.support.client_hooks import hooked
 from tests.support.dispatch import dispatch_stream
 from tests.support.harness import Clock, canonical_task
 from tests.support.receiver import receiver
+from tests.support.state import among_open_jobs
 
 
 def _lose_hand_offs(rt: Runtime, patch: pytest.MonkeyPatch) -> None:
@@ -66,37 +67,25 @@ def job_item_updates(rt: Runtime) -> Iterator[list[str]]:
         yield updated
 
 
-def _among_open_jobs(rt: Runtime, job_id: str) -> bool:
-    """Whether the job item has its entry among the sweep's open jobs (JOB#ACTIVE)."""
-    item = boto3.client("dynamodb").get_item(
-        TableName=rt.settings.table_name,
-        Key={"pk": {"S": keys.job_pk(job_id)}, "sk": {"S": keys.JOB_SK}},
-        ConsistentRead=True,
-    )["Item"]
-    return "sweep_pk" in item and keys.sweep_kind(item["sweep_pk"]["S"]) == (
-        keys.SweepBacklog.ACTIVE_JOBS
-    )
-
-
 def test_no_callback_enters_the_sweep_index_the_job_covers_them_until_its_end_is_delivered(
     crt: Runtime, queues: dict[str, Any]
 ) -> None:
     with receiver(204) as hook:
         job_id = submit(crt, hook.url)
         assert _sweep_entries(crt, job_id) == {}
-        assert _among_open_jobs(crt, job_id)
+        assert among_open_jobs(crt, job_id)
         assert execution.execute(crt, job_id) == "succeeded"
         record = crt.store.get_job_item(job_id)
         assert record is not None
         terminal = record.event_count
         # Ended, its terminal callback not yet delivered: the job still covers it.
         assert _sweep_entries(crt, job_id) == {}
-        assert _among_open_jobs(crt, job_id)
+        assert among_open_jobs(crt, job_id)
         drain(crt, queues)
         assert len(hook.requests) == terminal
     # Every callback delivered: nothing is left in the index, the job's entry included.
     assert _sweep_entries(crt, job_id) == {}
-    assert not _among_open_jobs(crt, job_id)
+    assert not among_open_jobs(crt, job_id)
     assert all(intent(crt, job_id, n).state == "delivered" for n in range(1, terminal + 1))
 
 
@@ -109,7 +98,7 @@ def test_a_job_without_a_callback_leaves_the_open_jobs_with_its_terminal_event(
     assert status == 202
     job_id = body["job"]["job_id"]
     assert execution.execute(crt, job_id) == "succeeded"
-    assert not _among_open_jobs(crt, job_id)
+    assert not among_open_jobs(crt, job_id)
     record = crt.store.get_job_item(job_id)
     assert record is not None
     assert record.pending_event is None  # its description leaves with it
@@ -139,10 +128,10 @@ def test_a_job_that_could_not_leave_the_open_jobs_has_still_ended(
     with monkeypatch.context() as patch:
         patch.setattr(crt.store, "leave_active", failing)
         assert execution.execute(crt, job_id) == "succeeded"
-    assert _among_open_jobs(crt, job_id)
+    assert among_open_jobs(crt, job_id)
     clock.advance(keys.HANDOFF_GRACE_MS + 1)
     assert sweep(crt).ended_jobs_released == 1
-    assert not _among_open_jobs(crt, job_id)
+    assert not among_open_jobs(crt, job_id)
 
 
 def test_a_terminal_callback_that_fails_an_attempt_takes_the_jobs_cover_over(
@@ -162,7 +151,7 @@ def test_a_terminal_callback_that_fails_an_attempt_takes_the_jobs_cover_over(
             assert intent(crt, job_id, ref.sequence).state == "retry_wait"
             entries = _sweep_entries(crt, job_id)
             assert entries[ref.sequence] == keys.SweepBacklog.CALLBACK_HANDOFF
-            assert not _among_open_jobs(crt, job_id)
+            assert not among_open_jobs(crt, job_id)
             assert updates == [job_id]
             clock.advance(intent(crt, job_id, ref.sequence).next_attempt_at - clock.now)
             callbacks.deliver(crt, ref)
@@ -183,7 +172,7 @@ def test_only_a_terminal_callback_its_job_covers_writes_the_job_item(
             drain(crt, queues)
         assert len(hook.requests) == 3
     assert updates == [job_id]
-    assert not _among_open_jobs(crt, job_id)
+    assert not among_open_jobs(crt, job_id)
 
 
 def test_the_sweep_takes_an_ended_job_off_the_open_jobs_its_callback_delivered(
@@ -202,17 +191,17 @@ def test_the_sweep_takes_an_ended_job_off_the_open_jobs_its_callback_delivered(
             patch.setattr(crt.store, "leave_active", throttled)
             drain(crt, queues)
         assert len(hook.requests) == 3
-        assert _among_open_jobs(crt, job_id)
+        assert among_open_jobs(crt, job_id)
         record = crt.store.get_job_item(job_id)
         assert record is not None
         # Within the grace period after its end the sweep leaves it alone.
         clock.advance(record.last_event_at + keys.HANDOFF_GRACE_MS - 1 - clock.now)
         assert sweep(crt).ended_jobs_released == 0
-        assert _among_open_jobs(crt, job_id)
+        assert among_open_jobs(crt, job_id)
         clock.advance(2)
         report = sweep(crt)
         assert (report.ended_jobs_released, report.callbacks_resent) == (1, 0)
-        assert not _among_open_jobs(crt, job_id)
+        assert not among_open_jobs(crt, job_id)
         assert sweep(crt).ended_jobs_released == 0
     assert len(hook.requests) == 3
 
@@ -282,7 +271,7 @@ def test_a_due_terminal_callback_brings_its_jobs_lost_ones_with_it(
         clock.advance(keys.HANDOFF_GRACE_MS + 1)
         report = sweep(crt)
         assert (report.ended_jobs_released, report.callbacks_resent) == (1, record.event_count)
-        assert not _among_open_jobs(crt, job_id)
+        assert not among_open_jobs(crt, job_id)
         assert set(_sweep_entries(crt, job_id)) == {record.event_count}
         drain(crt, queues)
         assert len(hook.requests) == record.event_count
@@ -344,18 +333,18 @@ def test_an_ended_job_leaves_the_open_jobs_only_at_its_terminal_event_and_once(
     opened = crt.store.get_job_item(open_id)
     assert opened is not None
     assert not crt.store.leave_active(open_id, sequence=opened.event_count)
-    assert _among_open_jobs(crt, open_id)
+    assert among_open_jobs(crt, open_id)
 
     ended_id = submit(crt, url, key="ended")
     jobs.cancel(crt, "acme", ended_id, None)
     ended = crt.store.get_job_item(ended_id)
     assert ended is not None
     assert ended.is_terminal
-    assert _among_open_jobs(crt, ended_id)  # its terminal callback is not delivered
+    assert among_open_jobs(crt, ended_id)  # its terminal callback is not delivered
     assert not crt.store.leave_active(ended_id, sequence=ended.event_count - 1)
-    assert _among_open_jobs(crt, ended_id)
+    assert among_open_jobs(crt, ended_id)
     assert crt.store.leave_active(ended_id, sequence=ended.event_count)
-    assert not _among_open_jobs(crt, ended_id)
+    assert not among_open_jobs(crt, ended_id)
     left = crt.store.get_job_item(ended_id)
     assert left is not None
     assert left.pending_event is None
@@ -377,7 +366,7 @@ def test_a_terminal_callback_waiting_for_its_retry_brings_its_jobs_lost_ones_wit
         assert record is not None
         terminal = IntentRef(job_id, record.event_count)
         callbacks.deliver(crt, terminal)
-        assert not _among_open_jobs(crt, job_id)
+        assert not among_open_jobs(crt, job_id)
         assert set(_sweep_entries(crt, job_id)) == {terminal.sequence}
         due = intent(crt, job_id, terminal.sequence).next_attempt_at + keys.HANDOFF_GRACE_MS
         clock.advance(due - clock.now)

@@ -633,13 +633,19 @@ def test_a_grant_outlives_a_slow_work_queue(
     assert [dispatched.job_id for dispatched in queue.sent] == [first, second]
 
 
-def test_a_grant_whose_message_was_lost_is_sent_again_and_keeps_its_slot(
-    srt: Runtime, scripted: Script, clock: Clock, queue: WorkQueue
-) -> None:
+def granted_behind_a_holder(srt: Runtime) -> str:
+    """A job that waited for the resource's one slot, granted it as its holder ended."""
     holder, granted = submit(srt, "holder"), submit(srt, "granted")
     assert resources.take_slot(srt, resource(srt), record(srt, holder))
     assert execution.execute(srt, granted) == "waiting"
     assert execution.execute(srt, holder) == "succeeded"
+    return granted
+
+
+def test_a_grant_whose_message_was_lost_is_sent_again_and_keeps_its_slot(
+    srt: Runtime, scripted: Script, clock: Clock, queue: WorkQueue
+) -> None:
+    granted = granted_behind_a_holder(srt)
     assert [sent.job_id for sent in queue.sent] == [granted]
     queue.held = 0  # its message was lost
     clock.advance(keys.HANDOFF_GRACE_MS)
@@ -656,10 +662,7 @@ def test_a_grant_whose_message_was_lost_is_sent_again_and_keeps_its_slot(
 def test_a_grant_whose_job_can_no_longer_start_is_taken_back(
     srt: Runtime, scripted: Script, clock: Clock, queue: WorkQueue
 ) -> None:
-    holder, granted = submit(srt, "holder"), submit(srt, "granted")
-    assert resources.take_slot(srt, resource(srt), record(srt, holder))
-    assert execution.execute(srt, granted) == "waiting"
-    assert execution.execute(srt, holder) == "succeeded"
+    granted = granted_behind_a_holder(srt)
     queue.held = 1_000  # a backlog: no message is sent again
     for _ in range(3):
         clock.advance(resources.GRANT_TIMEOUT_MS)

@@ -114,3 +114,14 @@ def callback_intents(rt: Runtime, job_id: str) -> list[dict[str, Any]]:
         if "LastEvaluatedKey" not in response:
             return intents
         request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def among_open_jobs(rt: Runtime, job_id: str) -> bool:
+    """Whether the job item has its entry among the sweep's open jobs (JOB#ACTIVE)."""
+    item = rt.store.client.get_item(
+        TableName=rt.settings.table_name,
+        Key=to_item({keys.PK: keys.job_pk(job_id), keys.SK: keys.JOB_SK}),
+        ConsistentRead=True,
+    )["Item"]
+    entry = item.get("sweep_pk", {}).get("S")
+    return entry is not None and keys.sweep_kind(entry) == keys.SweepBacklog.ACTIVE_JOBS

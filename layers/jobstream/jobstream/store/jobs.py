@@ -410,24 +410,21 @@ class JobStore(TableStore):
         """Take an ended job off the sweep's open jobs (JOB#ACTIVE), and its description of
         its terminal event with it, once that event (`sequence`) is written and needs the job's
         cover no more; False when it was not there (left already, or another job's state)."""
-        return _applied(
-            lambda: self.client.update_item(
-                TableName=self.table_name,
-                Key=job_key(job_id),
-                UpdateExpression="REMOVE sweep_pk, sweep_sk, #pending",
-                # Only an ended job whose last event is the terminal one the caller knows
-                # written: an open job never loses its cover.
-                ConditionExpression=(
-                    f"attribute_exists(sweep_pk) AND #count = :sequence AND #status IN ({_ENDED})"
-                ),
-                ExpressionAttributeNames={
-                    "#pending": pending.ATTRIBUTE,
-                    "#count": "event_count",
-                    "#status": "status",
-                },
-                ExpressionAttributeValues=to_item({":sequence": sequence, **_ENDED_VALUES}),
-                ReturnConsumedCapacity="TOTAL",
-            )
+        return self._update_job_item(
+            job_id,
+            UpdateExpression="REMOVE sweep_pk, sweep_sk, #pending",
+            # Only an ended job whose last event is the terminal one the caller knows
+            # written: an open job never loses its cover.
+            ConditionExpression=(
+                f"attribute_exists(sweep_pk) AND #count = :sequence AND #status IN ({_ENDED})"
+            ),
+            ExpressionAttributeNames={
+                "#pending": pending.ATTRIBUTE,
+                "#count": "event_count",
+                "#status": "status",
+            },
+            ExpressionAttributeValues=to_item({":sequence": sequence, **_ENDED_VALUES}),
+            ReturnConsumedCapacity="TOTAL",
         )
 
     def _terminal_items(
@@ -608,98 +605,92 @@ class JobStore(TableStore):
         conditions: list[str] = []
         removed = _apply_change(change, names, values, assignments, conditions)
         update = "SET " + ", ".join(assignments) + _remove_clause(removed, names)
+        return self._update_job_item(
+            job_id,
+            UpdateExpression=update,
+            ConditionExpression=" AND ".join(conditions),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=to_item(values),
+            ReturnConsumedCapacity="TOTAL",
+        )
+
+    def _update_job_item(self, job_id: str, **request: Any) -> bool:
+        """One conditional update of the job's item; False when its condition did not hold
+        (nothing written)."""
         return _applied(
             lambda: self.client.update_item(
-                TableName=self.table_name,
-                Key=job_key(job_id),
-                UpdateExpression=update,
-                ConditionExpression=" AND ".join(conditions),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=to_item(values),
-                ReturnConsumedCapacity="TOTAL",
+                TableName=self.table_name, Key=job_key(job_id), **request
             )
         )
 
     def _update_held_job(
         self, job_id: str, owner: str, update: str, values: Mapping[str, Any]
     ) -> bool:
-        return _applied(
-            lambda: self.client.update_item(
-                TableName=self.table_name,
-                Key=job_key(job_id),
-                UpdateExpression=update,
-                # Cancelled, expired or taken over: the worker must stop.
-                ConditionExpression="#status = :running AND lease_owner = :owner",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=to_item(
-                    {**values, ":running": JobStatus.RUNNING.value, ":owner": owner}
-                ),
-            )
+        return self._update_job_item(
+            job_id,
+            UpdateExpression=update,
+            # Cancelled, expired or taken over: the worker must stop.
+            ConditionExpression="#status = :running AND lease_owner = :owner",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=to_item(
+                {**values, ":running": JobStatus.RUNNING.value, ":owner": owner}
+            ),
         )
 
     def mark_dispatched(self, job_id: str, *, now: int) -> bool:
         """Note a (re-)dispatch of a queued job; False when it is no longer queued."""
-        return _applied(
-            lambda: self.client.update_item(
-                TableName=self.table_name,
-                Key=job_key(job_id),
-                UpdateExpression="SET dispatched_at = :now",
-                # Only a job still waiting for a worker is worth sending again.
-                ConditionExpression="#status = :queued",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=to_item({":now": now, ":queued": JobStatus.QUEUED.value}),
-            )
+        return self._update_job_item(
+            job_id,
+            UpdateExpression="SET dispatched_at = :now",
+            # Only a job still waiting for a worker is worth sending again.
+            ConditionExpression="#status = :queued",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=to_item({":now": now, ":queued": JobStatus.QUEUED.value}),
         )
 
     def mark_rerun_dispatched(self, job_id: str, *, lapsed_lease: int, now: int) -> bool:
         """Note the dispatch of a running job's next attempt after its lease lapsed at
         `lapsed_lease`; False when the job moved on or that lapse was dispatched already."""
-        return _applied(
-            lambda: self.client.update_item(
-                TableName=self.table_name,
-                Key=job_key(job_id),
-                UpdateExpression="SET dispatched_at = :now",
-                # Once per lapse, and only while the job is still running on that lapsed lease:
-                # a sweep every minute must not send the same re-run again and again.
-                ConditionExpression=(
-                    "#status = :running AND lease_expires_at = :lease"
-                    " AND (attribute_not_exists(dispatched_at) OR dispatched_at < :lease)"
-                ),
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=to_item(
-                    {":now": now, ":running": JobStatus.RUNNING.value, ":lease": lapsed_lease}
-                ),
-            )
+        return self._update_job_item(
+            job_id,
+            UpdateExpression="SET dispatched_at = :now",
+            # Once per lapse, and only while the job is still running on that lapsed lease:
+            # a sweep every minute must not send the same re-run again and again.
+            ConditionExpression=(
+                "#status = :running AND lease_expires_at = :lease"
+                " AND (attribute_not_exists(dispatched_at) OR dispatched_at < :lease)"
+            ),
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=to_item(
+                {":now": now, ":running": JobStatus.RUNNING.value, ":lease": lapsed_lease}
+            ),
         )
 
     def note_waiting(self, record: JobRecord, *, stage: str, message: str, now: int) -> bool:
         """Show a queued job waiting (for a slot of a shared resource): its progress says so;
         False when it no longer waits or already shows it."""
         waiting = replace(record, progress_stage=stage, progress_message=message, updated_at=now)
-        return _applied(
-            lambda: self.client.update_item(
-                TableName=self.table_name,
-                Key=job_key(record.job_id),
-                UpdateExpression=(
-                    "SET progress_stage = :stage, progress_message = :message, updated_at = :now,"
-                    " #listed = :listed"
-                ),
-                # Once per wait, while queued; `updated_at` never goes back.
-                ConditionExpression=(
-                    "#status = :queued AND updated_at <= :now"
-                    " AND (attribute_not_exists(progress_stage) OR progress_stage <> :stage)"
-                ),
-                ExpressionAttributeNames={"#status": "status", "#listed": listed.ATTRIBUTE},
-                ExpressionAttributeValues=to_item(
-                    {
-                        ":stage": stage,
-                        ":message": message,
-                        ":now": now,
-                        ":queued": JobStatus.QUEUED.value,
-                        ":listed": listed.shown(waiting),
-                    }
-                ),
-            )
+        return self._update_job_item(
+            record.job_id,
+            UpdateExpression=(
+                "SET progress_stage = :stage, progress_message = :message, updated_at = :now,"
+                " #listed = :listed"
+            ),
+            # Once per wait, while queued; `updated_at` never goes back.
+            ConditionExpression=(
+                "#status = :queued AND updated_at <= :now"
+                " AND (attribute_not_exists(progress_stage) OR progress_stage <> :stage)"
+            ),
+            ExpressionAttributeNames={"#status": "status", "#listed": listed.ATTRIBUTE},
+            ExpressionAttributeValues=to_item(
+                {
+                    ":stage": stage,
+                    ":message": message,
+                    ":now": now,
+                    ":queued": JobStatus.QUEUED.value,
+                    ":listed": listed.shown(waiting),
+                }
+            ),
         )
 
     def advance_ack(self, record: JobRecord, sequence: int, *, expires_at: int) -> bool:
