@@ -5,9 +5,9 @@ key_write_units). DynamoDB gives one partition key at most 1,000 write units per
 global secondary index's writes counting against the index's own partition; a key kind spread
 over n shards by a hash of the job id holds n times that. So a key kind holds
 `n * 1000 / (its write units per job)` jobs per second: per tenant for `tenant_jobs`, per
-correlation id for `by_correlation`, per job for the table's own `JOB#<job_id>`, per tenant
-with quotas for its counter `QUOTA#<tenant>`, per tenant for its `feed`, in total for the
-sweep's backlogs.
+correlation id for its partition of `tenant_jobs` (and of `by_correlation`), per job for the
+table's own `JOB#<job_id>`, per tenant with quotas for its counter `QUOTA#<tenant>`, per
+tenant for its `feed`, in total for the sweep's backlogs.
 """
 
 from __future__ import annotations
@@ -26,14 +26,19 @@ TABLE: Final = "table"
 QUOTA_KIND: Final = "QUOTA#<tenant>"
 FEED_KIND: Final = "F<shard>#<tenant>"
 ENDPOINT_KIND: Final = "ENDPOINT#<tenant>"
+CORRELATION_KIND: Final = "T#<tenant>#C#<correlation_id>"
+# A tenant's dead and retrying callbacks (store/keys.py TenantCallbacks).
+CALLBACK_LISTS_KIND: Final = "T#<tenant>#<D|R>"
 
 
 def partition_kind(where: str, value: str) -> str:
     """The kind of partition key a value is: its tenant, job, shard and correlation id removed."""
+    if where in (keys.TENANT_INDEX, keys.CORRELATION_INDEX) and "#C#" in value:
+        return CORRELATION_KIND
     if where == keys.TENANT_INDEX:
         return "T#<tenant>"
     if where == keys.CORRELATION_INDEX:
-        return "T#<tenant>#C#<correlation_id>"
+        return CALLBACK_LISTS_KIND
     if where == keys.SWEEP_INDEX:
         return keys.sweep_kind(value)
     if where == keys.FEED_INDEX:
@@ -53,7 +58,11 @@ SHARDS: Final[dict[tuple[str, str], tuple[int, str]]] = {
     # A tenant's callback endpoints' health items (store/endpoints.py).
     (TABLE, ENDPOINT_KIND): (1, "per tenant"),
     (keys.TENANT_INDEX, "T#<tenant>"): (keys.TENANT_SHARDS, "per tenant"),
-    (keys.CORRELATION_INDEX, "T#<tenant>#C#<correlation_id>"): (1, "per correlation id"),
+    # A correlation id's entries: its jobs' first events' (store/records.py), and those of the
+    # jobs the release before admitted on `by_correlation`.
+    (keys.TENANT_INDEX, CORRELATION_KIND): (1, "per correlation id"),
+    (keys.CORRELATION_INDEX, CORRELATION_KIND): (1, "per correlation id"),
+    (keys.CORRELATION_INDEX, CALLBACK_LISTS_KIND): (1, "per tenant"),
     # The tenant's feed: its protocol events over FEED_SHARDS partitions (store/feed.py).
     (keys.FEED_INDEX, FEED_KIND): (keys.FEED_SHARDS, "per tenant"),
     **{

@@ -588,11 +588,10 @@ def _every_feature_lines(costs: list[JobCost]) -> list[str]:
         "admission and at the end); written on its own it would cost 2 units, not 6, but",
         "a crash or a retried write could then count a job twice or never, and a tenant's",
         "open-jobs quota would drift. The plain job's largest removable block is the claim's",
-        "rewrite of its `tenant_jobs` and `by_correlation` entries (2 units): both indexes",
-        "project `status`; indexes projecting only what changes at admission and at the end",
-        "would not be written by the claim, but a projection cannot change on a deployed table",
-        "(a new index, built and swapped over two deployments, each of which may create or",
-        "delete one index only).",
+        "rewrite of its `tenant_jobs` entry (1 unit): the index projects `status`; an index",
+        "projecting only what changes at admission and at the end would not be written by the",
+        "claim, but a projection cannot change on a deployed table (a new index, built and",
+        "swapped over two deployments, each of which may create or delete one index only).",
     ]
 
 
@@ -600,16 +599,17 @@ def _every_feature_lines(costs: list[JobCost]) -> list[str]:
 _STEP_PURPOSE: Final = {
     "admission": (
         "the job (describing its first event) and its `job.accepted` event, "
-        "two single conditional writes; their `tenant_jobs`, `by_correlation` and `feed` entries, "
-        "and the job's `JOB#ACTIVE` entry (the sweep finds an open job, and through it its "
-        "callbacks)"
+        "two single conditional writes; the job's `tenant_jobs` entry, the event's `feed` entry "
+        "and its entry under the job's correlation id (`tenant_jobs`, written once: "
+        "store/records.py), and the job's `JOB#ACTIVE` entry (the sweep finds an open job, "
+        "and through it its callbacks)"
     ),
     "worker run": (
         "the claim with `job.started` (the job's update, then the event's put), the result's own "
         "item (its compressed JSON) and its `tenant_jobs` entry when it fits in 1 KB, the "
         "job's end, then its terminal event (two single writes; the job stays in `JOB#ACTIVE`, "
         "covering the event and its callback); each commit's "
-        "`tenant_jobs`, `by_correlation` and `feed` entries. A run under 5 s writes no "
+        "`tenant_jobs` and `feed` entries. A run under 5 s writes no "
         "`job.progress`"
     ),
     "callbacks": (
@@ -645,10 +645,12 @@ def _floor_lines(cost: JobCost) -> list[str]:
         "leaving them is one more write of the job (1 unit). The index entries: `tenant_jobs`",
         "holds what a Job document shows of a queued or finished job (3 entries: admission,",
         "claim, end) and a result that fits in 1 KB (1 more), so a page of them reads the index",
-        "alone; `by_correlation` holds each job's status (3); the feed holds every event once",
-        "(3); the sweep's cover costs 2 (the job's `JOB#ACTIVE` entry in and out), whatever the",
-        "number of events, unless a callback fails an attempt. Each `job.progress` (a run over",
-        "5 s: at most one per 5 s) adds its commit (2), its feed entry (1) and its delivery (1).",
+        "alone; a job with a correlation id has one entry under it, its first event's, written",
+        "with the event (1: in `tenant_jobs`, under the correlation id's partition key); the feed",
+        "holds every event once (3); the sweep's cover costs 2 (the job's `JOB#ACTIVE` entry in",
+        "and out), whatever the number of events, unless a callback fails an attempt. Each",
+        "`job.progress` (a run over 5 s: at most one per 5 s) adds its commit (2), its feed",
+        "entry (1) and its delivery (1).",
         "The description costs a consistent read (1 unit) when a process appends to a job whose",
         "last event it did not write itself (the worker's claim), and, for a job open longer than",
         "the hand-off grace (60 s), half a read unit a sweep (a minute): its last event read in",

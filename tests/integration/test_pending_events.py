@@ -91,8 +91,7 @@ def test_an_admission_that_died_before_its_event_is_completed_by_the_claim(
     assert job.event_count == 1
     assert job.pending_event is not None
     assert item(wrt, job_id, keys.event_sk(1)) is None
-    # The client's retry is a replay of the same job; the dispatcher hands the job to a worker.
-    assert api.post("/jobs", canonical_task()).status == 200
+    # The client never tries again; the dispatcher hands the job to a worker.
     dispatch_stream(wrt)
 
     clock.advance(5_000)
@@ -105,12 +104,49 @@ def test_an_admission_that_died_before_its_event_is_completed_by_the_claim(
     assert first["state"] == "pending"
     assert "sweep_pk" in first
     assert first["feed_sk"] == keys.feed_sk(clock.now, job_id, 1)
+    # And its job's entry under its correlation id (store/records.py `correlation_entry`).
+    correlation = canonical_task()["correlation_id"]
+    assert first["gsi1pk"] == keys.correlation_pk("acme", correlation)
+    assert first["gsi1sk"] == keys.created_sk(job.created_at, job_id)
     dispatch_stream(wrt)
     sent = boto3.client("sqs").receive_message(
         QueueUrl=wrt.settings.callback_queue_url or "", MaxNumberOfMessages=10
     )["Messages"]
     assert sorted(json.loads(message["Body"])["sequence"] for message in sent) == [1, 2]
     assert kinds(api, job_id) == ["job.requested", "job.execution_started"]
+
+
+def test_the_clients_retry_of_an_admission_that_died_before_its_event_writes_it(
+    wrt: Runtime, clock: Clock
+) -> None:
+    """The retry, a replay, completes the admission at once: the job's first event, its
+    callback and its correlation id's listing do not wait for the claim or the sweep."""
+    api = Api(token="acme-token")
+    with dying_before_event_put(wrt):
+        assert api.post("/jobs", canonical_task()).status >= 500
+    job_id = the_job_id()
+    clock.advance(2_000)
+    with dynamodb_calls(wrt.store.client) as calls:
+        assert api.post("/jobs", canonical_task()).status == 200
+    first = item(wrt, job_id, keys.event_sk(1))
+    assert first is not None
+    assert first["kind"] == "job.requested"
+    assert first["state"] == "pending"
+    assert first["feed_sk"] == keys.feed_sk(clock.now, job_id, 1)
+    correlation = canonical_task()["correlation_id"]
+    assert first["gsi1pk"] == keys.correlation_pk("acme", correlation)
+    listed = api.get(f"/jobs?correlation_id={correlation}").body["jobs"]
+    assert [job["job_id"] for job in listed] == [job_id]
+    dispatch_stream(wrt)
+    sent = boto3.client("sqs").receive_message(
+        QueueUrl=wrt.settings.callback_queue_url or "", MaxNumberOfMessages=10
+    )["Messages"]
+    assert [json.loads(message["Body"])["sequence"] for message in sent] == [1]
+    # A later replay finds the event written: one read of it, no write.
+    with dynamodb_calls(wrt.store.client) as again:
+        assert api.post("/jobs", canonical_task()).status == 200
+    assert "PutItem" in calls
+    assert "PutItem" not in again
 
 
 def the_sweep_takes_it_off_once_its_event_is_written(

@@ -489,10 +489,9 @@ def test_an_admission_whose_answer_was_lost_is_answered_as_the_replay_it_is(
 ) -> None:
     """The admission's job write was applied and its answer lost; the retry is refused (the
     job exists): the answer is the job (a replay). Its commit reached the table's stream: the
-    dispatcher hands the job to the work queue once (no sweep needed). Its first event was never
-    put by it: the job describes it, and the first to append to the job (here the claim) writes
-    it first, whose callback the dispatcher then hands off once; nothing more for the consumer's
-    later replay."""
+    dispatcher hands the job to the work queue once (no sweep needed). Its first event, which
+    the write describes, the replay writes before it answers, whose callback the dispatcher
+    then hands off once; nothing more for the consumer's later replay."""
     task = canonical_task(callback_url="https://consumer.example.test/hooks")
     faults = Faults(kinds=("internal",), mode="after", at=1, matching="params_canonical")
     with injected(faults):
@@ -506,11 +505,12 @@ def test_an_admission_whose_answer_was_lost_is_answered_as_the_replay_it_is(
     work = sqs.receive_message(QueueUrl=wrt.settings.work_queue_url or "")["Messages"]
     assert [json.loads(m["Body"]) for m in work] == [{"job_id": job_id}]
     callbacks = wrt.settings.callback_queue_url or ""
-    assert sqs.receive_message(QueueUrl=callbacks).get("Messages") is None
+    hooks = sqs.receive_message(QueueUrl=callbacks, MaxNumberOfMessages=10)["Messages"]
+    assert [json.loads(m["Body"])["sequence"] for m in hooks] == [1]
     assert execution.claim(wrt, job_id, "worker-1") is not None
     dispatch_stream(wrt)
     hooks = sqs.receive_message(QueueUrl=callbacks, MaxNumberOfMessages=10)["Messages"]
-    assert sorted(json.loads(m["Body"])["sequence"] for m in hooks) == [1, 2]
+    assert [json.loads(m["Body"])["sequence"] for m in hooks] == [2]
     # The consumer's own retry, later, is an ordinary replay: nothing is sent again.
     assert admission.submit(wrt, "acme", task, None)[0] == 200
     dispatch_stream(wrt)

@@ -112,7 +112,11 @@ def test_open_jobs_and_pending_callbacks_spread_over_the_sweep_shards(rt: Runtim
     # 40 jobs over 4 shards: a constant key would be one partition; these are all of them.
     for kind in (keys.SweepBacklog.ACTIVE_JOBS, keys.SweepBacklog.CALLBACK_HANDOFF):
         assert by_kind[kind] == set(keys.sweep_partitions(kind))
-    tenant_keys = {item["gsi1pk"]["S"] for item in items if "gsi1pk" in item}
+    tenant_keys = {
+        item["gsi1pk"]["S"]
+        for item in items
+        if "gsi1pk" in item and item[keys.SK]["S"] == keys.JOB_SK
+    }
     assert len(tenant_keys) >= 10
     assert all(pk in keys.tenant_partitions("acme") for pk in tenant_keys)
 
@@ -227,6 +231,8 @@ def test_a_read_budget_must_reach_every_shard_once(rt: Runtime, budget: ReadBudg
     from. Refused when the listing is made, before any read."""
     with pytest.raises(ValueError, match="one read of each shard"):
         rt.store.iter_jobs(JobQuery("acme", budget=budget))
-    # One partition (a correlation id) needs one read.
-    one = ReadBudget(queries=1, items=1)
-    assert list(rt.store.iter_jobs(JobQuery("acme", correlation_id="c", budget=one))) == []
+    # A correlation id's two places (`tenant_jobs`, `by_correlation`) need a read each.
+    with pytest.raises(ValueError, match="one read of each shard"):
+        rt.store.iter_jobs(JobQuery("acme", correlation_id="c", budget=ReadBudget(1, 2)))
+    two = ReadBudget(queries=2, items=2)
+    assert list(rt.store.iter_jobs(JobQuery("acme", correlation_id="c", budget=two))) == []

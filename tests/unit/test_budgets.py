@@ -43,7 +43,7 @@ def test_the_fattest_job_the_budgets_allow_fits_in_one_item(filler: str) -> None
     admitted = admitted_at_budget(filler)
     assert admitted_job_size(admitted) == ADMITTED_JOB_BYTES
     fat = fattest(admitted, result=result_of(RESULT_BYTES, filler))
-    item = record_to_item(fat)
+    item = record_to_item(fat, previous_formats=True)  # the larger shape: its correlation entry
     assert "result" not in item  # the result has an item of its own
     item.setdefault("sweep_pk", to_attribute(keys.SweepBacklog.ACTIVE_JOBS.value))
     item.setdefault("sweep_sk", to_attribute(keys.sweep_sk(10**13 - 1, "j" * 40)))

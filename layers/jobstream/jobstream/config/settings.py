@@ -94,7 +94,8 @@ class Settings(BaseModel):
     # How often a long-poll of the feed reads again while it waits.
     feed_poll_ms: Annotated[int, Field(ge=20, le=5_000)] = 250
     # The first deployment of an upgrade from the release before `tenant_jobs`: write only what
-    # that release reads (results as maps, labels where it looks), so it can be rolled back to.
+    # that release reads (results as maps, labels where it looks, a correlation id's entry on
+    # the job item), so it can be rolled back to.
     write_previous_formats: bool = False
 
     def model_copy(

@@ -11,7 +11,14 @@ from jobstream.domain import JobRecord, JobStatus
 from jobstream.jobtypes import registry
 from jobstream.lifecycle import transitions
 from jobstream.lifecycle.identity import derive_job_id
-from jobstream.lifecycle.log import after_append, callback_intent, feed_stamp, next_event, reconcile
+from jobstream.lifecycle.log import (
+    after_append,
+    callback_intent,
+    feed_stamp,
+    next_event,
+    reconcile,
+    settle_last_event,
+)
 from jobstream.lifecycle.retention import has_expired, item_expiry
 from jobstream.outbound.guard import check_at_admission
 from jobstream.outbound.url import OutboundRefused as CallbackRefused
@@ -76,7 +83,23 @@ def submit(rt: Runtime, tenant: str, body: Any, base_url: str | None) -> tuple[i
         existing = rt.store.get_job(job_id)
         if existing is None or has_expired(existing, rt.clock()):
             raise RuntimeError(f"job {job_id} vanished during admission")
+    return _replay(rt, existing, request, target, base_url)
+
+
+def _replay(
+    rt: Runtime,
+    existing: JobRecord,
+    request: AdmissionRequest,
+    target: Target | None,
+    base_url: str | None,
+) -> tuple[int, dict[str, Any]]:
+    """200 with the job the Task's key names, when the Task is the one that admitted it."""
     _check_replay(existing, request, target)
+    if existing.event_count == 1:
+        # The admission this replays may have died between its two writes: its retry writes
+        # the first event it described (with its callback and its correlation entry) now,
+        # not at the claim or the sweep's (one consistent read of the event, 1 read unit).
+        settle_last_event(rt, existing)
     record = reconcile(rt, existing, base_url)
     observability.count("replayed")
     return REPLAYED, documents.submission(record, rt.clock(), base_url, words=registry)

@@ -45,6 +45,7 @@ from jobstream.store.quotas import Attempt
 from jobstream.store.records import (
     EVENT_PROGRESS,
     GENERATION,
+    correlation_entry,
     event_progress,
     is_part_of,
     item_to_record,
@@ -744,6 +745,10 @@ class JobStore(TableStore):
             keys.TTL_ATTRIBUTE: new.expires_at,
             **event_progress(event),
         }
+        # Whatever the formats: a first event written late by another release's process must
+        # not leave its job out of its correlation id's listing (a job the first step of an
+        # upgrade admits is listed from both places, once: store/listing.py).
+        values.update(correlation_entry(record, event.sequence))
         if new.feed_at is not None:
             # The tenant's feed (sparse index `feed`): every protocol event, in commit order.
             values["feed_pk"] = keys.feed_pk(record.tenant, event.job_id)

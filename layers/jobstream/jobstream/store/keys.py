@@ -17,11 +17,13 @@
 `#ACK` < `#JOB` < `#RESULT` < `EVT#...`: one query of `#ACK`..`#RESULT` reads the cursor, the job
 and its result together.
 
-GSIs: `tenant_jobs` (tenant's jobs, newest first), `by_correlation` (sparse: jobs with a
-correlation id, and each tenant's dead and retrying callbacks under `T#<tenant>#D` and `#R`),
-both projecting `status` only (a listing reads the jobs from the table), `sweep` (sparse: work a
-sweep must find, oldest first), and `feed` (every protocol event of a tenant in the order it
-committed, over FEED_SHARDS partitions; service/feed.py).
+GSIs: `tenant_jobs` (a tenant's jobs, newest first, as a listing shows them: store/listed.py;
+and, under a correlation id's `T#<tenant>#C#<correlation_id>`, its jobs' first events' entries,
+keys only: store/records.py `correlation_entry`), `by_correlation` (sparse, projecting `status`:
+each tenant's dead and retrying callbacks under `T#<tenant>#D` and `#R`, and the job items of
+jobs with a correlation id the release before admitted), `sweep` (sparse: work a sweep must
+find, oldest first), and `feed` (every protocol event of a tenant in the order it committed, over
+FEED_SHARDS partitions; service/feed.py).
 
 Write sharding (docs/capacity.md): a tenant's jobs are spread over TENANT_SHARDS partitions of
 `tenant_jobs`, and each kind of sweep backlog over its SWEEP_SHARDS partitions of `sweep`, by a

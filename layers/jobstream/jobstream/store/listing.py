@@ -2,9 +2,14 @@
 
 The tenant's index (`tenant_jobs`) shows a queued or finished job, and a small result, as a
 document shows it (store/listed.py): a page of such jobs is read from the index alone. A running
-job's entry, a correlation id's listing (`by_correlation` holds keys and status only), an entry
-written before the index held what it shows, and a result too large for its own entry are read
-from the table, a batch at a time.
+job's entry, a correlation id's listing, an entry written before the index held what it shows,
+and a result too large for its own entry are read from the table, a batch at a time.
+
+A correlation id's listing merges two places: a job's first event's entry in `tenant_jobs`,
+under the correlation id's partition key (store/records.py `correlation_entry`: keys only,
+written once), and, for a job the release before admitted, its own item's in `by_correlation`
+(keys and status, rewritten as its status changed), read until those jobs pass their retention.
+A status filter is applied to an entry without a status once its job is read.
 
 What one request reads of an index is bounded (`LISTING_BUDGET`), whatever its filters match:
 a status filter is applied to the index entries as they are read, and when the budget runs out
@@ -35,6 +40,11 @@ if TYPE_CHECKING:
 
 # Jobs read from the table per BatchGetItem (with their results: at most 100 keys a request).
 LISTING_BATCH: Final = 50
+# What one status-filtered request reads of the table to learn the status of entries that do
+# not hold it (a correlation id's first events' entries): past it, the listing stops with a
+# cursor, as when its index budget runs out, so that a filter matching few of many jobs costs
+# bounded reads a request (a few chunks of LISTING_BATCH), not its whole budget of entries.
+STATUS_READS: Final = 2 * LISTING_BATCH
 # BatchGetItem may leave keys unprocessed under throttling: ask again this many times.
 _BATCH_READ_ATTEMPTS: Final = 3
 
@@ -50,40 +60,81 @@ def iter_jobs(client: DynamoDBClient, table_name: str, query: JobQuery) -> JobLi
     shard, so the next page starts below it in each (docs/capacity.md).
     """
     if query.correlation_id:
-        index, pk_name, sort_name = keys.CORRELATION_INDEX, "gsi2pk", "gsi2sk"
-        partitions = [keys.correlation_pk(query.tenant, query.correlation_id)]
-        entries_per_job = 1
+        partition = keys.correlation_pk(query.tenant, query.correlation_id)
+        # A job's entry is its first event's (`tenant_jobs`), or its own item's in
+        # `by_correlation` when the release before admitted it: both, merged.
+        places = [
+            _Place(keys.TENANT_INDEX, "gsi1pk", "gsi1sk", partition),
+            _Place(keys.CORRELATION_INDEX, "gsi2pk", CORRELATION_SORT, partition),
+        ]
+        # Either may hold the whole page (the older empties as its jobs pass their retention);
+        # a filtered request takes at most STATUS_READS entries without a status.
+        first = _first_read(query, 1, 1)
+        if query.status:
+            first = min(first, STATUS_READS)
+        limit = min(first, query.budget.items // len(places))
+        resume_sort = CORRELATION_SORT
     else:
-        index, pk_name, sort_name = keys.TENANT_INDEX, "gsi1pk", "gsi1sk"
-        partitions = keys.tenant_partitions(query.tenant)
-        entries_per_job = 2  # a succeeded job's small result has an entry of its own
+        places = [
+            _Place(keys.TENANT_INDEX, "gsi1pk", "gsi1sk", partition)
+            for partition in keys.tenant_partitions(query.tenant)
+        ]
+        # A succeeded job's small result has an entry of its own: two entries a job.
+        limit = _first_read(query, len(places), 2)
+        resume_sort = "gsi1sk"
+    if query.start_key and set(query.start_key) != {keys.PK, keys.SK, resume_sort}:
+        raise InvalidCursorError("cursor does not belong to this listing")
+    start = query.start_key
+    requests = [_request(table_name, place, start, resume_sort, limit) for place in places]
+    merged = MergedQuery(
+        client,
+        requests,
+        sort_key=[place.sort_name for place in places],
+        descending=True,
+        budget=query.budget,
+    )
+    return JobListing(client, table_name, merged, (keys.PK, keys.SK, resume_sort), query)
+
+
+# The sort key a correlation id's listing resumes by (its cursors' since that listing began).
+CORRELATION_SORT: Final = "gsi2sk"
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """One partition of an index a listing reads: the index, its key names, the partition."""
+
+    index: str
+    pk_name: str
+    sort_name: str
+    partition: str
+
+
+def _request(
+    table_name: str,
+    place: _Place,
+    start_key: Mapping[str, Any] | None,
+    resume_sort: str,
+    limit: int,
+) -> QueryInputTypeDef:
+    """The query of one place, newest first, from just below the start key's sort value."""
     condition = "#p = :p"
-    names = {"#p": pk_name}
-    values: dict[str, Any] = {}
-    if query.start_key:
-        if set(query.start_key) != {keys.PK, keys.SK, sort_name}:
-            raise InvalidCursorError("cursor does not belong to this listing")
+    names = {"#p": place.pk_name}
+    values: dict[str, Any] = {":p": to_attribute(place.partition)}
+    if start_key:
         condition += " AND #s < :after"
-        names["#s"] = sort_name
-        values[":after"] = to_attribute(query.start_key[sort_name])
-    base: QueryInputTypeDef = {
+        names["#s"] = place.sort_name
+        values[":after"] = to_attribute(start_key[resume_sort])
+    return {
         "TableName": table_name,
-        "IndexName": index,
+        "IndexName": place.index,
         "KeyConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
         "ScanIndexForward": False,
-        "Limit": _first_read(query, len(partitions), entries_per_job),
+        "Limit": limit,
         "ReturnConsumedCapacity": "TOTAL",
     }
-    requests: list[QueryInputTypeDef] = [
-        {
-            **base,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": {**values, ":p": to_attribute(partition)},
-        }
-        for partition in partitions
-    ]
-    merged = MergedQuery(client, requests, sort_key=sort_name, descending=True, budget=query.budget)
-    return JobListing(client, table_name, merged, (keys.PK, keys.SK, sort_name), query)
 
 
 def _first_read(query: JobQuery, shards: int, entries_per_job: int) -> int:
@@ -117,6 +168,8 @@ class JobListing:
         self._resume_names = resume_names
         self._query = query
         self._last_entry: Mapping[str, Any] | None = None
+        self._status_reads = 0
+        self._stopped_on_status_reads = False
         self._jobs = self._listed()
 
     def __iter__(self) -> Iterator[ListedJob]:
@@ -125,8 +178,9 @@ class JobListing:
     @property
     def resume_key(self) -> dict[str, Any] | None:
         """Once the jobs are all taken: the start key just after the last index entry read
-        (matching or not) when the read budget stopped the listing, None when no job is left."""
-        if not self._merged.stopped_short:
+        (matching or not) when the read budget (or STATUS_READS) stopped the listing, None when
+        no job is left."""
+        if not self._merged.stopped_short and not self._stopped_on_status_reads:
             return None
         if self._last_entry is not None:
             return _resume_key(self._last_entry, self._resume_names)
@@ -138,14 +192,23 @@ class JobListing:
         """The job entries whose status matches the filter (as the index has it), each with
         the result entry read just before it, noting where the read is."""
         result: Mapping[str, Any] | None = None
-        for entry in self._merged:
+        previous_job: Mapping[str, Any] | None = None
+        for read in self._merged:
+            entry = _as_job_entry(read) if self._query.correlation_id else read
             self._last_entry = entry
+            if self._query.correlation_id:
+                if entry[keys.PK] == previous_job:
+                    # Its job's entry in the other place, merged just after (the same sort
+                    # key): a job the first step of an upgrade admitted is in both.
+                    continue
+                previous_job = entry[keys.PK]
             if listed.is_result_entry(entry):
                 result = entry  # its job's entry comes next, newest first
                 continue
             own = result if result is not None and _result_of(entry, result) else None
             result = None
-            if self._query.status is None or _entry_status(entry) == self._query.status:
+            # An entry without a status (a first event's) is filtered once its job is read.
+            if self._query.status is None or _entry_status(entry) in (None, self._query.status):
                 yield _Entry(entry, own)
 
     def _listed(self) -> Iterator[ListedJob]:
@@ -155,9 +218,13 @@ class JobListing:
         entries = self._entries()
         listed_count = 0
         while True:
-            wanted = (
-                min(LISTING_BATCH, query.limit - listed_count) if listed_count < query.limit else 1
-            )
+            if query.status is not None and query.correlation_id:
+                # Which entries match shows once their jobs are read: a batch at a time.
+                wanted = LISTING_BATCH
+            elif listed_count >= query.limit:
+                wanted = 1
+            else:
+                wanted = min(LISTING_BATCH, query.limit - listed_count)
             chunk = list(islice(entries, wanted))
             if not chunk:
                 return
@@ -166,6 +233,12 @@ class JobListing:
             ):
                 listed_count += 1
                 yield job
+            if query.status is not None:
+                self._status_reads += sum(_entry_status(entry.job) is None for entry in chunk)
+                if self._status_reads >= STATUS_READS:
+                    # Every entry up to the last one taken has been read: resume after it.
+                    self._stopped_on_status_reads = True
+                    return
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +253,21 @@ def _result_of(job_entry: Mapping[str, Any], result_entry: Mapping[str, Any]) ->
     """Whether a result entry is this job entry's: its sort key names the same job and the same
     admission of it (an earlier job under the same key sorts elsewhere)."""
     return bool(result_entry["gsi1sk"]["S"] == job_entry["gsi1sk"]["S"] + listed.RESULT_SUFFIX)
+
+
+def _as_job_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A correlation id's entry as its job's own (its keys and the sort key a cursor resumes
+    by): a first event's entry (`tenant_jobs`) names the job by its partition key."""
+    if CORRELATION_SORT in entry:
+        return entry
+    return {
+        keys.PK: entry[keys.PK],
+        keys.SK: to_attribute(keys.JOB_SK),
+        CORRELATION_SORT: entry["gsi1sk"],
+    }
+
+
+_MAY_SHOW_A_RESULT: Final = (None, JobStatus.SUCCEEDED)
 
 
 def _entry_status(entry: Mapping[str, Any]) -> str | None:
@@ -217,7 +305,10 @@ def _read_jobs(
             continue
         job_id = keys.job_id_of(entry.job[keys.PK]["S"])
         wanted.append(job_key(job_id))
-        if _entry_status(entry.job) == JobStatus.SUCCEEDED:
+        # A result with its job when the job may show as succeeded: by its entry, or, without
+        # a status on the entry, by the filter.
+        known = _entry_status(entry.job)
+        if known == JobStatus.SUCCEEDED or (known is None and status in _MAY_SHOW_A_RESULT):
             wanted.append(part_key(job_id, keys.RESULT_SK))
     found = {
         (item[keys.PK]["S"], item[keys.SK]["S"]): item
@@ -227,6 +318,10 @@ def _read_jobs(
         job = from_index or _from_table(client, table_name, entry.job, found)
         if job is None or (from_index is None and status is not None and job.status != status):
             continue  # gone since the index was read, or its status moved on since
+        if CORRELATION_SORT in entry.job and entry.job[CORRELATION_SORT] != to_attribute(
+            keys.created_sk(job.created_at, job.job_id)
+        ):
+            continue  # an earlier job's first event under the same key, not yet rewritten
         yield ListedJob(job, _resume_key(entry.job, resume_names))
 
 
@@ -244,7 +339,7 @@ def _from_table(
     record = item_to_record(item)
     if record.status is JobStatus.SUCCEEDED:
         result = found.get((pk, keys.RESULT_SK))
-        if result is None and _entry_status(entry) != JobStatus.SUCCEEDED:
+        if result is None and _entry_status(entry) not in (JobStatus.SUCCEEDED, None):
             # It succeeded after the index was read: its result was not asked for.
             result = _one(client, table_name, part_key(record.job_id, keys.RESULT_SK))
         record = with_parts(record, [result] if result is not None else [])

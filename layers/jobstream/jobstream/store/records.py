@@ -30,14 +30,17 @@ EVENT_PROGRESS: Final = ("progress_stage", "progress_message")
 
 def record_to_item(record: JobRecord, *, previous_formats: bool = False) -> dict[str, Any]:
     """The job item of `record`; `previous_formats`: as the release before reads it (its labels
-    under `labels`, store/listed.py)."""
+    under `labels`, store/listed.py, and its correlation id's entry on it)."""
     values: dict[str, Any] = {
         keys.PK: keys.job_pk(record.job_id),
         keys.SK: keys.JOB_SK,
         "gsi1pk": keys.job_tenant_pk(record.tenant, record.job_id),
         "gsi1sk": keys.created_sk(record.created_at, record.job_id),
     }
-    if record.correlation_id:
+    if record.correlation_id and previous_formats:
+        # The release before lists a correlation id's jobs by their job items' entries in
+        # `by_correlation`, rewritten with each change of status; this release lists a job
+        # under its first event's item, which no later write rewrites (`correlation_entry`).
         values["gsi2pk"] = keys.correlation_pk(record.tenant, record.correlation_id)
         values["gsi2sk"] = values["gsi1sk"]
     if not record.is_terminal:
@@ -62,6 +65,20 @@ def record_to_item(record: JobRecord, *, previous_formats: bool = False) -> dict
     if shown is not None:
         values[listed.ATTRIBUTE] = shown
     return to_item(values)
+
+
+def correlation_entry(record: JobRecord, sequence: int) -> dict[str, str]:
+    """The keys that list a job under its correlation id, carried by its first event's item
+    (none on any other item, nor for a job without one): an entry of `tenant_jobs` under the
+    correlation id's own partition key, which no tenant's listing reads. The event's item is
+    written once and its later writes (its callback's) change nothing the index holds, so the
+    entry is written once, where the job item's would be rewritten at its start and its end."""
+    if sequence != 1 or not record.correlation_id:
+        return {}
+    return {
+        "gsi1pk": keys.correlation_pk(record.tenant, record.correlation_id),
+        "gsi1sk": keys.created_sk(record.created_at, record.job_id),
+    }
 
 
 def item_to_record(item: Mapping[str, Any]) -> JobRecord:

@@ -68,22 +68,24 @@ class _Allowance:
 
 
 class _Shard:
-    __slots__ = ("done", "items", "read_size", "request")
+    __slots__ = ("done", "items", "read_size", "request", "sort_key")
 
-    def __init__(self, request: QueryInputTypeDef) -> None:
+    def __init__(self, request: QueryInputTypeDef, sort_key: str) -> None:
         self.request = request
+        self.sort_key = sort_key
         self.items: deque[dict[str, Any]] = deque()
         self.done = False
         self.read_size = request.get("Limit")
 
 
 class MergedQuery:
-    """Items of several partitions of one index in one key order.
+    """Items of several partitions (of one index, or more) in one key order.
 
-    `requests` are complete Query requests, one per shard, sharing the index, the direction and
-    the sort key named `sort_key` (a string or number attribute, unique across the shards);
-    each request's `Limit` is the size of its reads. Reads are lazy: iterating takes what the
-    caller consumes plus at most one read ahead per shard.
+    `requests` are complete Query requests, one per shard, sharing the direction and the order
+    of their sort keys: `sort_key` names it (a string or number attribute, its values unique
+    across the shards), one name for all or one per request (the same order kept under other
+    names, in another index); each request's `Limit` is the size of its reads. Reads are lazy:
+    iterating takes what the caller consumes plus at most one read ahead per shard.
 
     With a `budget`, every request must have a `Limit` of at least 1, and one read of each
     must fit in it; later reads ask for their `Limit` or an even share of what is left over
@@ -97,7 +99,7 @@ class MergedQuery:
         client: DynamoDBClient,
         requests: Sequence[QueryInputTypeDef],
         *,
-        sort_key: str,
+        sort_key: str | Sequence[str],
         descending: bool,
         budget: ReadBudget | None = None,
     ) -> None:
@@ -108,9 +110,13 @@ class MergedQuery:
             or sum(limits) > budget.items
         ):
             raise ValueError("one read of each shard must fit in the budget")
+        sort_keys = [sort_key] * len(requests) if isinstance(sort_key, str) else list(sort_key)
+        if len(sort_keys) != len(requests):
+            raise ValueError("one sort key name for all requests, or one per request")
         self._client = client
-        self._shards = [_Shard(request.copy()) for request in requests]
-        self._sort_key = sort_key
+        self._shards = [
+            _Shard(request.copy(), name) for request, name in zip(requests, sort_keys, strict=True)
+        ]
         self._descending = descending
         self._allowance = _Allowance(budget, len(requests))
         self._started = False
@@ -127,7 +133,7 @@ class MergedQuery:
             live = [shard for shard in self._shards if shard.items]
             if not live:
                 return
-            heads = [_order_value(shard.items[0][self._sort_key]) for shard in live]
+            heads = [_order_value(shard.items[0][shard.sort_key]) for shard in live]
             head = max(heads) if self._descending else min(heads)
             shard = live[heads.index(head)]
             yield shard.items.popleft()
