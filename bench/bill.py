@@ -383,7 +383,8 @@ def feature_lines(costs: list[JobCost]) -> list[str]:
         writes, reads = slot.write_units, slot.read_units
         lines.append(
             f"| resource slots (a target on a paced resource) | {writes:+g} write units, "
-            f"{reads:+g} read units (its slot taken and given back, a request's turn) | "
+            f"{reads:+g} read units (its slot taken with its first request's turn, "
+            "and given back) | "
             f"${writes * write_price + reads * read_price:,.2f} |"
         )
     return lines

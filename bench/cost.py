@@ -148,7 +148,7 @@ def job_lifetime_costs(life: Life) -> list[JobCost]:
 
 def _on_a_resource(life: Life, scenario: str) -> JobCost:
     """The 1-candidate job on a target naming a paced shared resource (service/resources.py):
-    its slot taken and given back, its source request's turn reserved. Measured after one job
+    its slot taken with its source request's turn, then given back. Measured after one job
     of warm-up, as it is in steady state (the resource's item exists: its first use creates it
     with one more write)."""
     paced = replace(life, rt=_with_resource(life.rt))
@@ -559,11 +559,13 @@ def _resource_lines(costs: list[JobCost]) -> list[str]:
         "",
         f"A slot (`{RESOURCE_SCENARIO}`, a resource of {BENCH_RESOURCE['max_concurrent']} slots",
         f"and {BENCH_RESOURCE['per_minute']} requests a minute): {writes:+g} write units,",
-        f"{reads:+g} read units and {calls:+d} AWS calls per job: the slot taken and given back",
-        "(two conditional updates of the resource's item, `RESOURCE#<name>`), the release's",
-        "look for the oldest waiter (a consistent Query, nobody waiting), and the catalog's one",
-        "source request's turn (a consistent read and a compare-and-set of the pace). A Pixiv",
-        "job makes two source requests (the token refresh, one search page): one turn more.",
+        f"{reads:+g} read units and {calls:+d} AWS calls per job: the slot taken with its first",
+        "source request's turn (a consistent read, then one conditional update of the resource's",
+        "item, `RESOURCE#<name>`, that takes the slot and moves the pace: service/resources.py",
+        "`take_slot`), the slot given back (another), the release's look for the oldest waiter",
+        "(a consistent Query, nobody waiting), and a look at the back-off when the turn comes",
+        "(an eventually consistent read). A Pixiv job makes two source requests (the token",
+        "refresh, one search page): one turn more (a consistent read and a compare-and-set).",
         "An unpaced resource reads its back-off eventually consistently instead (no write); a",
         "target without a resource pays nothing (the first row). A job that finds every slot",
         "held adds its wait: a waiter put and deleted, its `slot_wait` progress, one more try.",
@@ -583,7 +585,7 @@ def _every_feature_lines(costs: list[JobCost]) -> list[str]:
         f"Every feature on (`{EVERY_FEATURE_SCENARIO}`: a tenant with quotas, a target on the",
         f"paced resource, the feed and endpoint health as every job has them): {units:g} write",
         f"units, {every.write_units:+g} on the plain job, the quotas' and the slot's together.",
-        f"Target: at most {EVERY_FEATURE_TARGET_UNITS}: {verdict}. What stands in the way: the",
+        f"Target: at most {EVERY_FEATURE_TARGET_UNITS}: {verdict}. What is left to take: the",
         "quota counter is exact because it moves inside the job's own writes (a transaction at",
         "admission and at the end); written on its own it would cost 2 units, not 6, but",
         "a crash or a retried write could then count a job twice or never, and a tenant's",

@@ -12,6 +12,7 @@ import json
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,6 +33,7 @@ from jobstream.service import events as stream
 from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.resources import PACE_TRIES, ResourceStore
+from tests.support.client_hooks import hooked
 from tests.support.harness import Clock, canonical_task
 from tests.support.validation import validate
 
@@ -161,6 +163,18 @@ def resource(rt: Runtime) -> resources.JobResource:
     return resources.JobResource(*found)
 
 
+@contextmanager
+def resource_updates(rt: Runtime) -> Iterator[list[dict[str, Any]]]:
+    """The parameters of the UpdateItem calls made inside the block."""
+    calls: list[dict[str, Any]] = []
+
+    def record_call(params: dict[str, Any], **_: Any) -> None:
+        calls.append(params)
+
+    with hooked(rt.store.client, "provide-client-params.dynamodb.UpdateItem", record_call, "u"):
+        yield calls
+
+
 def holders(rt: Runtime) -> dict[str, int]:
     return dict(rt.store.resources().state(RESOURCE).holders)
 
@@ -225,7 +239,7 @@ def test_racing_workers_never_hold_more_slots_than_the_limit(
 
     def take(index: int) -> bool:
         barrier.wait()
-        return resources.take_slot(srt, limit, records[index])
+        return resources.take_slot(srt, limit, records[index]) is not None
 
     with ThreadPoolExecutor(RACERS) as pool:
         taken = list(pool.map(take, range(RACERS)))
@@ -343,6 +357,104 @@ def test_a_reservation_that_keeps_losing_the_race_waits_for_the_back_off_too(
     assert start == clock.now + 60_000 + PACE_TRIES * 1_000
 
 
+def resource_writes(calls: list[dict[str, Any]]) -> int:
+    return sum(
+        call["Key"][keys.PK]["S"] == keys.resource_pk(RESOURCE) for call in calls if "Key" in call
+    )
+
+
+def test_a_paced_jobs_slot_and_its_first_turn_are_one_write(
+    srt: Runtime, scripted: Script, targets_path: Path, clock: Clock
+) -> None:
+    """The worker's take of the slot reserves the first request's turn, TURN_LEAD_MS ahead (the
+    claim comes between): the request starts then, never before, and the pace moves on one
+    interval from it. The job's life writes the resource twice: its slot with its turn, then
+    its slot given back."""
+    write_targets(targets_path, max_concurrent=2, per_minute=60)
+    first, second = submit(srt, "paced"), submit(srt, "paced-next")
+    started: list[int] = []
+    scripted.during = lambda: started.append(clock.now)
+    taken_at = clock.now
+    assert execution.execute(srt, first) == "succeeded"  # (the resource's item made first)
+    assert started == [taken_at + resources.TURN_LEAD_MS]
+    assert srt.store.resources().state(RESOURCE).next_request_at == started[0] + 1_000
+    with resource_updates(srt) as updates:
+        assert execution.execute(srt, second) == "succeeded"
+    assert resource_writes(updates) == 2
+    # The next job's first request keeps to the pace: an interval after.
+    assert started[1] == started[0] + 1_000
+
+
+def test_racing_workers_on_a_paced_resource_take_turns_an_interval_apart(
+    srt: Runtime, scripted: Script, targets_path: Path, clock: Clock
+) -> None:
+    write_targets(targets_path, max_concurrent=5, per_minute=60)
+    records = [record(srt, submit(srt, f"paced-race-{n}")) for n in range(10)]
+    limit = resource(srt)
+    barrier = threading.Barrier(len(records))
+
+    def take(job: JobRecord) -> resources.Slot | None:
+        barrier.wait()
+        return resources.take_slot(srt, limit, job)
+
+    with ThreadPoolExecutor(len(records)) as pool:
+        slots = [slot for slot in pool.map(take, records) if slot is not None]
+    assert len(slots) == 5
+    assert len(holders(srt)) == 5
+    turns = sorted(slot.first_turn for slot in slots if slot.first_turn is not None)
+    first = clock.now + resources.TURN_LEAD_MS
+    assert turns == [first + n * 1_000 for n in range(5)]
+
+
+def test_a_request_later_than_its_turn_takes_a_new_one(
+    srt: Runtime, scripted: Script, targets_path: Path, clock: Clock
+) -> None:
+    """A claim slower than TURN_LEAD_MS: the turn is gone (the next one may start an interval
+    after it), so the request takes the next free turn as any other would."""
+    write_targets(targets_path, max_concurrent=2, per_minute=60)
+    limit = resource(srt)
+    slot = resources.take_slot(srt, limit, record(srt, submit(srt, "slow")))
+    assert slot is not None
+    assert slot.first_turn == clock.now + resources.TURN_LEAD_MS
+    store = srt.store.resources()
+    others = store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now)  # another job's
+    assert others == slot.first_turn + 1_000
+    clock.advance(resources.TURN_LEAD_MS + 1)
+    resources.wait_turn(srt, limit, lambda: None, reserved=slot.first_turn)
+    assert clock.now == others + 1_000
+    assert store.state(RESOURCE).next_request_at == others + 2_000
+
+
+def test_a_back_off_set_after_the_turn_was_taken_holds_the_request(
+    srt: Runtime, scripted: Script, targets_path: Path, clock: Clock
+) -> None:
+    """The turn taken with the slot read the back-off then: another worker's 429 since is
+    waited out, then a turn after it, even when the request comes just at its turn (its
+    claim took the whole lead: no wait that would look again)."""
+    write_targets(targets_path, max_concurrent=2, per_minute=60)
+    limit = resource(srt)
+    slot = resources.take_slot(srt, limit, record(srt, submit(srt, "backed-off")))
+    assert slot is not None
+    assert slot.first_turn is not None
+    clock.advance(resources.TURN_LEAD_MS)
+    until = resources.back_off(
+        srt, limit, Outcome(reason=Reason.RATE_LIMITED, retry_after_ms=5_000)
+    )
+    assert until is not None
+    resources.wait_turn(srt, limit, lambda: None, reserved=slot.first_turn)
+    assert clock.now == until
+    assert srt.store.resources().state(RESOURCE).next_request_at == until + 1_000
+
+
+def test_an_unpaced_resources_slot_takes_no_turn(
+    srt: Runtime, scripted: Script, targets_path: Path
+) -> None:
+    write_targets(targets_path, max_concurrent=2)
+    slot = resources.take_slot(srt, resource(srt), record(srt, submit(srt, "unpaced")))
+    assert slot == resources.Slot(first_turn=None)
+    assert srt.store.resources().state(RESOURCE).next_request_at == 0
+
+
 # -- retries inside a job -----------------------------------------------------------------------
 
 
@@ -404,6 +516,7 @@ def test_a_store_failure_at_a_source_requests_turn_runs_the_job_again(
     srt: Runtime, scripted: Script, targets_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_targets(targets_path, max_concurrent=2, per_minute=600)
+    scripted.requests = 2  # the first request's turn came with the slot: the second's fails
     job_id = submit(srt, "throttled-turn")
     original = ResourceStore.reserve_request
     failures = [throttled("UpdateItem")]
@@ -748,7 +861,7 @@ def test_the_sweep_never_takes_back_a_slot_being_taken_up(
     def racing_read(job_ids: list[str]) -> Any:
         found = original(job_ids)
         if not raced:  # the job's message, at a worker, between the sweep's read and release
-            raced.append(resources.take_slot(srt, limit, record(srt, job_id)))
+            raced.append(resources.take_slot(srt, limit, record(srt, job_id)) is not None)
             raced.append(execution.claim(srt, job_id, "taker") is not None)
         return found
 

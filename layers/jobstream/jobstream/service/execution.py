@@ -207,12 +207,19 @@ class Lease:
     """The running job's lease: heartbeats in the background, progress, and the stop signal."""
 
     def __init__(
-        self, rt: Runtime, record: JobRecord, owner: str, resource: JobResource | None = None
+        self,
+        rt: Runtime,
+        record: JobRecord,
+        owner: str,
+        resource: JobResource | None = None,
+        first_turn: int | None = None,
     ) -> None:
         self.rt = rt
         self.record = record
         self.owner = owner
         self.resource = resource
+        # The turn the job's first source request took with its slot (resources.take_slot).
+        self._first_turn = first_turn
         self.lost = threading.Event()
         self._stop = threading.Event()
         # Progress events are spaced from the job's last event: this run's `job.started`; a
@@ -310,11 +317,13 @@ class Lease:
         if self.resource is None:
             self.checkpoint()
             return
+        reserved, self._first_turn = self._first_turn, None
         resources.wait_turn(
             self.rt,
             self.resource,
             self.checkpoint,
             on_wait=lambda message: self.progress(self._stage(), message),
+            reserved=reserved,
         )
 
     def _stage(self) -> str:
@@ -416,7 +425,8 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
         # A waiter granted a slot after it ended (cancelled while it waited): pass it on.
         _give_back(rt, resource, job_id)
         return "not-claimed"
-    if resource is not None and not resources.take_slot(rt, resource, record):
+    slot = resources.take_slot(rt, resource, record) if resource is not None else None
+    if resource is not None and slot is None:
         return "waiting"
     targets = registry.checked_targets(rt.targets())
     claimed = _claim(rt, record, owner, _max_attempts(targets, record))
@@ -424,7 +434,8 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
         _give_back_if_ended(rt, resource, job_id)
         return "not-claimed"
     try:
-        with Lease(rt, claimed, owner, resource) as lease:
+        first_turn = slot.first_turn if slot is not None else None
+        with Lease(rt, claimed, owner, resource, first_turn) as lease:
             try:
                 outcome = _run_with_retries(rt, targets, lease)
             except JobInterruptedError:

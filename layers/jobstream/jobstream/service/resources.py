@@ -13,7 +13,8 @@ GRANT_TIMEOUT_MS old, its job counts as any queued job overdue for a worker: the
 sends it again if its message may be lost (as many as the work queue cannot account for).
 
 Source requests wait for their turn (`wait_turn`): never before the resource's back-off, and,
-with `per_minute`, one every 60,000 / per_minute ms across all workers. A rate limit (429) or a
+with `per_minute`, one every 60,000 / per_minute ms across all workers. The first request's
+turn is taken with the job's slot, in the same write (`take_slot`). A rate limit (429) or a
 Retry-After backs the whole resource off (`back_off`), for every job using it, including jobs
 already waiting for their turn: a job that waited looks at the back-off again before it sends.
 """
@@ -49,6 +50,10 @@ GRANT_TIMEOUT_MS: Final = 120_000
 DEFAULT_BACKOFF_MS: Final = 30_000
 # Waits for a turn are slept in slices, each after a checkpoint (cancel, lease, deadline).
 WAIT_SLICE_MS: Final = 1_000
+# How far ahead of its slot's take a job's first request's turn is reserved (on a paced
+# resource): its claim comes between. A request later than its turn takes a new one, since
+# the next turn is an interval after it; the turn is never early, so the pace holds.
+TURN_LEAD_MS: Final = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,19 +72,41 @@ def of_job(rt: Runtime, record: JobRecord) -> JobResource | None:
     return JobResource(*found) if found is not None else None
 
 
-def take_slot(rt: Runtime, resource: JobResource, record: JobRecord) -> bool:
-    """True once the job holds one of the resource's slots (or already did). False when every
-    slot is held: the job waits in the resource's queue, and a release sends it again."""
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A slot the job holds, and the turn its first source request took with it (a paced
+    resource: `wait_turn(reserved=)`), None when it took none."""
+
+    first_turn: int | None = None
+
+
+def take_slot(rt: Runtime, resource: JobResource, record: JobRecord) -> Slot | None:
+    """The slot once the job holds one of the resource's slots (or already did): on a paced
+    resource, its first request's turn is taken in the same write, TURN_LEAD_MS ahead (its
+    claim comes first). None when every slot is held: the job waits in the resource's queue,
+    and a release sends it again."""
     store = rt.store.resources()
     now = rt.clock()
-    if _acquire(rt, resource, record.job_id, now):
-        return True
+    interval = resource.limits.request_interval_ms
+    if interval is not None:
+        taken, turn = store.acquire_with_turn(
+            resource.name,
+            record.job_id,
+            max_concurrent=resource.limits.max_concurrent,
+            interval_ms=interval,
+            now=now,
+            lead_ms=TURN_LEAD_MS,
+        )
+        if taken:
+            return Slot(turn)
+    elif _acquire(rt, resource, record.job_id, now):
+        return Slot()
     waiter = Waiter(resource.name, record.job_id, record.tenant, record.created_at)
     store.add_waiter(waiter)
     # A slot given back between the refusal and the waiter's write woke nobody: look again.
     if _acquire(rt, resource, record.job_id, now):
         store.remove_waiter(waiter)
-        return True
+        return Slot()
     observability.count("resource_waits", dimension=resource.name)
     limit = resource.limits.max_concurrent
     rt.store.note_waiting(
@@ -88,7 +115,7 @@ def take_slot(rt: Runtime, resource: JobResource, record: JobRecord) -> bool:
         message=f"waiting for a slot of {resource.name} ({limit} at a time)",
         now=max(now, record.updated_at),
     )
-    return False
+    return None
 
 
 def _acquire(rt: Runtime, resource: JobResource, job_id: str, now: int) -> bool:
@@ -130,25 +157,36 @@ def wait_turn(
     checkpoint: Callable[[], None],
     *,
     on_wait: Callable[[str], None] | None = None,
+    reserved: int | None = None,
 ) -> None:
     """Return when the job may start its next source request: not before the resource's
     back-off, and in its place in the resource's pace; a back-off set while it waited (another
-    worker's 429) is waited out too, then a turn after it. `checkpoint()` is called while
-    waiting (a cancel, a lost lease or the deadline ends the wait); `on_wait` is told a long
-    wait. A store failure raises (the run's outcome: transient, `execution._run_once`)."""
+    worker's 429) is waited out too, then a turn after it. `reserved`: a turn taken already
+    (with the job's slot, `take_slot`), used while it is still ahead; a turn passed is taken
+    anew. `checkpoint()` is called while waiting (a cancel, a lost lease or the deadline ends
+    the wait); `on_wait` is told a long wait. A store failure raises (the run's outcome:
+    transient, `execution._run_once`)."""
     store = rt.store.resources()
     backed_off_until = 0
+    held = reserved if reserved is not None and reserved >= rt.clock() else None
     while True:
-        reserved = store.reserve_request(
-            resource.name, interval_ms=resource.limits.request_interval_ms, now=rt.clock()
+        # A turn taken with the slot read the back-off then: it is looked at again below.
+        read_just_now = held is None
+        turn = (
+            held
+            if held is not None
+            else store.reserve_request(
+                resource.name, interval_ms=resource.limits.request_interval_ms, now=rt.clock()
+            )
         )
+        held = None
         # An unpaced reservation's read may be staler than the back-off this job saw waiting.
-        start = max(reserved, backed_off_until)
+        start = max(turn, backed_off_until)
         wait_ms = start - rt.clock()
         if on_wait is not None and wait_ms > WAIT_SLICE_MS:
             on_wait(f"waiting {wait_ms / 1000:.1f} s for {resource.name}'s rate limit")
         pause(wait_ms, checkpoint, rt.sleep)
-        if wait_ms <= 0:
+        if wait_ms <= 0 and read_just_now:
             return  # no wait: the reservation read the back-off just now
         # Another worker's 429 may have backed the resource off while this one waited: its
         # request waits that out too, then for a turn after it. A read a moment stale is fine.

@@ -376,6 +376,17 @@ class ResourceStorePort(Protocol):
 
     def acquire(self, name: str, job_id: str, *, max_concurrent: int, now: int) -> bool: ...
 
+    def acquire_with_turn(
+        self,
+        name: str,
+        job_id: str,
+        *,
+        max_concurrent: int,
+        interval_ms: int,
+        now: int,
+        lead_ms: int,
+    ) -> tuple[bool, int | None]: ...
+
     def release(self, name: str, job_id: str, *, held_since: int | None = None) -> int | None: ...
 
     def reserve_request(self, name: str, *, interval_ms: int | None, now: int) -> int: ...

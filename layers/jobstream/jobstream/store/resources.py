@@ -12,9 +12,10 @@ own entry: a duplicate message of a job that holds its slot finds it held, and i
 now) and given back by one removal; however many workers race, `holders` never has more entries
 than the limit they write under. The sweep's removal holds only while the entry still has the
 time it read: a job that took its slot up meanwhile (its worker acquired it again) keeps it.
-No write here is part of a transaction: a hot resource meets no TransactionConflict, only
-DynamoDB's serialization of single-item writes; a condition that fails is an answer, not an
-error. service/resources.py decides; this module writes.
+On a paced resource a worker's take of its job's slot also reserves its first source request's turn
+(`acquire_with_turn`): one write for both. No write here is part of a transaction: a hot resource
+meets no TransactionConflict, only DynamoDB's serialization of single-item writes; a condition that
+fails is an answer, not an error. service/resources.py decides; this module writes.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from jobstream.store.ports import ResourceState, Waiter
 HOLDERS: Final = "holders"
 # How many times a pace reservation is tried again after another worker moved the pace first.
 PACE_TRIES: Final = 20
+# A reservation's compare-and-set: the pace as it was read (none yet, or its time).
+_PACE_UNSET: Final = "attribute_not_exists(next_request_at) OR next_request_at = :read"
+_PACE_AS_READ: Final = "next_request_at = :read"
 
 
 def _state(name: str, item: Mapping[str, Any] | None) -> ResourceState:
@@ -57,13 +61,16 @@ class ResourceStore(TableStore):
         return to_item({keys.PK: keys.resource_pk(name), keys.SK: keys.RESOURCE_SK})
 
     def state(self, name: str, *, consistent: bool = True) -> ResourceState:
-        response = self.client.get_item(
+        return _state(name, self._item(name, consistent=consistent))
+
+    def _item(self, name: str, *, consistent: bool = True) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self.client.get_item(
             TableName=self.table_name,
             Key=self._key(name),
             ConsistentRead=consistent,
             ReturnConsumedCapacity="TOTAL",
-        )
-        return _state(name, response.get("Item"))
+        ).get("Item")
+        return item
 
     def _update(self, name: str, **request: Any) -> tuple[Mapping[str, Any] | None, Any]:
         """One conditional update of the resource's item: (its answer, None), or (None, the item
@@ -102,15 +109,65 @@ class ResourceStore(TableStore):
                 return True
             if isinstance(old, dict) and HOLDERS in old:
                 return False  # every slot is held
-            self._update(
-                name,
-                UpdateExpression="SET #holders = :none",
-                # Created once: a second creator must not wipe the slots the first gave out.
-                ConditionExpression="attribute_not_exists(#holders)",
-                ExpressionAttributeNames={"#holders": HOLDERS},
-                ExpressionAttributeValues=to_item({":none": {}}),
-            )
+            self._make_holders(name)
         return False
+
+    def _make_holders(self, name: str) -> None:
+        self._update(
+            name,
+            UpdateExpression="SET #holders = :none",
+            # Created once: a second creator must not wipe the slots the first gave out.
+            ConditionExpression="attribute_not_exists(#holders)",
+            ExpressionAttributeNames={"#holders": HOLDERS},
+            ExpressionAttributeValues=to_item({":none": {}}),
+        )
+
+    def acquire_with_turn(
+        self,
+        name: str,
+        job_id: str,
+        *,
+        max_concurrent: int,
+        interval_ms: int,
+        now: int,
+        lead_ms: int,
+    ) -> tuple[bool, int | None]:
+        """Take a slot for `job_id` as `acquire` does and, in the same write, the turn of its
+        first source request on the paced resource: (whether it holds a slot, the start of its
+        turn). The turn is not before `now + lead_ms` (the claim comes first), the back-off or
+        the pace, which moves on one interval from it. Without a turn (the pace kept moving
+        under every try), the first request takes one as every other does."""
+        for _ in range(PACE_TRIES):
+            item = self._item(name)
+            if HOLDERS not in (item or {}):
+                self._make_holders(name)  # the resource's first slot
+                continue
+            state = _state(name, item)
+            if job_id not in state.holders and len(state.holders) >= max_concurrent:
+                return False, None  # every slot is held
+            start = max(now + lead_ms, state.retry_not_before, state.next_request_at)
+            taken, _ = self._update(
+                name,
+                UpdateExpression="SET #holders.#job = :now, next_request_at = :next",
+                # Never more holders than the limit (as `acquire`), and the pace as read:
+                # another worker's reservation since the read moves ours.
+                ConditionExpression=(
+                    "(attribute_exists(#holders.#job) OR size(#holders) < :max)"
+                    f" AND ({_PACE_AS_READ if state.next_request_at else _PACE_UNSET})"
+                ),
+                ExpressionAttributeNames={"#holders": HOLDERS, "#job": job_id},
+                ExpressionAttributeValues=to_item(
+                    {
+                        ":now": now,
+                        ":max": max_concurrent,
+                        ":next": start + interval_ms,
+                        ":read": state.next_request_at,
+                    }
+                ),
+            )
+            if taken is not None:
+                return True, start
+        return self.acquire(name, job_id, max_concurrent=max_concurrent, now=now), None
 
     def release(self, name: str, job_id: str, *, held_since: int | None = None) -> int | None:
         """Give back `job_id`'s slot: the holders left, or None when it held none (given back
@@ -148,11 +205,7 @@ class ResourceStore(TableStore):
                 name,
                 UpdateExpression="SET next_request_at = :next",
                 # Compare-and-set: another worker's reservation since the read moves ours.
-                ConditionExpression=(
-                    "attribute_not_exists(next_request_at) OR next_request_at = :read"
-                    if state.next_request_at == 0
-                    else "next_request_at = :read"
-                ),
+                ConditionExpression=_PACE_AS_READ if state.next_request_at else _PACE_UNSET,
                 ExpressionAttributeValues=to_item(
                     {":next": start + interval_ms, ":read": state.next_request_at}
                 ),
