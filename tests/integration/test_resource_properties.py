@@ -60,13 +60,18 @@ steps = st.lists(
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(max_concurrent=st.integers(1, 3), steps=steps)
+@given(max_concurrent=st.integers(1, 3), per_minute=st.sampled_from([None, 60]), steps=steps)
 def test_slots_are_never_over_given_and_no_waiter_is_left_behind(
-    rt: Runtime, max_concurrent: int, steps: list[tuple[str, int]]
+    rt: Runtime, max_concurrent: int, per_minute: int | None, steps: list[tuple[str, int]]
 ) -> None:
+    """Any takes and give-backs: never more holders than the limit, no waiter behind a free
+    slot, waiters oldest first; on a paced resource every turn taken with a slot is its own,
+    an interval after the one before."""
     resource = resources.JobResource(
-        f"prop-{uuid.uuid4().hex[:8]}", ResourceLimits(max_concurrent=max_concurrent)
+        f"prop-{uuid.uuid4().hex[:8]}",
+        ResourceLimits(max_concurrent=max_concurrent, per_minute=per_minute),
     )
+    turns: list[int] = []
     store = rt.store.resources()
     sent = Sent(lambda job_id: job_id in store.state(resource.name).holders)
     srt = replace(rt, work=sent)  # type: ignore[arg-type]
@@ -74,7 +79,11 @@ def test_slots_are_never_over_given_and_no_waiter_is_left_behind(
     for action, index in steps:
         job = records[index]
         if action == "take":
-            resources.take_slot(srt, resource, job)
+            slot = resources.take_slot(srt, resource, job)
+            if slot is not None and slot.first_turn is not None:
+                assert per_minute is not None
+                assert not turns or slot.first_turn >= turns[-1] + 60_000 // per_minute
+                turns.append(slot.first_turn)
         else:
             resources.give_back(srt, resource, job.job_id)
         holders = set(store.state(resource.name).holders)

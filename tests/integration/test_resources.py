@@ -425,6 +425,71 @@ def test_a_request_later_than_its_turn_takes_a_new_one(
     assert store.state(RESOURCE).next_request_at == others + 2_000
 
 
+def test_a_late_request_takes_back_its_own_turns_interval_when_nobody_took_a_later_one(
+    srt: Runtime, scripted: Script, targets_path: Path, clock: Clock
+) -> None:
+    """A claim slower than its lead, nobody's turn after its own: the request goes at once
+    (its own turn never went), not an interval after the turn it missed."""
+    write_targets(targets_path, max_concurrent=2, per_minute=1)
+    limit = resource(srt)
+    slot = resources.take_slot(srt, limit, record(srt, submit(srt, "late")))
+    assert slot is not None
+    assert slot.first_turn is not None
+    clock.advance(resources.TURN_LEAD_MS + 50)
+    late = clock.now
+    resources.wait_turn(srt, limit, lambda: None, reserved=slot.first_turn)
+    assert clock.now == late
+    assert srt.store.resources().state(RESOURCE).next_request_at == late + 60_000
+
+
+def test_a_duplicate_message_of_a_running_paced_job_takes_no_turn(
+    srt: Runtime, scripted: Script, targets_path: Path, clock: Clock
+) -> None:
+    write_targets(targets_path, max_concurrent=2, per_minute=1)
+    job_id = submit(srt, "dup-paced")
+    started: list[int] = []
+    copies: list[str] = []
+
+    def during() -> None:
+        started.append(clock.now)
+        with resource_updates(srt) as updates:
+            copies.append(execution.execute(srt, job_id, owner="copy"))
+        assert resource_writes(updates) == 1  # its own slot taken up again, nothing else
+
+    scripted.during = during
+    assert execution.execute(srt, job_id) == "succeeded"
+    assert copies == ["not-claimed"]
+    # The copy found the job's own slot: the pace is the run's turn and one interval.
+    assert srt.store.resources().state(RESOURCE).next_request_at == started[0] + 60_000
+
+
+@pytest.mark.parametrize("why", ["claim failed", "no request"])
+def test_a_turn_no_request_used_is_given_back(
+    srt: Runtime,
+    *,
+    scripted: Script,
+    targets_path: Path,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+    why: str,
+) -> None:
+    """The claim failed after the take (a cancel between the two, a race), or the run made
+    no source request: the pace moves back to the unused turn (nobody took a later one)."""
+    write_targets(targets_path, max_concurrent=2, per_minute=1)
+    job_id = submit(srt, "unused")
+    turn = clock.now + resources.TURN_LEAD_MS
+    if why == "claim failed":
+        monkeypatch.setattr(execution, "_claim", lambda *_: None)
+        assert execution.execute(srt, job_id) == "not-claimed"
+    else:
+        scripted.requests = 0
+        assert execution.execute(srt, job_id) == "succeeded"
+    assert srt.store.resources().state(RESOURCE).next_request_at == turn
+    # The next job's request may take that turn: nobody's went at it.
+    nxt = resources.take_slot(srt, resource(srt), record(srt, submit(srt, "next")))
+    assert nxt == resources.Slot(first_turn=turn)
+
+
 def test_a_back_off_set_after_the_turn_was_taken_holds_the_request(
     srt: Runtime, scripted: Script, targets_path: Path, clock: Clock
 ) -> None:
@@ -441,9 +506,21 @@ def test_a_back_off_set_after_the_turn_was_taken_holds_the_request(
         srt, limit, Outcome(reason=Reason.RATE_LIMITED, retry_after_ms=5_000)
     )
     assert until is not None
-    resources.wait_turn(srt, limit, lambda: None, reserved=slot.first_turn)
+    reads: list[bool] = []
+    original = ResourceStore.state
+
+    def counted(self: ResourceStore, name: str, *, consistent: bool = True) -> Any:
+        reads.append(consistent)
+        return original(self, name, consistent=consistent)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ResourceStore, "state", counted)
+        resources.wait_turn(srt, limit, lambda: None, reserved=slot.first_turn)
     assert clock.now == until
     assert srt.store.resources().state(RESOURCE).next_request_at == until + 1_000
+    # The turn's back-off was read with the slot: looked at again consistently (a 429 just
+    # before the turn is not missed), then the new turn's own read.
+    assert reads[0] is True
 
 
 def test_an_unpaced_resources_slot_takes_no_turn(

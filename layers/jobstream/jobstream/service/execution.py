@@ -240,6 +240,9 @@ class Lease:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        # A run that made no source request leaves the turn it took with its slot to others.
+        unused, self._first_turn = self._first_turn, None
+        resources.give_back_turn(self.rt, self.resource, unused)
 
     def _beat(self) -> None:
         interval = self.rt.settings.heartbeat_interval_ms / 1000
@@ -429,12 +432,13 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
     if resource is not None and slot is None:
         return "waiting"
     targets = registry.checked_targets(rt.targets())
+    first_turn = slot.first_turn if slot is not None else None
     claimed = _claim(rt, record, owner, _max_attempts(targets, record))
     if claimed is None:
+        resources.give_back_turn(rt, resource, first_turn)
         _give_back_if_ended(rt, resource, job_id)
         return "not-claimed"
     try:
-        first_turn = slot.first_turn if slot is not None else None
         with Lease(rt, claimed, owner, resource, first_turn) as lease:
             try:
                 outcome = _run_with_retries(rt, targets, lease)

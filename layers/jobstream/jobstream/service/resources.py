@@ -169,6 +169,9 @@ def wait_turn(
     store = rt.store.resources()
     backed_off_until = 0
     held = reserved if reserved is not None and reserved >= rt.clock() else None
+    # A turn passed unused: the next reservation takes its interval back if nobody took a
+    # later one (the request goes now, not an interval after its own missed turn).
+    passed = reserved if held is None else None
     while True:
         # A turn taken with the slot read the back-off then: it is looked at again below.
         read_just_now = held is None
@@ -176,10 +179,13 @@ def wait_turn(
             held
             if held is not None
             else store.reserve_request(
-                resource.name, interval_ms=resource.limits.request_interval_ms, now=rt.clock()
+                resource.name,
+                interval_ms=resource.limits.request_interval_ms,
+                now=rt.clock(),
+                replacing=passed,
             )
         )
-        held = None
+        held = passed = None
         # An unpaced reservation's read may be staler than the back-off this job saw waiting.
         start = max(turn, backed_off_until)
         wait_ms = start - rt.clock()
@@ -189,10 +195,27 @@ def wait_turn(
         if wait_ms <= 0 and read_just_now:
             return  # no wait: the reservation read the back-off just now
         # Another worker's 429 may have backed the resource off while this one waited: its
-        # request waits that out too, then for a turn after it. A read a moment stale is fine.
-        backed_off_until = store.state(resource.name, consistent=False).retry_not_before
+        # request waits that out too, then for a turn after it. A read a moment stale is fine
+        # after a wait that began with a read; a turn taken with the slot reads consistently.
+        state = store.state(resource.name, consistent=not read_just_now)
+        backed_off_until = state.retry_not_before
         if backed_off_until <= max(start, rt.clock()):
             return
+
+
+def give_back_turn(rt: Runtime, resource: JobResource | None, turn: int | None) -> None:
+    """A turn taken with the slot that no request used (the claim failed, the run made no
+    request): the pace moves back to it unless a later turn was taken. Best effort: a store
+    failing for a moment only leaves that interval unused."""
+    interval = resource.limits.request_interval_ms if resource is not None else None
+    if resource is None or turn is None or interval is None:
+        return
+    try:
+        rt.store.resources().give_back_turn(resource.name, turn=turn, interval_ms=interval)
+    except Exception as error:
+        if transient(error) is None:
+            raise
+        logger.warning("could not give an unused turn back", extra={"resource": resource.name})
 
 
 def pause(wait_ms: int, checkpoint: Callable[[], None], sleep: Callable[[float], None]) -> None:

@@ -143,7 +143,9 @@ class ResourceStore(TableStore):
                 self._make_holders(name)  # the resource's first slot
                 continue
             state = _state(name, item)
-            if job_id not in state.holders and len(state.holders) >= max_concurrent:
+            if job_id in state.holders:
+                break  # its own slot (a duplicate message, a granted waiter): no turn taken
+            if len(state.holders) >= max_concurrent:
                 return False, None  # every slot is held
             start = max(now + lead_ms, state.retry_not_before, state.next_request_at)
             taken, _ = self._update(
@@ -152,7 +154,7 @@ class ResourceStore(TableStore):
                 # Never more holders than the limit (as `acquire`), and the pace as read:
                 # another worker's reservation since the read moves ours.
                 ConditionExpression=(
-                    "(attribute_exists(#holders.#job) OR size(#holders) < :max)"
+                    "attribute_not_exists(#holders.#job) AND size(#holders) < :max"
                     f" AND ({_PACE_AS_READ if state.next_request_at else _PACE_UNSET})"
                 ),
                 ExpressionAttributeNames={"#holders": HOLDERS, "#job": job_id},
@@ -190,17 +192,24 @@ class ResourceStore(TableStore):
             return None
         return len(_state(name, released.get("Attributes")).holders)
 
-    def reserve_request(self, name: str, *, interval_ms: int | None, now: int) -> int:
+    def reserve_request(
+        self, name: str, *, interval_ms: int | None, now: int, replacing: int | None = None
+    ) -> int:
         """When the next source request on the resource may start (not before its back-off),
         reserved for the caller when the resource is paced: the pace moves on by one interval
-        from that moment, so requests of all workers start at least `interval_ms` apart."""
+        from that moment, so requests of all workers start at least `interval_ms` apart.
+        `replacing`: the caller's own turn, passed unused: while no later turn was taken, the
+        interval it held is free again (its request never went)."""
         if interval_ms is None:
             # Unpaced: only the back-off counts, and a read a moment stale is as good.
             return max(now, self.state(name, consistent=False).retry_not_before)
         state = ResourceState(name)
         for _ in range(PACE_TRIES):
             state = self.state(name)
-            start = max(now, state.retry_not_before, state.next_request_at)
+            pace = state.next_request_at
+            if replacing is not None and pace == replacing + interval_ms:
+                pace = replacing
+            start = max(now, state.retry_not_before, pace)
             reserved, _ = self._update(
                 name,
                 UpdateExpression="SET next_request_at = :next",
@@ -215,6 +224,18 @@ class ResourceStore(TableStore):
         # Twenty workers moved the pace between our read and write: the resource is very busy;
         # one interval per try lost is a safe estimate of our place, after the back-off too.
         return max(now, state.retry_not_before, state.next_request_at) + PACE_TRIES * interval_ms
+
+    def give_back_turn(self, name: str, *, turn: int, interval_ms: int) -> bool:
+        """A reserved turn its request will not use: the pace moves back to it while no later
+        turn was taken (False otherwise: the later one keeps its place)."""
+        returned, _ = self._update(
+            name,
+            UpdateExpression="SET next_request_at = :turn",
+            # Only the last reservation, ours: an earlier pace would let two requests closer.
+            ConditionExpression="next_request_at = :next",
+            ExpressionAttributeValues=to_item({":turn": turn, ":next": turn + interval_ms}),
+        )
+        return returned is not None
 
     def back_off(self, name: str, *, until: int, reason: str) -> bool:
         """No request on the resource starts before `until`; False when a later back-off holds."""
