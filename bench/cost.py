@@ -564,7 +564,7 @@ def _resource_lines(costs: list[JobCost]) -> list[str]:
         "item, `RESOURCE#<name>`, that takes the slot and moves the pace: service/resources.py",
         "`take_slot`), the slot given back (another), the release's look for the oldest waiter",
         "(a consistent Query, nobody waiting), and a look at the back-off when the turn comes",
-        "(an eventually consistent read). A Pixiv job makes two source requests (the token",
+        "(a consistent read). A Pixiv job makes two source requests (the token",
         "refresh, one search page): one turn more (a consistent read and a compare-and-set).",
         "An unpaced resource reads its back-off eventually consistently instead (no write); a",
         "target without a resource pays nothing (the first row). A job that finds every slot",
