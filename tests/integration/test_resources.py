@@ -401,7 +401,7 @@ def test_racing_workers_on_a_paced_resource_take_turns_an_interval_apart(
         slots = [slot for slot in pool.map(take, records) if slot is not None]
     assert len(slots) == 5
     assert len(holders(srt)) == 5
-    turns = sorted(slot.first_turn for slot in slots if slot.first_turn is not None)
+    turns = sorted(slot.first_turn.start for slot in slots if slot.first_turn is not None)
     first = clock.now + resources.TURN_LEAD_MS
     assert turns == [first + n * 1_000 for n in range(5)]
 
@@ -415,10 +415,11 @@ def test_a_request_later_than_its_turn_takes_a_new_one(
     limit = resource(srt)
     slot = resources.take_slot(srt, limit, record(srt, submit(srt, "slow")))
     assert slot is not None
-    assert slot.first_turn == clock.now + resources.TURN_LEAD_MS
+    assert slot.first_turn is not None
+    assert slot.first_turn.start == clock.now + resources.TURN_LEAD_MS
     store = srt.store.resources()
     others = store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now)  # another job's
-    assert others == slot.first_turn + 1_000
+    assert others == slot.first_turn.start + 1_000
     clock.advance(resources.TURN_LEAD_MS + 1)
     resources.wait_turn(srt, limit, lambda: None, reserved=slot.first_turn)
     assert clock.now == others + 1_000
@@ -487,7 +488,49 @@ def test_a_turn_no_request_used_is_given_back(
     assert srt.store.resources().state(RESOURCE).next_request_at == turn
     # The next job's request may take that turn: nobody's went at it.
     nxt = resources.take_slot(srt, resource(srt), record(srt, submit(srt, "next")))
-    assert nxt == resources.Slot(first_turn=turn)
+    assert nxt is not None
+    assert nxt.first_turn is not None
+    assert nxt.first_turn.start == turn
+
+
+def test_a_give_back_retried_after_its_first_try_landed_moves_no_other_turn(
+    srt: Runtime, scripted: Script, targets_path: Path, clock: Clock
+) -> None:
+    """The give-back's answer was lost and the client tries it again, after another job took
+    the turn given back: the retry meets that job's mark, not the pace it set, and changes
+    nothing (moved back twice, the turn would go to two jobs)."""
+    write_targets(targets_path, max_concurrent=3, per_minute=10)
+    limit = resource(srt)
+    store = srt.store.resources()
+    first = resources.take_slot(srt, limit, record(srt, submit(srt, "gives-back")))
+    assert first is not None
+    assert first.first_turn is not None
+    assert store.give_back_turn(RESOURCE, turn=first.first_turn, interval_ms=6_000)
+    second = resources.take_slot(srt, limit, record(srt, submit(srt, "takes-it")))
+    assert second is not None
+    assert second.first_turn is not None
+    assert second.first_turn.start == first.first_turn.start
+    # The retry of the first give-back.
+    assert not store.give_back_turn(RESOURCE, turn=first.first_turn, interval_ms=6_000)
+    third = resources.take_slot(srt, limit, record(srt, submit(srt, "next")))
+    assert third is not None
+    assert third.first_turn is not None
+    assert third.first_turn.start == first.first_turn.start + 6_000
+
+
+def test_a_turn_given_back_whatever_fails_lets_the_run_complete(
+    srt: Runtime, scripted: Script, targets_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_targets(targets_path, max_concurrent=2, per_minute=60)
+    scripted.requests = 0  # its turn is given back as the run ends
+
+    def refused(*_: Any, **__: Any) -> bool:
+        raise ClientError({"Error": {"Code": "ValidationException"}}, "UpdateItem")
+
+    monkeypatch.setattr(ResourceStore, "give_back_turn", refused)
+    job_id = submit(srt, "completes")
+    assert execution.execute(srt, job_id) == "succeeded"
+    assert holders(srt) == {}
 
 
 def test_a_back_off_set_after_the_turn_was_taken_holds_the_request(

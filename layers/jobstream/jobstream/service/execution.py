@@ -36,7 +36,7 @@ from jobstream.service.completion import (
 )
 from jobstream.service.messages import parse_or_drop
 from jobstream.service.resources import JobResource
-from jobstream.store.ports import ShownProgress, StaleJobError, budgets
+from jobstream.store.ports import ShownProgress, StaleJobError, Turn, budgets
 
 __all__ = [
     "CompletionDeferredError",
@@ -212,7 +212,7 @@ class Lease:
         record: JobRecord,
         owner: str,
         resource: JobResource | None = None,
-        first_turn: int | None = None,
+        first_turn: Turn | None = None,
     ) -> None:
         self.rt = rt
         self.record = record

@@ -38,7 +38,7 @@ from jobstream.retries import transient
 from jobstream.runtime import Runtime
 from jobstream.service import liveness
 from jobstream.service.handoff import dispatch
-from jobstream.store.ports import Waiter
+from jobstream.store.ports import Turn, Waiter
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class Slot:
     """A slot the job holds, and the turn its first source request took with it (a paced
     resource: `wait_turn(reserved=)`), None when it took none."""
 
-    first_turn: int | None = None
+    first_turn: Turn | None = None
 
 
 def take_slot(rt: Runtime, resource: JobResource, record: JobRecord) -> Slot | None:
@@ -157,7 +157,7 @@ def wait_turn(
     checkpoint: Callable[[], None],
     *,
     on_wait: Callable[[str], None] | None = None,
-    reserved: int | None = None,
+    reserved: Turn | None = None,
 ) -> None:
     """Return when the job may start its next source request: not before the resource's
     back-off, and in its place in the resource's pace; a back-off set while it waited (another
@@ -168,7 +168,7 @@ def wait_turn(
     transient, `execution._run_once`)."""
     store = rt.store.resources()
     backed_off_until = 0
-    held = reserved if reserved is not None and reserved >= rt.clock() else None
+    held = reserved.start if reserved is not None and reserved.start >= rt.clock() else None
     # A turn passed unused: the next reservation takes its interval back if nobody took a
     # later one (the request goes now, not an interval after its own missed turn).
     passed = reserved if held is None else None
@@ -203,19 +203,20 @@ def wait_turn(
             return
 
 
-def give_back_turn(rt: Runtime, resource: JobResource | None, turn: int | None) -> None:
+def give_back_turn(rt: Runtime, resource: JobResource | None, turn: Turn | None) -> None:
     """A turn taken with the slot that no request used (the claim failed, the run made no
-    request): the pace moves back to it unless a later turn was taken. Best effort: a store
-    failing for a moment only leaves that interval unused."""
+    request): the pace moves back to it unless a later turn was taken. Best effort, whatever
+    fails: a turn not given back only leaves its interval unused, and this runs as a run ends,
+    whose outcome must still be completed."""
     interval = resource.limits.request_interval_ms if resource is not None else None
     if resource is None or turn is None or interval is None:
         return
     try:
         rt.store.resources().give_back_turn(resource.name, turn=turn, interval_ms=interval)
-    except Exception as error:
-        if transient(error) is None:
-            raise
-        logger.warning("could not give an unused turn back", extra={"resource": resource.name})
+    except Exception:
+        logger.warning(
+            "could not give an unused turn back", extra={"resource": resource.name}, exc_info=True
+        )
 
 
 def pause(wait_ms: int, checkpoint: Callable[[], None], sleep: Callable[[float], None]) -> None:

@@ -353,6 +353,18 @@ class ResourceState:
     next_request_at: int = 0
     retry_not_before: int = 0
     backoff_reason: str | None = None
+    # Which reservation set the pace last: each writes a mark of its own (`Turn`).
+    pace_mark: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A source request's reserved turn: its start, and the mark its reservation wrote with
+    the pace, by which only that reservation's own pace is ever moved back (a retried write
+    whose first try landed meets another mark, not the pace it set)."""
+
+    start: int
+    mark: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,15 +397,15 @@ class ResourceStorePort(Protocol):
         interval_ms: int,
         now: int,
         lead_ms: int,
-    ) -> tuple[bool, int | None]: ...
+    ) -> tuple[bool, Turn | None]: ...
 
     def release(self, name: str, job_id: str, *, held_since: int | None = None) -> int | None: ...
 
     def reserve_request(
-        self, name: str, *, interval_ms: int | None, now: int, replacing: int | None = None
+        self, name: str, *, interval_ms: int | None, now: int, replacing: Turn | None = None
     ) -> int: ...
 
-    def give_back_turn(self, name: str, *, turn: int, interval_ms: int) -> bool: ...
+    def give_back_turn(self, name: str, *, turn: Turn, interval_ms: int) -> bool: ...
 
     def back_off(self, name: str, *, until: int, reason: str) -> bool: ...
 

@@ -3,6 +3,7 @@
     resource   PK=RESOURCE#<name>  SK=#RESOURCE
                holders           map job_id -> when its slot was taken (ms)
                next_request_at   the pace: the earliest start of the next source request
+               pace_mark         the mark of the reservation that set the pace (a Turn's)
                retry_not_before  the back-off: no source request starts before it
                backoff_reason    what set the back-off (a 429, a Retry-After)
     waiter     PK=RESOURCE#<name>  SK=WAIT#<created_at:013>#<job_id>  job_id, tenant, created_at
@@ -20,6 +21,7 @@ fails is an answer, not an error. service/resources.py decides; this module writ
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
@@ -28,9 +30,10 @@ from botocore.exceptions import ClientError
 from jobstream.store import keys
 from jobstream.store.client import TableStore, error_code
 from jobstream.store.codec import from_item, to_item
-from jobstream.store.ports import ResourceState, Waiter
+from jobstream.store.ports import ResourceState, Turn, Waiter
 
 HOLDERS: Final = "holders"
+PACE_MARK: Final = "pace_mark"
 # How many times a pace reservation is tried again after another worker moved the pace first.
 PACE_TRIES: Final = 20
 # A reservation's compare-and-set: the pace as it was read (none yet, or its time).
@@ -49,7 +52,12 @@ def _state(name: str, item: Mapping[str, Any] | None) -> ResourceState:
         next_request_at=int(values.get("next_request_at", 0)),
         retry_not_before=int(values.get("retry_not_before", 0)),
         backoff_reason=values.get("backoff_reason"),
+        pace_mark=values.get(PACE_MARK),
     )
+
+
+def _new_mark() -> str:
+    return secrets.token_hex(8)
 
 
 def _condition_failed(error: ClientError) -> bool:
@@ -131,7 +139,7 @@ class ResourceStore(TableStore):
         interval_ms: int,
         now: int,
         lead_ms: int,
-    ) -> tuple[bool, int | None]:
+    ) -> tuple[bool, Turn | None]:
         """Take a slot for `job_id` as `acquire` does and, in the same write, the turn of its
         first source request on the paced resource: (whether it holds a slot, the start of its
         turn). The turn is not before `now + lead_ms` (the claim comes first), the back-off or
@@ -148,9 +156,12 @@ class ResourceStore(TableStore):
             if len(state.holders) >= max_concurrent:
                 return False, None  # every slot is held
             start = max(now + lead_ms, state.retry_not_before, state.next_request_at)
+            mark = _new_mark()
             taken, _ = self._update(
                 name,
-                UpdateExpression="SET #holders.#job = :now, next_request_at = :next",
+                UpdateExpression=(
+                    "SET #holders.#job = :now, next_request_at = :next, pace_mark = :mark"
+                ),
                 # Never more holders than the limit (as `acquire`), and the pace as read:
                 # another worker's reservation since the read moves ours.
                 ConditionExpression=(
@@ -164,11 +175,12 @@ class ResourceStore(TableStore):
                         ":max": max_concurrent,
                         ":next": start + interval_ms,
                         ":read": state.next_request_at,
+                        ":mark": mark,
                     }
                 ),
             )
             if taken is not None:
-                return True, start
+                return True, Turn(start, mark)
         return self.acquire(name, job_id, max_concurrent=max_concurrent, now=now), None
 
     def release(self, name: str, job_id: str, *, held_since: int | None = None) -> int | None:
@@ -193,7 +205,7 @@ class ResourceStore(TableStore):
         return len(_state(name, released.get("Attributes")).holders)
 
     def reserve_request(
-        self, name: str, *, interval_ms: int | None, now: int, replacing: int | None = None
+        self, name: str, *, interval_ms: int | None, now: int, replacing: Turn | None = None
     ) -> int:
         """When the next source request on the resource may start (not before its back-off),
         reserved for the caller when the resource is paced: the pace moves on by one interval
@@ -207,16 +219,20 @@ class ResourceStore(TableStore):
         for _ in range(PACE_TRIES):
             state = self.state(name)
             pace = state.next_request_at
-            if replacing is not None and pace == replacing + interval_ms:
-                pace = replacing
+            if replacing is not None and state.pace_mark == replacing.mark:
+                pace = replacing.start  # the pace is still the one the unused turn set
             start = max(now, state.retry_not_before, pace)
             reserved, _ = self._update(
                 name,
-                UpdateExpression="SET next_request_at = :next",
+                UpdateExpression="SET next_request_at = :next, pace_mark = :mark",
                 # Compare-and-set: another worker's reservation since the read moves ours.
                 ConditionExpression=_PACE_AS_READ if state.next_request_at else _PACE_UNSET,
                 ExpressionAttributeValues=to_item(
-                    {":next": start + interval_ms, ":read": state.next_request_at}
+                    {
+                        ":next": start + interval_ms,
+                        ":read": state.next_request_at,
+                        ":mark": _new_mark(),
+                    }
                 ),
             )
             if reserved is not None:
@@ -225,15 +241,23 @@ class ResourceStore(TableStore):
         # one interval per try lost is a safe estimate of our place, after the back-off too.
         return max(now, state.retry_not_before, state.next_request_at) + PACE_TRIES * interval_ms
 
-    def give_back_turn(self, name: str, *, turn: int, interval_ms: int) -> bool:
+    def give_back_turn(self, name: str, *, turn: Turn, interval_ms: int) -> bool:
         """A reserved turn its request will not use: the pace moves back to it while no later
         turn was taken (False otherwise: the later one keeps its place)."""
         returned, _ = self._update(
             name,
-            UpdateExpression="SET next_request_at = :turn",
-            # Only the last reservation, ours: an earlier pace would let two requests closer.
-            ConditionExpression="next_request_at = :next",
-            ExpressionAttributeValues=to_item({":turn": turn, ":next": turn + interval_ms}),
+            UpdateExpression="SET next_request_at = :turn, pace_mark = :fresh",
+            # Only the pace our own reservation set (its mark), once: a retry of this write
+            # after its first try landed and another turn was taken meets that turn's mark.
+            ConditionExpression="pace_mark = :mark AND next_request_at = :next",
+            ExpressionAttributeValues=to_item(
+                {
+                    ":turn": turn.start,
+                    ":next": turn.start + interval_ms,
+                    ":mark": turn.mark,
+                    ":fresh": _new_mark(),
+                }
+            ),
         )
         return returned is not None
 
