@@ -175,6 +175,21 @@ def resource_updates(rt: Runtime) -> Iterator[list[dict[str, Any]]]:
         yield calls
 
 
+@contextmanager
+def state_reads() -> Iterator[list[bool]]:
+    """Whether each read of a resource's state inside the block was consistent."""
+    reads: list[bool] = []
+    original = ResourceStore.state
+
+    def counted(self: ResourceStore, name: str, *, consistent: bool = True) -> Any:
+        reads.append(consistent)
+        return original(self, name, consistent=consistent)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ResourceStore, "state", counted)
+        yield reads
+
+
 def holders(rt: Runtime) -> dict[str, int]:
     return dict(rt.store.resources().state(RESOURCE).holders)
 
@@ -334,15 +349,8 @@ def test_a_turn_without_a_wait_reads_the_resource_once(
     srt: Runtime, scripted: Script, targets_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_targets(targets_path, max_concurrent=5, per_minute=60)
-    reads: list[bool] = []
-    original = ResourceStore.state
-
-    def counted(self: ResourceStore, name: str, *, consistent: bool = True) -> Any:
-        reads.append(consistent)
-        return original(self, name, consistent=consistent)
-
-    monkeypatch.setattr(ResourceStore, "state", counted)
-    resources.wait_turn(srt, resource(srt), lambda: None)
+    with state_reads() as reads:
+        resources.wait_turn(srt, resource(srt), lambda: None)
     assert reads == [True]  # the reservation's read: no second look without a wait
 
 
@@ -549,15 +557,7 @@ def test_a_back_off_set_after_the_turn_was_taken_holds_the_request(
         srt, limit, Outcome(reason=Reason.RATE_LIMITED, retry_after_ms=5_000)
     )
     assert until is not None
-    reads: list[bool] = []
-    original = ResourceStore.state
-
-    def counted(self: ResourceStore, name: str, *, consistent: bool = True) -> Any:
-        reads.append(consistent)
-        return original(self, name, consistent=consistent)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ResourceStore, "state", counted)
+    with state_reads() as reads:
         resources.wait_turn(srt, limit, lambda: None, reserved=slot.first_turn)
     assert clock.now == until
     assert srt.store.resources().state(RESOURCE).next_request_at == until + 1_000

@@ -428,11 +428,11 @@ def execute(rt: Runtime, job_id: str, *, owner: str | None = None) -> str:
         # A waiter granted a slot after it ended (cancelled while it waited): pass it on.
         _give_back(rt, resource, job_id)
         return "not-claimed"
-    slot = resources.take_slot(rt, resource, record) if resource is not None else None
-    if resource is not None and slot is None:
+    slot = resources.take_slot(rt, resource, record) if resource is not None else resources.Slot()
+    if slot is None:
         return "waiting"
     targets = registry.checked_targets(rt.targets())
-    first_turn = slot.first_turn if slot is not None else None
+    first_turn = slot.first_turn
     claimed = _claim(rt, record, owner, _max_attempts(targets, record))
     if claimed is None:
         resources.give_back_turn(rt, resource, first_turn)

@@ -192,7 +192,7 @@ class JobListing:
         """The job entries whose status matches the filter (as the index has it), each with
         the result entry read just before it, noting where the read is."""
         result: Mapping[str, Any] | None = None
-        previous_job: Mapping[str, Any] | None = None
+        previous_job: Mapping[str, str] | None = None  # the last entry's partition key
         for read in self._merged:
             entry = _as_job_entry(read) if self._query.correlation_id else read
             self._last_entry = entry
@@ -267,6 +267,7 @@ def _as_job_entry(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# An entry's status under which its job may show a result: its result is read with it.
 _MAY_SHOW_A_RESULT: Final = (None, JobStatus.SUCCEEDED)
 
 
@@ -339,7 +340,7 @@ def _from_table(
     record = item_to_record(item)
     if record.status is JobStatus.SUCCEEDED:
         result = found.get((pk, keys.RESULT_SK))
-        if result is None and _entry_status(entry) not in (JobStatus.SUCCEEDED, None):
+        if result is None and _entry_status(entry) not in _MAY_SHOW_A_RESULT:
             # It succeeded after the index was read: its result was not asked for.
             result = _one(client, table_name, part_key(record.job_id, keys.RESULT_SK))
         record = with_parts(record, [result] if result is not None else [])

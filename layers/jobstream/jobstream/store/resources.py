@@ -13,10 +13,11 @@ own entry: a duplicate message of a job that holds its slot finds it held, and i
 now) and given back by one removal; however many workers race, `holders` never has more entries
 than the limit they write under. The sweep's removal holds only while the entry still has the
 time it read: a job that took its slot up meanwhile (its worker acquired it again) keeps it.
-On a paced resource a worker's take of its job's slot also reserves its first source request's turn
-(`acquire_with_turn`): one write for both. No write here is part of a transaction: a hot resource
-meets no TransactionConflict, only DynamoDB's serialization of single-item writes; a condition that
-fails is an answer, not an error. service/resources.py decides; this module writes.
+On a paced resource a worker's take of its job's slot also reserves its first source request's
+turn (`acquire_with_turn`): one write for both. No write here is part of a transaction: a hot
+resource meets no TransactionConflict, only DynamoDB's serialization of single-item writes; a
+condition that fails is an answer, not an error. service/resources.py decides; this module
+writes.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ PACE_TRIES: Final = 20
 # A reservation's compare-and-set: the pace as it was read (none yet, or its time).
 _PACE_UNSET: Final = "attribute_not_exists(next_request_at) OR next_request_at = :read"
 _PACE_AS_READ: Final = "next_request_at = :read"
+# A reservation's write of the pace: its next start, and the reservation's own mark.
+_PACE_SET: Final = "next_request_at = :next, pace_mark = :mark"
 
 
 def _state(name: str, item: Mapping[str, Any] | None) -> ResourceState:
@@ -58,6 +61,14 @@ def _state(name: str, item: Mapping[str, Any] | None) -> ResourceState:
 
 def _new_mark() -> str:
     return secrets.token_hex(8)
+
+
+def _pace_moved(state: ResourceState, start: int, interval_ms: int) -> tuple[str, dict[str, Any]]:
+    """A reservation of the turn at `start`: the compare-and-set of the pace as `state` read
+    it (another worker's reservation since moves ours), and its values (with a new mark)."""
+    read = state.next_request_at
+    values = {":next": start + interval_ms, ":read": read, ":mark": _new_mark()}
+    return (_PACE_AS_READ if read else _PACE_UNSET), values
 
 
 def _condition_failed(error: ClientError) -> bool:
@@ -156,31 +167,22 @@ class ResourceStore(TableStore):
             if len(state.holders) >= max_concurrent:
                 return False, None  # every slot is held
             start = max(now + lead_ms, state.retry_not_before, state.next_request_at)
-            mark = _new_mark()
+            pace_condition, pace_values = _pace_moved(state, start, interval_ms)
             taken, _ = self._update(
                 name,
-                UpdateExpression=(
-                    "SET #holders.#job = :now, next_request_at = :next, pace_mark = :mark"
-                ),
-                # Never more holders than the limit (as `acquire`), and the pace as read:
-                # another worker's reservation since the read moves ours.
+                UpdateExpression=f"SET #holders.#job = :now, {_PACE_SET}",
+                # Never more holders than the limit (as `acquire`), and the pace as read.
                 ConditionExpression=(
                     "attribute_not_exists(#holders.#job) AND size(#holders) < :max"
-                    f" AND ({_PACE_AS_READ if state.next_request_at else _PACE_UNSET})"
+                    f" AND ({pace_condition})"
                 ),
                 ExpressionAttributeNames={"#holders": HOLDERS, "#job": job_id},
                 ExpressionAttributeValues=to_item(
-                    {
-                        ":now": now,
-                        ":max": max_concurrent,
-                        ":next": start + interval_ms,
-                        ":read": state.next_request_at,
-                        ":mark": mark,
-                    }
+                    {":now": now, ":max": max_concurrent, **pace_values}
                 ),
             )
             if taken is not None:
-                return True, Turn(start, mark)
+                return True, Turn(start, pace_values[":mark"])
         return self.acquire(name, job_id, max_concurrent=max_concurrent, now=now), None
 
     def release(self, name: str, job_id: str, *, held_since: int | None = None) -> int | None:
@@ -222,18 +224,12 @@ class ResourceStore(TableStore):
             if replacing is not None and state.pace_mark == replacing.mark:
                 pace = replacing.start  # the pace is still the one the unused turn set
             start = max(now, state.retry_not_before, pace)
+            pace_condition, pace_values = _pace_moved(state, start, interval_ms)
             reserved, _ = self._update(
                 name,
-                UpdateExpression="SET next_request_at = :next, pace_mark = :mark",
-                # Compare-and-set: another worker's reservation since the read moves ours.
-                ConditionExpression=_PACE_AS_READ if state.next_request_at else _PACE_UNSET,
-                ExpressionAttributeValues=to_item(
-                    {
-                        ":next": start + interval_ms,
-                        ":read": state.next_request_at,
-                        ":mark": _new_mark(),
-                    }
-                ),
+                UpdateExpression=f"SET {_PACE_SET}",
+                ConditionExpression=pace_condition,
+                ExpressionAttributeValues=to_item(pace_values),
             )
             if reserved is not None:
                 return start
