@@ -16,7 +16,7 @@ OPENAPI_SOURCES := schemas/openapi.yaml schemas/jobstream.schema.json tools/open
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 
-.PHONY: setup run test lint typecheck cfn-lint pytest coverage bench load proof openapi deploy-check rehearse rehearse-setup teardown console-screenshots clean
+.PHONY: setup run test lint typecheck cfn-lint pytest coverage bench load proof openapi botocore-endpoints deploy-check rehearse rehearse-setup teardown console-screenshots clean
 
 setup: $(STAMP) $(SERVED_OPENAPI)
 
@@ -113,6 +113,12 @@ proof: test coverage bench load
 # the API serves at GET /openapi.json.
 openapi: setup
 	$(BIN)/python -m tools.openapi --schema schemas/openapi.json $(SERVED_OPENAPI)
+
+# Narrow botocore's endpoint data to the services the layer's clients use (the layer's
+# botocore_data.py says why), from the pinned botocore: after changing that pin (a test says when
+# the committed file is stale).
+botocore-endpoints: setup
+	$(BIN)/python -m tools.botocore_endpoints
 
 # SAM CLI pins its own boto3/click, so it lives in its own venv.
 $(SAM):

@@ -29,6 +29,8 @@ spec = importlib.util.spec_from_file_location("app", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 imported = time.process_time()
+from jobstream import collector
+collector.resume()  # what the first invocation does first (observability.instrument)
 from jobstream import observability
 from jobstream import runtime
 from jobstream.aws import retrying_client
@@ -42,8 +44,10 @@ done = time.process_time()
 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(f"{imported - started:.3f} {done - imported:.3f} {peak_mb:.0f}")
 """
-# What the set-up reads: a table name and the one-tenant shorthand (no AWS call is made).
+# What the import and the set-up read: the function's name (set by Lambda), a table name and the
+# one-tenant shorthand (no AWS call is made).
 _ENVIRONMENT = {
+    "AWS_LAMBDA_FUNCTION_NAME": "sizing",
     "JOBSTREAM_TABLE": "sizing",
     "JOBSTREAM_API_TOKENS": "sizing=sizing-token",
     "AWS_DEFAULT_REGION": "us-east-1",

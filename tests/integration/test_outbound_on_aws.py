@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from jobstream.collector import LAMBDA_FUNCTION_VARIABLE
 from jobstream.domain import IntentRef
-from jobstream.observability import LAMBDA_FUNCTION_VARIABLE
 from jobstream.runtime import Runtime
 from jobstream.service import callbacks
 from tests.integration.test_callbacks import intent, submit

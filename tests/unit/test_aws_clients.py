@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jobstream import aws
+from jobstream.botocore_data import NARROWED_SERVICES
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 FUNCTIONS = sorted(path.parent.name for path in (REPOSITORY / "functions").glob("*/app.py"))
@@ -39,9 +40,12 @@ from jobstream.store.client import dynamodb_client
 runtime.runtime().store.connect()
 made = [dynamodb_client(), sqs_client(), stored.client("secretsmanager"), stored.client("ssm"),
         sns_client(), _s3_client()]
+from jobstream import aws
 print(json.dumps({{
     "boto3": sorted(name for name in sys.modules if name.split(".")[0] == "boto3"),
     "clients": sorted(type(client).__name__ for client in made),
+    "sessions": sorted(aws._sessions),
+    "services": sorted(client.meta.service_model.service_name for client in made),
 }}))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBSTREAM_", "AWS_"))}
@@ -67,6 +71,10 @@ print(json.dumps({{
     found = json.loads(result.stdout.splitlines()[-1])
     assert found["boto3"] == []
     assert found["clients"] == ["RetryingClient"] * 6
+    # Every client of the layer reads the narrowed endpoint data (botocore_data.py), which holds
+    # exactly the services they are of.
+    assert found["sessions"] == [True]
+    assert found["services"] == sorted(NARROWED_SERVICES)
 
 
 class CountingSession:
@@ -94,7 +102,7 @@ def test_clients_are_made_one_at_a_time_whatever_the_threads(
 ) -> None:
     """botocore's session may not make two clients at once: aws.py makes them one at a time."""
     session = CountingSession()
-    monkeypatch.setattr(aws, "_session", session)
+    monkeypatch.setattr(aws, "_sessions", {True: session})
     threads = [threading.Thread(target=aws.client, args=("dynamodb", None)) for _ in range(16)]
     for thread in threads:
         thread.start()

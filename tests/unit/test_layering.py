@@ -27,6 +27,7 @@ BASE = frozenset(
         "observability",
         "errors",
         "config.environment",
+        "collector",  # the garbage collector during a cold start
     }
 )
 # The one reader of the process environment besides the settings (config/environment.py): the
@@ -38,10 +39,14 @@ ENVIRONMENT_READER = "jobstream.config.environment"
 # the queue no store, the protocol facade no configuration.
 DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     **{unit: frozenset() for unit in BASE},
-    "observability": frozenset({"config.environment"}),  # Powertools' variables
+    "": frozenset({"collector"}),  # the package itself: importing it pauses the collector
+    "observability": frozenset({"config.environment", "collector"}),  # Powertools' variables
+    "collector": frozenset({"config.environment"}),  # Lambda's variable
     "protocol": BASE,  # the pure facade: documents, validation, errors, event kinds
     "retries": BASE,  # which AWS failures are transient, and retrying them
-    "aws": frozenset({"retries"}),  # the AWS clients, from botocore's session
+    # botocore's data, read for the services of our clients (botocore only).
+    "botocore_data": frozenset(),
+    "aws": frozenset({"retries", "botocore_data"}),  # the AWS clients, from botocore's session
     # Outbound URLs: parsing, origin patterns, the IANA table, resolve-and-pin, pinned HTTP.
     "outbound": BASE,
     "config": frozenset({"aws", "outbound"}),  # settings, targets, the consumer registry
@@ -146,7 +151,7 @@ def upward_imports(path: Path) -> list[str]:
 
 
 def test_every_unit_of_the_layer_has_its_place() -> None:
-    units = {unit_of(module_name(path)) for path in layer_files()} - {""}
+    units = {unit_of(module_name(path)) for path in layer_files()}
     assert sorted(units - set(DIRECTLY_BELOW)) == [], "give each new unit its place above"
     assert sorted(set(DIRECTLY_BELOW) - units) == [], "a unit that is gone"
 

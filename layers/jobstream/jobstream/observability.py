@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
+from jobstream import collector
+from jobstream.collector import LAMBDA_FUNCTION_VARIABLE
 from jobstream.config.environment import variable
 
 if TYPE_CHECKING:
@@ -40,7 +42,6 @@ SERVICE_VARIABLE: Final = "POWERTOOLS_SERVICE_NAME"
 NAMESPACE_VARIABLE: Final = "POWERTOOLS_METRICS_NAMESPACE"
 TRACE_DISABLED_VARIABLE: Final = "POWERTOOLS_TRACE_DISABLED"
 METRICS_DISABLED_VARIABLE: Final = "POWERTOOLS_METRICS_DISABLED"
-LAMBDA_FUNCTION_VARIABLE: Final = "AWS_LAMBDA_FUNCTION_NAME"  # set by the Lambda runtime
 
 LOGGER_NAME: Final = "jobstream"
 DEFAULT_NAMESPACE: Final = "jobstream"
@@ -309,6 +310,7 @@ def instrument(handler: Handler) -> Handler:
     @functools.wraps(handler)
     def wrapper(event: Any, context: Any) -> Any:
         global _cold_start  # noqa: PLW0603 - per process, like Lambda's own cold start
+        collector.resume()  # the import is over (collector.py)
         logger().thread_safe_clear_keys()
         function_name = getattr(context, "function_name", None) or variable(
             LAMBDA_FUNCTION_VARIABLE

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from jobstream.collector import LAMBDA_FUNCTION_VARIABLE
 from jobstream.config.environment import environment
-from jobstream.observability import LAMBDA_FUNCTION_VARIABLE
 from jobstream.outbound.addresses import ANY_ADDRESS, PUBLIC_ONLY, Reach, ip_literal
 from jobstream.outbound.url import (
     DEFAULT_PORTS,
