@@ -354,15 +354,84 @@ def test_a_turn_without_a_wait_reads_the_resource_once(
     assert reads == [True]  # the reservation's read: no second look without a wait
 
 
-def test_a_reservation_that_keeps_losing_the_race_waits_for_the_back_off_too(
+def test_a_reservation_that_loses_every_race_reserves_nothing(
     srt: Runtime, scripted: Script, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = srt.store.resources()
     assert store.back_off(RESOURCE, until=clock.now + 60_000, reason="rate limited")
-    # Every compare-and-set of the pace loses to another worker's.
+    # Every write of the pace loses to another worker's.
     monkeypatch.setattr(ResourceStore, "_update", lambda *_, **__: (None, None))
-    start = store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now)
-    assert start == clock.now + 60_000 + PACE_TRIES * 1_000
+    assert store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now) is None
+
+
+def test_a_request_without_a_reserved_turn_waits_an_interval_and_reserves_one(
+    srt: Runtime,
+    scripted: Script,
+    targets_path: Path,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Never a request without its turn: the wait goes on, checking in (a cancel or the deadline
+    still ends it), until a reservation holds."""
+    write_targets(targets_path, max_concurrent=5, per_minute=60)
+    original = ResourceStore.reserve_request
+    answers: list[int | None] = []
+
+    def lost_first(self: ResourceStore, name: str, **arguments: Any) -> int | None:
+        answer = None if not answers else original(self, name, **arguments)
+        answers.append(answer)
+        return answer
+
+    monkeypatch.setattr(ResourceStore, "reserve_request", lost_first)
+    checks: list[int] = []
+    started = clock.now
+    resources.wait_turn(srt, resource(srt), lambda: checks.append(clock.now))
+    assert answers == [None, started + 1_000]
+    assert clock.now == started + 1_000
+    assert len(checks) >= 2
+    assert srt.store.resources().state(RESOURCE).next_request_at == started + 2_000
+
+
+def test_a_reservation_raced_by_more_workers_than_its_tries_still_gets_its_own_turn(
+    srt: Runtime, scripted: Script, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between each read of the pace and the write that follows, another worker reserves (more
+    of them than a compare-and-set has tries). On a busy pace the turn after the last one is
+    taken in one write no other reservation makes fail: this one gets its own turn, and every
+    request, before and after it, keeps an interval from the next."""
+    store = srt.store.resources()
+    original = ResourceStore.state
+    others: list[int | None] = []
+    racing = threading.local()
+
+    def raced(self: ResourceStore, name: str, *, consistent: bool = True) -> Any:
+        read = original(self, name, consistent=consistent)
+        if not getattr(racing, "inside", False) and len(others) < PACE_TRIES + 5:
+            racing.inside = True  # another worker's reservation lands after this read
+            try:
+                others.append(store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now))
+            finally:
+                racing.inside = False
+        return read
+
+    monkeypatch.setattr(ResourceStore, "state", raced)
+    mine = store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now)
+    monkeypatch.setattr(ResourceStore, "state", original)
+    later = [store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now) for _ in range(30)]
+    starts = [*others, mine, *later]
+    assert None not in starts
+    assert sorted(starts) == [clock.now + n * 1_000 for n in range(len(starts))]  # type: ignore[type-var]
+
+
+def test_a_back_off_beyond_a_busy_pace_moves_the_turn_after_it(
+    srt: Runtime, scripted: Script, clock: Clock
+) -> None:
+    store = srt.store.resources()
+    starts = [store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now) for _ in range(3)]
+    assert starts == [clock.now, clock.now + 1_000, clock.now + 2_000]
+    assert store.back_off(RESOURCE, until=clock.now + 10_000, reason="rate limited")
+    assert store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now) == clock.now + 10_000
+    assert store.state(RESOURCE).next_request_at == clock.now + 11_000
 
 
 def resource_writes(calls: list[dict[str, Any]]) -> int:

@@ -185,6 +185,11 @@ def wait_turn(
                 replacing=passed,
             )
         )
+        if turn is None:
+            # No turn reserved (the pace moved under every try): never a request without one.
+            # One interval later the pace has moved on; a passed turn may still be taken back.
+            pause(resource.limits.request_interval_ms or WAIT_SLICE_MS, checkpoint, rt.sleep)
+            continue
         held = passed = None
         # An unpaced reservation's read may be staler than the back-off this job saw waiting.
         start = max(turn, backed_off_until)

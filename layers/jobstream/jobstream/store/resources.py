@@ -208,22 +208,29 @@ class ResourceStore(TableStore):
 
     def reserve_request(
         self, name: str, *, interval_ms: int | None, now: int, replacing: Turn | None = None
-    ) -> int:
+    ) -> int | None:
         """When the next source request on the resource may start (not before its back-off),
         reserved for the caller when the resource is paced: the pace moves on by one interval
         from that moment, so requests of all workers start at least `interval_ms` apart.
         `replacing`: the caller's own turn, passed unused: while no later turn was taken, the
-        interval it held is free again (its request never went)."""
+        interval it held is free again (its request never went). None: no turn could be
+        reserved (the pace moved under every try); the caller tries again later."""
         if interval_ms is None:
             # Unpaced: only the back-off counts, and a read a moment stale is as good.
             return max(now, self.state(name, consistent=False).retry_not_before)
-        state = ResourceState(name)
         for _ in range(PACE_TRIES):
             state = self.state(name)
             pace = state.next_request_at
             if replacing is not None and state.pace_mark == replacing.mark:
                 pace = replacing.start  # the pace is still the one the unused turn set
             start = max(now, state.retry_not_before, pace)
+            if start == state.next_request_at:
+                # A busy resource: the pace is ahead of now and of the back-off. The turn after
+                # the last one is taken in one write that no other reservation can make fail.
+                after = self._reserve_after_last(name, interval_ms=interval_ms, now=now)
+                if after is not None:
+                    return after
+                continue  # the pace fell behind now, or a back-off passed it: read again
             pace_condition, pace_values = _pace_moved(state, start, interval_ms)
             reserved, _ = self._update(
                 name,
@@ -233,9 +240,29 @@ class ResourceStore(TableStore):
             )
             if reserved is not None:
                 return start
-        # Twenty workers moved the pace between our read and write: the resource is very busy;
-        # one interval per try lost is a safe estimate of our place, after the back-off too.
-        return max(now, state.retry_not_before, state.next_request_at) + PACE_TRIES * interval_ms
+        return None
+
+    def _reserve_after_last(self, name: str, *, interval_ms: int, now: int) -> int | None:
+        """The turn the pace names, the pace moved on by one interval in the same write: its
+        start, or None when the pace is behind `now` or a back-off ends after it."""
+        reserved, _ = self._update(
+            name,
+            UpdateExpression=(
+                "SET next_request_at = next_request_at + :interval, pace_mark = :mark"
+            ),
+            # The turn it names is the earliest free one only while nothing ends after it.
+            ConditionExpression=(
+                "next_request_at >= :now AND (attribute_not_exists(retry_not_before)"
+                " OR retry_not_before <= next_request_at)"
+            ),
+            ExpressionAttributeValues=to_item(
+                {":interval": interval_ms, ":now": now, ":mark": _new_mark()}
+            ),
+            ReturnValues="UPDATED_OLD",
+        )
+        if reserved is None:
+            return None
+        return int(from_item(reserved["Attributes"])["next_request_at"])
 
     def give_back_turn(self, name: str, *, turn: Turn, interval_ms: int) -> bool:
         """A reserved turn its request will not use: the pace moves back to it while no later
