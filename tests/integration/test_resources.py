@@ -34,6 +34,7 @@ from jobstream.service.sweep import sweep
 from jobstream.store import keys
 from jobstream.store.resources import PACE_TRIES, ResourceStore
 from tests.support.client_hooks import hooked
+from tests.support.faults import Faults, injected
 from tests.support.harness import Clock, canonical_task
 from tests.support.validation import validate
 
@@ -395,9 +396,10 @@ def test_a_request_without_a_reserved_turn_waits_an_interval_and_reserves_one(
 def test_a_reservation_raced_by_more_workers_than_its_tries_still_gets_its_own_turn(
     srt: Runtime, scripted: Script, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Between each read of the pace and the write that follows, another worker reserves (more
-    of them than a compare-and-set has tries). On a busy pace the turn after the last one is
-    taken in one write no other reservation makes fail: this one gets its own turn, and every
+    """Between each read of the pace and the write that follows, another worker reserves. With
+    compare-and-sets alone this one lost every try and started at an estimate it never
+    reserved, on another's turn. Now its read shows a busy pace, and the turn after the last one
+    is taken in one write no other reservation makes fail: it gets its own turn, and every
     request, before and after it, keeps an interval from the next."""
     store = srt.store.resources()
     original = ResourceStore.state
@@ -421,6 +423,88 @@ def test_a_reservation_raced_by_more_workers_than_its_tries_still_gets_its_own_t
     starts = [*others, mine, *later]
     assert None not in starts
     assert sorted(starts) == [clock.now + n * 1_000 for n in range(len(starts))]  # type: ignore[type-var]
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["compare-and-set", "after the last"])
+def test_a_reservation_sent_again_after_its_answer_was_lost_keeps_its_turn(
+    srt: Runtime, scripted: Script, clock: Clock, busy: bool
+) -> None:
+    """Its first try landed, its answer did not, and the client sends it again: the retry meets
+    its own mark and the turn it took is the one returned; the pace moved once (moved twice, an
+    interval would go to nobody)."""
+    store = srt.store.resources()
+    if busy:  # a turn taken already: the next is taken after it, in one write
+        assert store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now) == clock.now
+    pace = "next_request_at + :interval" if busy else "next_request_at = :next"
+    faults = Faults(kinds=("internal",), mode="after", at=1, matching=pace)
+    with injected(faults):
+        turn = store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now)
+    assert faults.fired == 1
+    expected = clock.now + 1_000 if busy else clock.now
+    assert turn == expected
+    assert store.state(RESOURCE).next_request_at == expected + 1_000
+    assert store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now) == expected + 1_000
+
+
+def test_a_back_off_landing_between_the_read_and_the_write_holds_the_turn(
+    srt: Runtime, scripted: Script, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle resource: another worker's 429 lands after the reservation read the item and
+    before it wrote its turn at now. The write is refused, the item read again: the turn comes
+    after the back-off."""
+    store = srt.store.resources()
+    original = ResourceStore.state
+    landed: list[bool] = []
+
+    def raced(self: ResourceStore, name: str, *, consistent: bool = True) -> Any:
+        read = original(self, name, consistent=consistent)
+        if not landed:
+            landed.append(store.back_off(RESOURCE, until=clock.now + 30_000, reason="429"))
+        return read
+
+    monkeypatch.setattr(ResourceStore, "state", raced)
+    assert store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now) == clock.now + 30_000
+    assert landed == [True]
+
+
+@pytest.mark.parametrize("landing", ["back-off", "give-back"])
+def test_a_busy_pace_that_changes_before_its_write_is_read_again(
+    srt: Runtime,
+    scripted: Script,
+    targets_path: Path,
+    clock: Clock,
+    *,
+    landing: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The read showed a busy pace; before the turn after it was written, a back-off passed the
+    pace, or a turn given back moved it behind now: that write is refused, and the turn is
+    taken from the item as it is then."""
+    write_targets(targets_path, max_concurrent=2, per_minute=60)
+    store = srt.store.resources()
+    slot = resources.take_slot(srt, resource(srt), record(srt, submit(srt, "gives-back")))
+    assert slot is not None
+    assert slot.first_turn is not None
+    clock.advance(resources.TURN_LEAD_MS + 500)  # the turn passed, unused
+    original = ResourceStore.state
+    landed: list[bool] = []
+
+    def raced(self: ResourceStore, name: str, *, consistent: bool = True) -> Any:
+        read = original(self, name, consistent=consistent)
+        if not landed:
+            assert read.next_request_at > clock.now  # a busy pace
+            landed.append(
+                store.back_off(RESOURCE, until=clock.now + 30_000, reason="429")
+                if landing == "back-off"
+                else store.give_back_turn(RESOURCE, turn=slot.first_turn, interval_ms=1_000)
+            )
+        return read
+
+    monkeypatch.setattr(ResourceStore, "state", raced)
+    turn = store.reserve_request(RESOURCE, interval_ms=1_000, now=clock.now)
+    assert landed == [True]
+    assert turn == (clock.now + 30_000 if landing == "back-off" else clock.now)
+    assert store.state(RESOURCE).next_request_at == turn + 1_000  # type: ignore[operator]
 
 
 def test_a_back_off_beyond_a_busy_pace_moves_the_turn_after_it(

@@ -42,6 +42,10 @@ _PACE_UNSET: Final = "attribute_not_exists(next_request_at) OR next_request_at =
 _PACE_AS_READ: Final = "next_request_at = :read"
 # A reservation's write of the pace: its next start, and the reservation's own mark.
 _PACE_SET: Final = "next_request_at = :next, pace_mark = :mark"
+# A request's turn is not before the back-off: not one set since the turn's start was chosen.
+_NO_BACKOFF_AFTER_START: Final = (
+    "(attribute_not_exists(retry_not_before) OR retry_not_before <= :start)"
+)
 
 
 def _state(name: str, item: Mapping[str, Any] | None) -> ResourceState:
@@ -69,6 +73,12 @@ def _pace_moved(state: ResourceState, start: int, interval_ms: int) -> tuple[str
     read = state.next_request_at
     values = {":next": start + interval_ms, ":read": read, ":mark": _new_mark()}
     return (_PACE_AS_READ if read else _PACE_UNSET), values
+
+
+def _marked(item: Mapping[str, Any] | None, mark: str) -> bool:
+    """Whether the item a refused write found carries that write's mark: its own first try
+    landed, and the client, its answer lost, sent it again."""
+    return item is not None and from_item(item).get(PACE_MARK) == mark
 
 
 def _condition_failed(error: ClientError) -> bool:
@@ -232,37 +242,45 @@ class ResourceStore(TableStore):
                     return after
                 continue  # the pace fell behind now, or a back-off passed it: read again
             pace_condition, pace_values = _pace_moved(state, start, interval_ms)
-            reserved, _ = self._update(
+            reserved, found = self._update(
                 name,
                 UpdateExpression=f"SET {_PACE_SET}",
-                ConditionExpression=pace_condition,
-                ExpressionAttributeValues=to_item(pace_values),
+                # The pace as read, and no back-off since (another worker's 429): read again.
+                ConditionExpression=f"({pace_condition}) AND {_NO_BACKOFF_AFTER_START}",
+                ExpressionAttributeValues=to_item({**pace_values, ":start": start}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-            if reserved is not None:
+            if reserved is not None or _marked(found, pace_values[":mark"]):
                 return start
         return None
 
     def _reserve_after_last(self, name: str, *, interval_ms: int, now: int) -> int | None:
         """The turn the pace names, the pace moved on by one interval in the same write: its
         start, or None when the pace is behind `now` or a back-off ends after it."""
-        reserved, _ = self._update(
+        mark = _new_mark()
+        reserved, found = self._update(
             name,
             UpdateExpression=(
                 "SET next_request_at = next_request_at + :interval, pace_mark = :mark"
             ),
-            # The turn it names is the earliest free one only while nothing ends after it.
+            # The turn it names is the earliest free one only while nothing ends after it; and
+            # once: a retry after a lost answer would move the pace again (a turn for nobody).
             ConditionExpression=(
                 "next_request_at >= :now AND (attribute_not_exists(retry_not_before)"
                 " OR retry_not_before <= next_request_at)"
+                " AND (attribute_not_exists(pace_mark) OR pace_mark <> :mark)"
             ),
             ExpressionAttributeValues=to_item(
-                {":interval": interval_ms, ":now": now, ":mark": _new_mark()}
+                {":interval": interval_ms, ":now": now, ":mark": mark}
             ),
             ReturnValues="UPDATED_OLD",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        if reserved is None:
-            return None
-        return int(from_item(reserved["Attributes"])["next_request_at"])
+        if reserved is not None:
+            return int(from_item(reserved["Attributes"])["next_request_at"])
+        if _marked(found, mark):  # the first try landed: the turn is the one before the pace
+            return int(from_item(found)["next_request_at"]) - interval_ms
+        return None
 
     def give_back_turn(self, name: str, *, turn: Turn, interval_ms: int) -> bool:
         """A reserved turn its request will not use: the pace moves back to it while no later
