@@ -3,8 +3,8 @@
 They come from botocore directly, from one session per process: boto3 adds nothing a client of
 ours uses (its additions are resources and S3's transfer methods), and importing it costs about
 0.02 s more on every cold start. The session's loaders are shared, so a second client reads only
-its own service's model. Its data loader (botocore_data.py) reads botocore's data for the services
-asked for, not for all of them: about 45 ms less on a first client.
+its own service's model. Its data loader (botocore_data.py) looks up only the service whose model
+it loads and reads only our services' endpoint data: about 45 ms less on a first client.
 
 botocore honours AWS_ENDPOINT_URL, which the local stack sets. `sam local` only passes variables
 the template declares, so JOBSTREAM_AWS_ENDPOINT_URL (empty on AWS) points functions there instead.
