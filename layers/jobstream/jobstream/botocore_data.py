@@ -21,13 +21,12 @@ Imported with the first client (jobstream/aws.py), never before: importing it im
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any, Final
 
 from botocore.exceptions import DataNotFoundError
-from botocore.loaders import Loader
+from botocore.loaders import Loader, create_loader
 
 ENDPOINTS: Final = "endpoints"
 NARROWED_ENDPOINTS_FILE: Final = Path(__file__).with_name("botocore_endpoints.json")
@@ -62,12 +61,9 @@ class ClientDataLoader(Loader):
     clients are all of NARROWED_SERVICES (the session's endpoint data serves all its clients)."""
 
     def __init__(self, data_path: str | None, *, narrow_endpoints: bool) -> None:
-        # As botocore's own create_loader reads AWS_DATA_PATH (the session's data_path).
-        extra = [
-            str(Path(os.path.expandvars(path)).expanduser())
-            for path in (data_path.split(os.pathsep) if data_path else [])
-        ]
-        super().__init__(extra_search_paths=extra)
+        # The search paths botocore's own loader has for the session's data_path (AWS_DATA_PATH).
+        paths = list(create_loader(data_path).search_paths)
+        super().__init__(extra_search_paths=paths, include_default_search_paths=False)
         # The services whose models this thread is loading: a client's own, and those of the
         # clients botocore makes for itself meanwhile (STS, SSO, for credentials).
         self._loading = threading.local()
@@ -85,13 +81,13 @@ class ClientDataLoader(Loader):
 
     def list_available_services(self, type_name: str) -> list[str]:
         """While a model loads, botocore asks this to refuse an unknown service: answered for
-        the services being loaded, by whether each has data of `type_name`. Asked otherwise,
-        botocore's own answer (the scan of every service)."""
+        that service, by whether it has data of `type_name`. Asked otherwise, botocore's own
+        answer (the scan of every service)."""
         loading = self._services_loading()
         if not loading:
             every: list[str] = super().list_available_services(type_name)
             return every
-        return sorted(name for name in set(loading) if self._offers(name, type_name))
+        return [loading[-1]] if self._offers(loading[-1], type_name) else []
 
     def _services_loading(self) -> tuple[str, ...]:
         services: tuple[str, ...] = getattr(self._loading, "services", ())
