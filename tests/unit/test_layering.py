@@ -28,6 +28,7 @@ BASE = frozenset(
         "errors",
         "config.environment",
         "collector",  # the garbage collector during a cold start
+        "dataclass_code",  # the dataclasses' code the layer's build recorded
     }
 )
 # The one reader of the process environment besides the settings (config/environment.py): the
@@ -39,7 +40,8 @@ ENVIRONMENT_READER = "jobstream.config.environment"
 # the queue no store, the protocol facade no configuration.
 DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     **{unit: frozenset() for unit in BASE},
-    "": frozenset({"collector"}),  # the package itself: importing it pauses the collector
+    # The package itself: importing it pauses the collector and installs the recorded code.
+    "": frozenset({"collector", "dataclass_code"}),
     "observability": frozenset({"config.environment", "collector"}),  # Powertools' variables
     "collector": frozenset({"config.environment"}),  # Lambda's variable
     "protocol": BASE,  # the pure facade: documents, validation, errors, event kinds
