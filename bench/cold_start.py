@@ -59,7 +59,8 @@ imported, imported_cpu = time.perf_counter(), time.process_time()
 print(imported - started, time.perf_counter() - imported, time.process_time() - started_cpu)
 """
 _SETUP = """
-from jobstream import collector
+from jobstream import collector, recorded_code
+recorded_code.uninstall()
 collector.resume()
 from jobstream import observability
 from jobstream import runtime
@@ -171,15 +172,15 @@ def _function(
 
 _RECORDED_CODE = """
 import app
-from jobstream import dataclass_code
-recorded = dataclass_code.installed()
-print(-1 if recorded is None else recorded.misses)
+from jobstream import recorded_code
+installed = recorded_code.installed()
+print(recorded_code.misses(installed) if installed else -1)
 """
 
 
 def check_recorded_code(layer: Path, python: Path | None = None) -> None:
-    """Every function imports on the dataclasses' code the layer's build recorded
-    (jobstream/dataclass_code.py): none compiles a text of its own."""
+    """Every function imports on the code the layer's build recorded (jobstream/recorded_code.py):
+    none compiles a text of its own."""
     environment = {**_SETUP_ENVIRONMENT, **_dependency_environment()}
     for name in FUNCTIONS:
         path = [REPOSITORY / "functions" / name, layer]
@@ -276,6 +277,7 @@ class ColdStarts:
     # The same on the functions' runtime (its Python and botocore), where this machine has it.
     runtime: ColdStarts | None = None
     runtime_version: str = ""
+    runtime_note: str = ""  # why the runtime was not measured
 
 
 def _measured(
@@ -322,18 +324,28 @@ def _measured_on(
     return ColdStarts(rows, lowest)
 
 
-def runtime_interpreter() -> Interpreter | None:
-    """The Lambda runtime's Python with its botocore, as the rehearsal sets it up."""
+def runtime_interpreter() -> Interpreter | str:
+    """The Lambda runtime's Python with its botocore, as the rehearsal sets it up; or why it
+    is not measured."""
     if not toolchain.LAMBDA_PYTHON.exists():
-        return None
-    return Interpreter(toolchain.LAMBDA_PYTHON, toolchain.lambda_runtime_version())
+        return (
+            "this machine has no Lambda runtime as the rehearsal sets it up (`make "
+            "rehearse-setup`: the template's Python with the runtime's botocore)"
+        )
+    try:
+        version = toolchain.lambda_runtime_version()
+    except toolchain.RehearsalError as error:
+        return f"the rehearsal's Lambda runtime is incomplete ({error})"
+    if version == THIS_PYTHON.version:
+        return f"the rehearsal's Lambda runtime is this Python, {version}: the table above"
+    return Interpreter(toolchain.LAMBDA_PYTHON, version)
 
 
 def cold_imports(functions: tuple[str, ...] = FUNCTIONS) -> ColdStarts:
+    runtime = runtime_interpreter()  # before the long part: a broken runtime says so at once
     measured = _measured_on(THIS_PYTHON, functions, without_bytecode=True)
-    runtime = runtime_interpreter()
-    if runtime is None or runtime.version == THIS_PYTHON.version:
-        return measured
+    if isinstance(runtime, str):
+        return ColdStarts(measured.rows, measured.floor, runtime_note=runtime)
     print(f"  on the functions' runtime, Python {runtime.version}:", flush=True)
     on_runtime = _measured_on(runtime, functions, without_bytecode=False)
     return ColdStarts(measured.rows, measured.floor, on_runtime, runtime.version)
@@ -346,8 +358,8 @@ def report_lines(cold: ColdStarts) -> list[str]:
         "",
         "Each function imported from the layer as `sam build` ships it (layers/jobstream/Makefile,",
         "built here for this machine: dependencies, our package, bytecode compiled at level 0 with",
-        "`--invalidation-mode unchecked-hash`, the code of the dataclasses' generated methods), in",
-        f"a fresh Python {THIS_PYTHON.version} interpreter that may not write bytecode",
+        "`--invalidation-mode unchecked-hash`, the code the standard library compiles at import),",
+        f"in a fresh Python {THIS_PYTHON.version} interpreter that may not write bytecode",
         "(Lambda's /opt is read-only), paired with `import boto3` in a fresh interpreter run just",
         f"before or after it: the median of {PAIRS} per-pair ratios, so that the machine's load",
         "weighs on both sides of each ratio (bench/cold_start.py). Set-up is what every first",
@@ -362,13 +374,15 @@ def report_lines(cold: ColdStarts) -> list[str]:
         "",
         "Three things make the first invocation cheaper than the same code on plain Python and",
         "botocore, all on AWS as here:",
-        "- **The code of the methods dataclasses generates is compiled by the layer's build**",
-        "  (jobstream/dataclass_code.py): Python writes and compiles the methods of every",
-        "  dataclass (ours, about 75, and our dependencies') at import, about 35 ms, the same",
-        "  texts on every cold start. The build records each text's code by importing every",
-        "  module; the import runs that code instead of compiling the same text again (an exact",
-        "  text match, on the interpreter and optimisation level it was compiled for; any other",
-        "  text is compiled as before). The bench checks that every function imports without",
+        "- **The code the standard library compiles at import is compiled by the layer's",
+        "  build** (jobstream/recorded_code.py): `dataclasses` writes and compiles the methods",
+        "  of every dataclass (ours, about 75, and our dependencies'), about 35 ms, and `typing`",
+        "  compiles every string annotation it wraps in a forward reference (pydantic-core's",
+        "  TypedDicts alone make about 800), about 10 ms: the same texts on every cold start.",
+        "  The build records each text's code by importing every module; the import takes that",
+        "  code (a copy for each use) instead of compiling the same text again (an exact text",
+        "  match, on the interpreter and optimisation level it was compiled for; any other text",
+        "  is compiled as before). The bench checks that every function imports without",
         "  compiling one.",
         "- **The garbage collector is paused while a function is imported**",
         "  (jobstream/collector.py): what the import allocates lives as long as the process, yet",
@@ -421,12 +435,7 @@ def runtime_lines(cold: ColdStarts) -> list[str]:
     """The same pairs on the functions' runtime, or why they were not measured."""
     lines = [f"### On the functions' runtime (Python {_template_python()})", ""]
     if cold.runtime is None:
-        return [
-            *lines,
-            "Not measured: this machine has no Lambda runtime as the rehearsal sets it up",
-            "(`make rehearse-setup`: the template's Python with the runtime's botocore).",
-            "",
-        ]
+        return [*lines, f"Not measured: {cold.runtime_note}.", ""]
     rows, lowest = cold.runtime.rows, cold.runtime.floor
     lines += [
         f"The same pairs on Python {cold.runtime_version} with the Lambda runtime's botocore",

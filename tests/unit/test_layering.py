@@ -28,7 +28,7 @@ BASE = frozenset(
         "errors",
         "config.environment",
         "collector",  # the garbage collector during a cold start
-        "dataclass_code",  # the dataclasses' code the layer's build recorded
+        "recorded_code",  # the code the layer's build compiled for the import
     }
 )
 # The one reader of the process environment besides the settings (config/environment.py): the
@@ -41,8 +41,9 @@ ENVIRONMENT_READER = "jobstream.config.environment"
 DIRECTLY_BELOW: Mapping[str, frozenset[str]] = {
     **{unit: frozenset() for unit in BASE},
     # The package itself: importing it pauses the collector and installs the recorded code.
-    "": frozenset({"collector", "dataclass_code"}),
-    "observability": frozenset({"config.environment", "collector"}),  # Powertools' variables
+    "": frozenset({"collector", "recorded_code"}),
+    # Powertools' variables; the import's end.
+    "observability": frozenset({"config.environment", "collector", "recorded_code"}),
     "collector": frozenset({"config.environment"}),  # Lambda's variable
     "protocol": BASE,  # the pure facade: documents, validation, errors, event kinds
     "retries": BASE,  # which AWS failures are transient, and retrying them

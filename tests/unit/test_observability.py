@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -9,13 +10,14 @@ import os
 import subprocess
 import sys
 import threading
+import typing
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 
-from jobstream import observability
+from jobstream import observability, recorded_code
 from jobstream.runtime import Runtime
 from jobstream_local.gateway import LambdaContext
 from tests.support.harness import Api, Clock, canonical_task
@@ -519,3 +521,47 @@ def test_the_log_level_comes_from_the_powertools_variable() -> None:
     found = _import_in_subprocess("jobs", {"POWERTOOLS_LOG_LEVEL": "DEBUG"})
     assert found["level"] == logging.DEBUG
     assert _import_in_subprocess("jobs", {"LOG_LEVEL": "WARNING"})["level"] == logging.WARNING
+
+
+# ------------------------------------------------------------------------ the recorded code
+
+
+@pytest.mark.parametrize("unrecorded", [0, 2])
+def test_the_first_invocation_frees_the_recorded_code_and_says_what_it_missed(
+    captured: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    unrecorded: int,
+) -> None:
+    """jobstream/recorded_code.py: a text the build did not record is compiled (a slower cold
+    start, which the operator is told of); after the import, the modules are as they were."""
+    for module, name, builtin in ((dataclasses, "exec", exec), (typing, "compile", compile)):
+        monkeypatch.setattr(module, name, builtin, raising=False)
+        monkeypatch.delattr(module, name)  # whatever the test installs goes with it
+    with recorded_code.recording() as codes:
+        dataclasses.make_dataclass("Recorded", [("a", int)])
+    recorded_code.write(codes, tmp_path / "recorded_code.bin")
+    installed = recorded_code.install(tmp_path / "recorded_code.bin")
+    dataclasses.make_dataclass("Recorded", [("a", int)])
+    for index in range(unrecorded):
+        dataclasses.make_dataclass(f"Unrecorded{index}", [(f"field_{index}", int)])
+    hits = sum(stand_in.hits for stand_in in installed.values())
+    assert hits > 0  # texts, not classes: one per method on Python 3.11
+    assert (recorded_code.misses(installed) > 0) is (unrecorded > 0)
+
+    wrapped = observability.instrument(lambda event, context: "ok")
+    assert wrapped({}, LambdaContext("WorkerFunction")) == "ok"
+    assert "exec" not in dataclasses.__dict__
+    assert "compile" not in typing.__dict__
+    warnings = [
+        line for line in log_lines(captured.readouterr().err) if "did not record" in line["message"]
+    ]
+    if unrecorded:
+        (warning,) = warnings
+        assert warning["level"] == "WARNING"
+        assert (warning["compiled"], warning["recorded"]) == (recorded_code.misses(installed), hits)
+        assert warning["function_name"] == "WorkerFunction"
+    else:
+        assert warnings == []
+    wrapped({}, LambdaContext("WorkerFunction"))  # told once: the import is over
+    assert not [line for line in log_lines(captured.readouterr().err) if "record" in str(line)]

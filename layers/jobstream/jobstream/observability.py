@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
-from jobstream import collector
+from jobstream import collector, recorded_code
 from jobstream.collector import LAMBDA_FUNCTION_VARIABLE
 from jobstream.config.environment import variable
 
@@ -310,7 +310,10 @@ def instrument(handler: Handler) -> Handler:
     @functools.wraps(handler)
     def wrapper(event: Any, context: Any) -> Any:
         global _cold_start  # noqa: PLW0603 - per process, like Lambda's own cold start
-        collector.resume()  # the import is over (collector.py)
+        # The import is over: the recorded code freed (recorded_code.py), the collector
+        # resumed with what the import made frozen (collector.py).
+        recorded = recorded_code.uninstall()
+        collector.resume()
         logger().thread_safe_clear_keys()
         function_name = getattr(context, "function_name", None) or variable(
             LAMBDA_FUNCTION_VARIABLE
@@ -328,6 +331,15 @@ def instrument(handler: Handler) -> Handler:
         if request_id:
             _properties["function_request_id"] = request_id
         _cold_start = False
+        if recorded_code.misses(recorded):
+            logger().warning(
+                "the import compiled code the layer's build did not record: "
+                "build the layer with the runtime's Python and botocore",
+                extra={
+                    "compiled": recorded_code.misses(recorded),
+                    "recorded": sum(stand_in.hits for stand_in in recorded.values()),
+                },
+            )
         try:
             return traced()(event, context)
         finally:

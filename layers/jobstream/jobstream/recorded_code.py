@@ -1,0 +1,223 @@
+"""Code the standard library compiles from texts at import, compiled when the layer is built.
+
+Two modules of the standard library write Python source while a function is imported and compile
+it, the same texts on every cold start:
+- `dataclasses` writes the methods of every dataclass (`__init__`, `__repr__`, `__eq__`,
+  `__hash__`, `__setattr__`, ...) and `exec`s them: the layer's dataclasses, ours and its
+  dependencies', cost about 35 ms of compiling;
+- `typing` compiles every string annotation it wraps in a `ForwardRef` (pydantic-core's 80
+  TypedDicts alone make about 800): about 10 ms.
+So the layer's build (layers/jobstream/Makefile) runs this module: it imports every module of the
+package, records each text the two compile, and writes the code, marshalled, to
+`recorded_code.bin` beside this file. Importing the package calls `install()`, which reads that
+file and gives each of the two a stand-in for the builtin it calls (`dataclasses.exec`,
+`typing.compile`: names of their modules, which the builtins' are looked up after) that takes a
+recorded text's code from the file and compiles any other text as before. The first invocation
+(`observability.instrument`) gives them their builtins back (`uninstall()`), freeing the
+recorded code, and logs a warning if the import compiled texts the build did not record (a
+runtime's Python or botocore other than the build's: the cold starts are slower, not wrong).
+
+The code is what the module would have compiled: the same text, no compiler flags (neither
+module has a future import; `dont_inherit` keeps ours out), the same optimisation level and
+interpreter (the file starts with the bytecode's magic number and the level; on any other,
+nothing is installed), and each use gets its own copy, as it would from compiling (a code object
+holds the interpreter's specialisations of its bytecode: classes sharing one would evict each
+other's). Like the layer's .pyc files, it only saves compiling. Without the file (the sources,
+the local stack, the tests), nothing changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import marshal
+import sys
+import typing
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from importlib.util import MAGIC_NUMBER
+from pathlib import Path
+from types import CodeType, ModuleType
+from typing import Any, Final, Literal
+
+FILE: Final = Path(__file__).with_name("recorded_code.bin")
+Mode = Literal["exec", "eval"]
+
+
+def _header() -> bytes:
+    """Which interpreter and optimisation level the code was compiled for."""
+    return MAGIC_NUMBER + bytes([sys.flags.optimize])
+
+
+def compiled(text: str, mode: Mode) -> CodeType:
+    """What `dataclasses`' `exec(text, ...)` or `typing`'s `compile(text, "<string>", "eval")`
+    compiles: no future flags (neither module has one; `dont_inherit` keeps this module's out),
+    this process's level."""
+    return compile(text, "<string>", mode, dont_inherit=True)
+
+
+class RecordedCode:
+    """The texts one module compiles and their code: a recorded text's code is a copy of its
+    own, unmarshalled; any other is compiled (and, while the build records, recorded)."""
+
+    mode: Mode
+
+    def __init__(self, codes: dict[str, bytes], *, recording: bool = False) -> None:
+        self.codes = codes  # text -> its marshalled code
+        self.recording = recording
+        self.hits = 0
+        self.misses = 0
+
+    def code(self, text: str) -> CodeType:
+        recorded = self.codes.get(text)
+        if recorded is not None:
+            self.hits += 1
+            return marshal.loads(recorded)  # type: ignore[no-any-return]  # noqa: S302 - our build's
+        code = compiled(text, self.mode)
+        if self.recording:
+            self.codes[text] = marshal.dumps(code)
+        else:
+            self.misses += 1
+        return code
+
+
+class RecordedExec(RecordedCode):
+    """`exec` for `dataclasses`, which runs each text of generated methods with it."""
+
+    mode = "exec"
+
+    def __call__(
+        self, source: str | CodeType, globals_: dict[str, Any] | None = None, locals_: Any = None, /
+    ) -> None:
+        code = self.code(source) if isinstance(source, str) else source
+        exec(code, globals_, locals_)  # noqa: S102 - as dataclasses does
+
+
+class RecordedCompile(RecordedCode):
+    """`compile` for `typing`, which compiles each forward reference's text with it."""
+
+    mode = "eval"
+
+    def __call__(  # noqa: PLR0917 - the builtin's signature
+        self,
+        source: Any,
+        filename: Any,
+        mode: str,
+        flags: int = 0,
+        dont_inherit: bool = False,  # noqa: ARG002 - the builtin's signature
+        optimize: int = -1,
+        **options: Any,
+    ) -> Any:
+        forward_reference = (
+            isinstance(source, str)
+            and (filename, mode, flags, optimize) == ("<string>", "eval", 0, -1)
+            and not options
+        )
+        if forward_reference:
+            return self.code(source)
+        # `typing` has no future import to pass on (`dont_inherit` or not): nor does this call.
+        return compile(source, filename, mode, flags, True, optimize, **options)
+
+
+# Where each stand-in goes: the module, the name of the builtin it calls, the stand-in's type.
+_SITES: Final[Mapping[str, tuple[ModuleType, str, type[RecordedCode]]]] = {
+    "dataclasses": (dataclasses, "exec", RecordedExec),
+    "typing": (typing, "compile", RecordedCompile),
+}
+
+
+def installed() -> dict[str, RecordedCode]:
+    """The stand-ins in place now, by module."""
+    found: dict[str, RecordedCode] = {}
+    for site, (module, name, _) in _SITES.items():
+        current = module.__dict__.get(name)
+        if isinstance(current, RecordedCode):
+            found[site] = current
+    return found
+
+
+def install(path: Path = FILE) -> dict[str, RecordedCode]:
+    """Give `dataclasses` and `typing` the code recorded in `path`, if it was recorded for this
+    interpreter; the stand-ins installed."""
+    if any(current.recording for current in installed().values()):
+        return {}  # the build is recording: every text is compiled
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return {}  # not a built layer
+    header = _header()
+    if not data.startswith(header):
+        return {}  # another interpreter's bytecode, or another optimisation level
+    recorded: dict[str, dict[str, bytes]] = marshal.loads(data[len(header) :])  # noqa: S302
+    stand_ins: dict[str, RecordedCode] = {}
+    for site, (module, name, kind) in _SITES.items():
+        stand_ins[site] = kind(recorded.get(site, {}))
+        setattr(module, name, stand_ins[site])
+    return stand_ins
+
+
+def uninstall() -> dict[str, RecordedCode]:
+    """Give `dataclasses` and `typing` their builtins back (the import is over) and say what the
+    stand-ins did; a recording goes on."""
+    current = installed()
+    if any(stand_in.recording for stand_in in current.values()):
+        return {}
+    for site in current:
+        module, name, _ = _SITES[site]
+        delattr(module, name)
+    return current
+
+
+def misses(stand_ins: Mapping[str, RecordedCode]) -> int:
+    """How many texts were compiled because the build had not recorded them."""
+    return sum(stand_in.misses for stand_in in stand_ins.values())
+
+
+@contextmanager
+def recording() -> Iterator[dict[str, dict[str, bytes]]]:
+    """Every text `dataclasses` and `typing` compile meanwhile, with its code, by module."""
+    previous = {site: module.__dict__.get(name) for site, (module, name, _) in _SITES.items()}
+    recorders = {site: kind({}, recording=True) for site, (_, _, kind) in _SITES.items()}
+    for site, (module, name, _) in _SITES.items():
+        setattr(module, name, recorders[site])
+    try:
+        yield {site: recorder.codes for site, recorder in recorders.items()}
+    finally:
+        for site, (module, name, _) in _SITES.items():
+            if previous[site] is None:
+                delattr(module, name)
+            else:
+                setattr(module, name, previous[site])
+
+
+def record_package() -> dict[str, dict[str, bytes]]:
+    """The texts importing every module of the package compiles, with their code. For the
+    build's own process only: the package's modules imported so far (by this module's import)
+    are forgotten, so that each is imported, and its code compiled, while recording."""
+    import importlib  # noqa: PLC0415 - the build's, not a cold start's
+    import pkgutil  # noqa: PLC0415
+
+    package = __name__.rpartition(".")[0]
+    with recording() as codes:
+        for name in [name for name in sys.modules if name.partition(".")[0] == package]:
+            if name != __name__:
+                del sys.modules[name]
+        # Each module's import imports the package first, again: its __init__ too is recorded.
+        for module in pkgutil.walk_packages([str(FILE.parent)], f"{package}."):
+            importlib.import_module(module.name)
+    return codes
+
+
+def write(codes: Mapping[str, dict[str, bytes]], path: Path) -> None:
+    path.write_bytes(_header() + marshal.dumps(dict(codes)))
+
+
+def main(argv: list[str]) -> int:
+    """Record the package's compiled texts into the file `argv` names (the layer's Makefile)."""
+    if len(argv) != 1:
+        sys.stderr.write("usage: main([FILE])\n")
+        return 2
+    codes = record_package()
+    write(codes, Path(argv[0]))
+    counts = ", ".join(f"{len(texts)} texts of {site}" for site, texts in codes.items())
+    sys.stdout.write(f"recorded_code: {counts}\n")
+    return 0
