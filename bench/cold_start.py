@@ -41,7 +41,7 @@ LAYER_SOURCE = REPOSITORY / "layers" / "jobstream"
 FUNCTIONS = ("admission", "jobs", "events", "ack", "callbacks", "dispatcher", "reconcile", "worker")
 Ours = TypeVar("Ours")
 Baseline = TypeVar("Baseline")
-PAIRS = 11
+PAIRS = 15
 PAIRS_WITHOUT_BYTECODE = 5
 MACHINE_ARCHITECTURES = {
     "x86_64": "x86_64",
