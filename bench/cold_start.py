@@ -173,8 +173,8 @@ def _function(
 _RECORDED_CODE = """
 import app
 from jobstream import recorded_code
-installed = recorded_code.installed()
-print(recorded_code.misses(installed) if installed else -1)
+found = recorded_code.installation()
+print(-1 if found is None or found.skipped else found.compiled)
 """
 
 

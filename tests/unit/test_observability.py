@@ -541,13 +541,13 @@ def test_the_first_invocation_frees_the_recorded_code_and_says_what_it_missed(
     with recorded_code.recording() as codes:
         dataclasses.make_dataclass("Recorded", [("a", int)])
     recorded_code.write(codes, tmp_path / "recorded_code.bin")
-    installed = recorded_code.install(tmp_path / "recorded_code.bin")
+    installation = recorded_code.install(tmp_path / "recorded_code.bin")
+    assert installation is not None
     dataclasses.make_dataclass("Recorded", [("a", int)])
     for index in range(unrecorded):
         dataclasses.make_dataclass(f"Unrecorded{index}", [(f"field_{index}", int)])
-    hits = sum(stand_in.hits for stand_in in installed.values())
-    assert hits > 0  # texts, not classes: one per method on Python 3.11
-    assert (recorded_code.misses(installed) > 0) is (unrecorded > 0)
+    assert installation.recorded > 0  # texts, not classes: one per method on Python 3.11
+    assert (installation.compiled > 0) is (unrecorded > 0)
 
     wrapped = observability.instrument(lambda event, context: "ok")
     assert wrapped({}, LambdaContext("WorkerFunction")) == "ok"
@@ -559,7 +559,10 @@ def test_the_first_invocation_frees_the_recorded_code_and_says_what_it_missed(
     if unrecorded:
         (warning,) = warnings
         assert warning["level"] == "WARNING"
-        assert (warning["compiled"], warning["recorded"]) == (recorded_code.misses(installed), hits)
+        assert (warning["compiled"], warning["recorded"]) == (
+            installation.compiled,
+            installation.recorded,
+        )
         assert warning["function_name"] == "WorkerFunction"
     else:
         assert warnings == []

@@ -4,14 +4,18 @@ without it."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import json
+import marshal
 import os
 import subprocess
 import sys
+import threading
 import types
 import typing
+from collections.abc import Iterator
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 from typing import Any
@@ -98,12 +102,15 @@ _METHODS = (
 
 
 @pytest.fixture(autouse=True)
-def plain_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+def plain_modules(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Whatever a test installs in `dataclasses` and `typing` is taken away after it."""
+    assert recorded_code.installation() is None  # no test's leftover
     for module, name, builtin in ((dataclasses, "exec", exec), (typing, "compile", compile)):
-        assert name not in module.__dict__  # no test's leftover
+        assert name not in module.__dict__
         monkeypatch.setattr(module, name, builtin, raising=False)
         monkeypatch.delattr(module, name)
+    yield
+    recorded_code.uninstall()
 
 
 def _plain() -> bool:
@@ -119,6 +126,12 @@ def _module(name: str, source: str = _MODULE) -> types.ModuleType:
     finally:
         del sys.modules[name]
     return module
+
+
+def _installed(path: Path) -> recorded_code.Installation:
+    installation = recorded_code.install(path)
+    assert installation is not None
+    return installation
 
 
 def _recorded(tmp_path: Path) -> Path:
@@ -145,9 +158,9 @@ def test_classes_made_from_recorded_code_are_the_classes_compiled_without_it(
     tmp_path: Path,
 ) -> None:
     plain = _module("made_plainly")
-    installed = recorded_code.install(_recorded(tmp_path))
-    assert recorded_code.installed() == installed
-    recorded = installed["dataclasses"]
+    installation = _installed(_recorded(tmp_path))
+    assert recorded_code.installed() == installation.stand_ins
+    recorded = installation.stand_ins["dataclasses"]
     cached = _module("made_from_recorded_code")
     assert recorded.hits >= len(_CLASSES)
     assert recorded.misses == 0
@@ -223,7 +236,7 @@ def test_classes_of_one_text_each_get_their_own_code(tmp_path: Path) -> None:
         _module("twins_recorded", _TWINS)
     path = tmp_path / "twins.bin"
     recorded_code.write(codes, path)
-    recorded = recorded_code.install(path)["dataclasses"]
+    recorded = _installed(path).stand_ins["dataclasses"]
     twins = _module("twins", _TWINS)
     assert recorded.misses == 0
     first, second = twins.First.__init__.__code__, twins.Second.__init__.__code__
@@ -232,15 +245,50 @@ def test_classes_of_one_text_each_get_their_own_code(tmp_path: Path) -> None:
 
 
 def test_uninstalling_gives_dataclasses_its_builtin_back(tmp_path: Path) -> None:
-    installed = recorded_code.install(_recorded(tmp_path))
+    path = _recorded(tmp_path)
+    installation = _installed(path)
+    assert recorded_code.install(path) is installation  # once a process
     _module("made_while_installed")
-    assert recorded_code.uninstall() == installed
-    assert installed["dataclasses"].hits >= len(_CLASSES)
+    assert recorded_code.uninstall() is installation
+    assert installation.stand_ins["dataclasses"].hits >= len(_CLASSES)
+    assert installation.problem() is None
     assert _plain()
-    assert recorded_code.uninstall() == {}  # once
+    assert recorded_code.uninstall() is None  # once
     with recorded_code.recording():
-        assert recorded_code.uninstall() == {}  # a recording goes on
+        assert recorded_code.uninstall() is None  # a recording goes on
         assert not _plain()
+
+
+def test_uninstalling_gives_back_what_was_there_and_leaves_anothers_replacement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def theirs(*arguments: object) -> None: ...
+
+    path = _recorded(tmp_path)
+    monkeypatch.setattr(typing, "compile", theirs, raising=False)  # set before the install
+    installation = _installed(path)
+    monkeypatch.setattr(dataclasses, "exec", theirs, raising=False)  # set after it
+    assert recorded_code.uninstall() is installation
+    assert typing.__dict__["compile"] is theirs  # what the install replaced, back
+    assert dataclasses.__dict__["exec"] is theirs  # another's replacement, left alone
+
+
+def test_uninstalling_from_threads_at_once_is_done_once(tmp_path: Path) -> None:
+    installation = _installed(_recorded(tmp_path))
+    barrier = threading.Barrier(8)
+    results: list[object] = []
+
+    def first_invocation() -> None:
+        barrier.wait()
+        results.append(recorded_code.uninstall())
+
+    threads = [threading.Thread(target=first_invocation) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(map(id, results)) == sorted([id(installation)] + [id(None)] * 7)
+    assert _plain()
 
 
 _PLAIN_EXEC = """
@@ -265,7 +313,7 @@ def test_recorded_code_is_what_exec_compiles_from_dataclasses_module() -> None:
 
 def test_a_text_not_recorded_is_compiled_as_before(tmp_path: Path) -> None:
     plain = _module("compiled_plainly", _OTHER_MODULE)
-    recorded = recorded_code.install(_recorded(tmp_path))["dataclasses"]
+    recorded = _installed(_recorded(tmp_path)).stand_ins["dataclasses"]
     other = _module("not_recorded", _OTHER_MODULE)
     assert recorded.misses >= 1
     assert recorded.hits == 0
@@ -283,11 +331,11 @@ def test_forward_references_made_from_recorded_code_are_those_compiled_without_i
     tmp_path: Path,
 ) -> None:
     plain = typing.ForwardRef(_FORWARD_REFERENCE)
-    recorded = recorded_code.install(_recorded(tmp_path))["typing"]
-    ours = typing.ForwardRef(_FORWARD_REFERENCE)
-    assert (recorded.hits, recorded.misses) == (1, 0)
+    recorded = _installed(_recorded(tmp_path)).stand_ins["typing"]
+    ours, again = typing.ForwardRef(_FORWARD_REFERENCE), typing.ForwardRef(_FORWARD_REFERENCE)
+    assert (recorded.hits, recorded.misses) == (2, 0)
     _assert_same_code(ours.__forward_code__, plain.__forward_code__)
-    assert ours.__forward_code__ is not plain.__forward_code__
+    assert ours.__forward_code__ is not again.__forward_code__  # each its own copy
     assert ours == plain
     namespace = {"Mapping": typing.Mapping}
     assert typing.get_type_hints(_annotated(ours), namespace) == typing.get_type_hints(
@@ -311,21 +359,35 @@ def _annotated(reference: typing.ForwardRef) -> object:
 def test_typing_compiles_anything_else_as_before(tmp_path: Path) -> None:
     """Only a forward reference's call takes recorded code; any other is the builtin's, with
     no future flag of the stand-in's module (typing has none)."""
-    recorded = recorded_code.install(_recorded(tmp_path))["typing"]
+    recorded = _installed(_recorded(tmp_path)).stand_ins["typing"]
     stand_in = typing.compile  # type: ignore[attr-defined]
-    for arguments in (
-        ("x: int = 1", "module.py", "exec"),
-        (_FORWARD_REFERENCE, "<string>", "exec"),
-        (_FORWARD_REFERENCE, "<string>", "eval", 0, False, 2),
+    for arguments, options in (
+        (("x: int = 1", "module.py", "exec"), {}),
+        ((_FORWARD_REFERENCE, "<string>", "exec"), {}),
+        ((_FORWARD_REFERENCE, "<string>", "eval", 0, False, 2), {}),
+        ((_FORWARD_REFERENCE.encode(), "<string>", "eval"), {}),
+        ((_FORWARD_REFERENCE, "<string>", "eval"), {"_feature_version": 8}),
     ):
-        ours = stand_in(*arguments)
-        theirs = (
-            compile(*arguments, dont_inherit=True)
-            if len(arguments) == 3
-            else (compile(arguments[0], arguments[1], arguments[2], 0, True, 2))
-        )
-        _assert_same_code(ours, theirs)
+        _assert_same_code(stand_in(*arguments, **options), _builtin_compile(*arguments, **options))
+    for flags in (ast.PyCF_ONLY_AST, ast.PyCF_TYPE_COMMENTS | ast.PyCF_ONLY_AST):
+        tree = stand_in(_FORWARD_REFERENCE, "<string>", "eval", flags)
+        assert isinstance(tree, ast.Expression)
+        assert ast.dump(tree) == ast.dump(ast.parse(_FORWARD_REFERENCE, mode="eval"))
     assert recorded.hits == 0
+
+
+def _builtin_compile(  # noqa: PLR0917 - the builtin's signature
+    source: str | bytes,
+    filename: str,
+    mode: str,
+    flags: int = 0,
+    dont_inherit: bool = False,
+    optimize: int = -1,
+    **options: Any,
+) -> types.CodeType:
+    """The builtin as `typing` calls it: from a module without future imports."""
+    code: types.CodeType = compile(source, filename, mode, flags, True, optimize, **options)
+    return code
 
 
 @pytest.mark.parametrize(
@@ -342,13 +404,53 @@ def test_code_recorded_for_another_interpreter_or_level_is_not_installed(
     path = _recorded(tmp_path)
     body = path.read_bytes()[len(MAGIC_NUMBER) + 1 :]
     path.write_bytes(header + body)
-    assert recorded_code.install(path) == {}
+    installation = _installed(path)  # nothing installed, but said at the first invocation
+    assert installation.stand_ins == {}
+    assert installation.problem() == (
+        "the layer's recorded code was not used: "
+        "it was recorded for another Python or optimisation level"
+    )
     assert _plain()
     assert recorded_code.installed() == {}
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"\xff\x00", id="truncated"),
+        pytest.param(marshal.dumps(["not", "a", "mapping"]), id="not-a-mapping"),
+        pytest.param(marshal.dumps({"typing": {"int": "not code"}}), id="not-code"),
+    ],
+)
+def test_a_damaged_file_is_not_used_and_said(tmp_path: Path, body: bytes) -> None:
+    """It only saves time: a function imports without it."""
+    path = tmp_path / "recorded_code.bin"
+    path.write_bytes(MAGIC_NUMBER + bytes([sys.flags.optimize]) + body)
+    installation = _installed(path)
+    assert installation.stand_ins == {}
+    assert installation.problem() == "the layer's recorded code was not used: its file is damaged"
+    assert _plain()
+
+
+_WARNS = 'Literal["\\d"]'  # an invalid escape: compiling it warns
+
+
+def test_a_text_that_warns_is_not_recorded(tmp_path: Path) -> None:
+    """So that it warns, as compiling it does, every time (and raises under -W error)."""
+    with recorded_code.recording() as codes:
+        typing.ForwardRef(_WARNS)
+        typing.ForwardRef(_FORWARD_REFERENCE)
+    assert _FORWARD_REFERENCE in codes["typing"]
+    assert _WARNS not in codes["typing"]
+    path = tmp_path / "recorded_code.bin"
+    recorded_code.write(codes, path)
+    _installed(path)
+    with pytest.warns((SyntaxWarning, DeprecationWarning)):
+        typing.ForwardRef(_WARNS)
+
+
 def test_without_the_file_nothing_changes(tmp_path: Path) -> None:
-    assert recorded_code.install(tmp_path / "missing.bin") == {}
+    assert recorded_code.install(tmp_path / "missing.bin") is None
     assert _plain()
     # The sources, the local stack and the tests run without it: the build writes it.
     assert not recorded_code.FILE.exists()
@@ -357,7 +459,7 @@ def test_without_the_file_nothing_changes(tmp_path: Path) -> None:
 def test_while_recording_nothing_is_installed(tmp_path: Path) -> None:
     path = _recorded(tmp_path)
     with recorded_code.recording() as codes:
-        assert recorded_code.install(path) == {}  # the package imported while recording
+        assert recorded_code.install(path) is None  # the package imported while recording
         _module("recorded_again")
     assert len(codes["dataclasses"]) >= len(_CLASSES)
     assert _plain()
@@ -381,7 +483,7 @@ _EVERY_FUNCTION = """
 import importlib.util, json, sys
 from pathlib import Path
 from jobstream import recorded_code
-installed = recorded_code.install(Path(sys.argv[1]))
+installed = recorded_code.install(Path(sys.argv[1])).stand_ins
 for app in sorted(Path(sys.argv[2]).glob("*/app.py")):
     spec = importlib.util.spec_from_file_location(f"app_{app.parent.name}", app)
     sys.path.insert(0, str(app.parent))

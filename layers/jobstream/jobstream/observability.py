@@ -312,7 +312,7 @@ def instrument(handler: Handler) -> Handler:
         global _cold_start  # noqa: PLW0603 - per process, like Lambda's own cold start
         # The import is over: the recorded code freed (recorded_code.py), the collector
         # resumed with what the import made frozen (collector.py).
-        recorded = recorded_code.uninstall()
+        installation = recorded_code.uninstall()
         collector.resume()
         logger().thread_safe_clear_keys()
         function_name = getattr(context, "function_name", None) or variable(
@@ -331,14 +331,11 @@ def instrument(handler: Handler) -> Handler:
         if request_id:
             _properties["function_request_id"] = request_id
         _cold_start = False
-        if recorded_code.misses(recorded):
+        problem = installation.problem() if installation is not None else None
+        if installation is not None and problem is not None:
             logger().warning(
-                "the import compiled code the layer's build did not record: "
-                "build the layer with the runtime's Python and botocore",
-                extra={
-                    "compiled": recorded_code.misses(recorded),
-                    "recorded": sum(stand_in.hits for stand_in in recorded.values()),
-                },
+                problem,
+                extra={"compiled": installation.compiled, "recorded": installation.recorded},
             )
         try:
             return traced()(event, context)

@@ -15,7 +15,9 @@ file and gives each of the two a stand-in for the builtin it calls (`dataclasses
 recorded text's code from the file and compiles any other text as before. The first invocation
 (`observability.instrument`) gives them their builtins back (`uninstall()`), freeing the
 recorded code, and logs a warning if the import compiled texts the build did not record (a
-runtime's Python or botocore other than the build's: the cold starts are slower, not wrong).
+runtime's Python or botocore other than the build's) or the file could not be used: the cold
+starts are slower, not wrong. A text that warns when compiled is not recorded (it warns each
+time, as before).
 
 The code is what the module would have compiled: the same text, no compiler flags (neither
 module has a future import; `dont_inherit` keeps ours out), the same optimisation level and
@@ -31,7 +33,9 @@ from __future__ import annotations
 import dataclasses
 import marshal
 import sys
+import threading
 import typing
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib.util import MAGIC_NUMBER
@@ -72,11 +76,14 @@ class RecordedCode:
         if recorded is not None:
             self.hits += 1
             return marshal.loads(recorded)  # type: ignore[no-any-return]  # noqa: S302 - our build's
-        code = compiled(text, self.mode)
-        if self.recording:
-            self.codes[text] = marshal.dumps(code)
-        else:
+        if not self.recording:
             self.misses += 1
+            return compiled(text, self.mode)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            code = compiled(text, self.mode)
+        if not caught:  # a text that warns is compiled each time, so that it warns each time
+            self.codes[text] = marshal.dumps(code)
         return code
 
 
@@ -135,41 +142,111 @@ def installed() -> dict[str, RecordedCode]:
     return found
 
 
-def install(path: Path = FILE) -> dict[str, RecordedCode]:
-    """Give `dataclasses` and `typing` the code recorded in `path`, if it was recorded for this
-    interpreter; the stand-ins installed."""
-    if any(current.recording for current in installed().values()):
-        return {}  # the build is recording: every text is compiled
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return {}  # not a built layer
+class Installation:
+    """What `install` put in place and what it replaced, or why it used no recorded code."""
+
+    def __init__(
+        self,
+        stand_ins: dict[str, RecordedCode],
+        previous: dict[str, object],
+        skipped: str = "",
+    ) -> None:
+        self.stand_ins = stand_ins
+        self.previous = previous  # by module: what the stand-in replaced (_ABSENT: nothing)
+        self.skipped = skipped
+
+    @property
+    def compiled(self) -> int:
+        """Texts compiled because the build had not recorded them."""
+        return sum(stand_in.misses for stand_in in self.stand_ins.values())
+
+    @property
+    def recorded(self) -> int:
+        """Texts whose recorded code was used."""
+        return sum(stand_in.hits for stand_in in self.stand_ins.values())
+
+    def problem(self) -> str | None:
+        """What an operator should hear of: the cold starts are slower than they could be."""
+        if self.skipped:
+            return f"the layer's recorded code was not used: {self.skipped}"
+        if self.compiled:
+            return (
+                "the import compiled code the layer's build did not record: "
+                "build the layer with the runtime's Python and botocore"
+            )
+        return None
+
+
+_ABSENT: Final = object()
+_lock = threading.Lock()  # one installation per process
+_installation: Installation | None = None
+
+
+def installation() -> Installation | None:
+    """The installation in place, if any."""
+    return _installation
+
+
+def install(path: Path = FILE) -> Installation | None:
+    """Give `dataclasses` and `typing` the code recorded in `path` (once per process), if it was
+    recorded for this interpreter; None without a file (the sources) or while recording."""
+    global _installation  # noqa: PLW0603 - one installation per process
+    with _lock:
+        if _installation is not None:
+            return _installation
+        if any(current.recording for current in installed().values()):
+            return None  # the build is recording: every text is compiled
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None  # not a built layer
+        recorded, skipped = _read(data)
+        previous = {
+            site: module.__dict__.get(name, _ABSENT) for site, (module, name, _) in _SITES.items()
+        }
+        stand_ins: dict[str, RecordedCode] = {}
+        if recorded is not None:
+            for site, (module, name, kind) in _SITES.items():
+                stand_ins[site] = kind(recorded.get(site, {}))
+                setattr(module, name, stand_ins[site])
+        _installation = Installation(stand_ins, previous, skipped)
+        return _installation
+
+
+def _read(data: bytes) -> tuple[dict[str, dict[str, bytes]] | None, str]:
+    """The recorded code by module, or why there is none to use."""
     header = _header()
     if not data.startswith(header):
-        return {}  # another interpreter's bytecode, or another optimisation level
-    recorded: dict[str, dict[str, bytes]] = marshal.loads(data[len(header) :])  # noqa: S302
-    stand_ins: dict[str, RecordedCode] = {}
-    for site, (module, name, kind) in _SITES.items():
-        stand_ins[site] = kind(recorded.get(site, {}))
-        setattr(module, name, stand_ins[site])
-    return stand_ins
+        return None, "it was recorded for another Python or optimisation level"
+    try:
+        recorded = marshal.loads(data[len(header) :])  # noqa: S302 - our own build's file
+    except (EOFError, ValueError, TypeError):
+        return None, "its file is damaged"
+    well_formed = isinstance(recorded, dict) and all(
+        isinstance(texts, dict)
+        and all(isinstance(text, str) and isinstance(code, bytes) for text, code in texts.items())
+        for texts in recorded.values()
+    )
+    return (recorded, "") if well_formed else (None, "its file is damaged")
 
 
-def uninstall() -> dict[str, RecordedCode]:
-    """Give `dataclasses` and `typing` their builtins back (the import is over) and say what the
-    stand-ins did; a recording goes on."""
-    current = installed()
-    if any(stand_in.recording for stand_in in current.values()):
-        return {}
-    for site in current:
-        module, name, _ = _SITES[site]
-        delattr(module, name)
-    return current
-
-
-def misses(stand_ins: Mapping[str, RecordedCode]) -> int:
-    """How many texts were compiled because the build had not recorded them."""
-    return sum(stand_in.misses for stand_in in stand_ins.values())
+def uninstall() -> Installation | None:
+    """Give `dataclasses` and `typing` back what they had (the import is over) and say what the
+    installation did; once. A stand-in someone else replaced meanwhile is left to them."""
+    global _installation
+    with _lock:
+        done, _installation = _installation, None
+        if done is None:
+            return None
+        for site, stand_in in done.stand_ins.items():
+            module, name, _ = _SITES[site]
+            if module.__dict__.get(name) is not stand_in:
+                continue
+            if done.previous[site] is _ABSENT:
+                delattr(module, name)
+            else:
+                setattr(module, name, done.previous[site])
+    return done
 
 
 @contextmanager
