@@ -25,6 +25,7 @@ HTTP_FUNCTIONS = frozenset({"AdmissionFunction", "JobsFunction", "EventsFunction
 # The functions whose invocations authenticate a request or sign a callback: they read the
 # consumer registry (a Secrets Manager read when its cache is cold).
 REGISTRY_READERS = HTTP_FUNCTIONS | {"CallbacksFunction"}
+TARGET_PER_MILLION = 40.0  # dollars per million jobs at 1M jobs a month, every line
 JOB_LINES = (
     "DynamoDB writes",
     "DynamoDB reads",
@@ -498,14 +499,22 @@ def report_lines(bill: Bill, costs: list[JobCost], stack: Stack) -> list[str]:
             for line in JOB_LINES
         ],
         (
-            f"| **per job** | **${bill.total(bill.at_scale):,.2f}** | "
+            f"| **every line, per million jobs** | **${bill.total(bill.at_scale):,.2f}** | "
             f"**${bill.total(bill.low_traffic):,.2f}** |"
         ),
         (
-            f"| fixed, ${fixed:,.2f} a month, per million jobs at 1M a month | "
+            f"| the fixed ${fixed:,.2f} a month, spread over 1M jobs | "
             f"${fixed * 1_000_000 / a.JOBS_PER_MONTH:,.2f} | - |"
         ),
-        f"| **all in** | **${bill.all_in_at_scale:,.2f}** | - |",
+        f"| **with the fixed costs** | **${bill.all_in_at_scale:,.2f}** | - |",
+        "",
+        (
+            f"Target: every line, per million jobs, at most ${TARGET_PER_MILLION:,.0f} at 1M "
+            "jobs a month: "
+            f"{'met' if bill.total(bill.at_scale) <= TARGET_PER_MILLION else 'NOT met'}. The fixed"
+        ),
+        "costs come each month whatever the traffic (the table below); spread over 1M jobs they",
+        "add the row above.",
         "",
         "Fixed monthly costs (no job at all):",
         "",

@@ -205,12 +205,35 @@ def measure() -> dict[str, Any]:
                 set(run.submitted[name]) - receivers[name].terminal for name in TOKENS
             ):
                 time.sleep(0.5)
+            # Callbacks are not ordered (consumers merge by `at`): an event that failed during
+            # the outage may still wait for its retry after its job's terminal one arrived.
+            events = job_events(apis, run)
+            while time.monotonic() < deadline and undelivered(receivers, events):
+                time.sleep(0.5)
             run.recovered_s = time.monotonic() - run.outage_end
             stopping.set()
             watcher.join()
             figures = judge(apis, receivers, run)
             figures["dead"] = dead_letters()
     return figures
+
+
+def job_events(apis: dict[str, Api], run: Run) -> dict[str, list[str]]:
+    """Every submitted job's event ids, by tenant (read once its terminal event is in)."""
+    return {
+        name: [
+            event_id
+            for job_id in run.submitted[name]
+            for event_id in read_events(apis[name], job_id) or []
+        ]
+        for name in TOKENS
+    }
+
+
+def undelivered(receivers: dict[str, Receiver], events: dict[str, list[str]]) -> int:
+    return sum(
+        receivers[name].delivered[event_id] == 0 for name, ids in events.items() for event_id in ids
+    )
 
 
 def dead_letters() -> int:
