@@ -28,7 +28,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, partial
 from pathlib import Path
 from typing import TypeVar
@@ -59,10 +59,8 @@ imported, imported_cpu = time.perf_counter(), time.process_time()
 print(imported - started, time.perf_counter() - imported, time.process_time() - started_cpu)
 """
 _SETUP = """
-from jobstream import collector, recorded_code
-recorded_code.uninstall()
-collector.resume()
 from jobstream import observability
+observability.end_import()
 from jobstream import runtime
 rt = runtime.runtime()
 rt.targets()
@@ -119,17 +117,15 @@ THIS_PYTHON = Interpreter(
 )
 
 
-def _output(
-    code: str, path: list[Path], extra: dict[str, str] | None = None, python: Path | None = None
-) -> str:
+def _output(code: str, path: list[Path], extra: dict[str, str], python: Path) -> str:
     """What `code` prints, run in a fresh interpreter with `path` and nothing else of ours."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JOBSTREAM_"))}
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # Lambda cannot write next to the layer either
     if path:
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in path)
-    env.update(extra or {})
+    env.update(extra)
     output = subprocess.run(
-        [str(python or sys.executable), "-X", "frozen_modules=on", "-c", code],
+        [str(python), "-X", "frozen_modules=on", "-c", code],
         capture_output=True,
         text=True,
         check=True,
@@ -140,17 +136,17 @@ def _output(
 
 
 def _run(
-    code: str, path: list[Path], extra: dict[str, str] | None = None, python: Path | None = None
+    code: str, path: list[Path], extra: dict[str, str], python: Path
 ) -> tuple[float, float, float]:
     """The import's and the set-up's wall seconds, and the CPU seconds of both."""
     first, second, cpu = _output(code, path, extra, python).split()
     return float(first), float(second), float(cpu)
 
 
-def _boto3(python: Path | None = None) -> tuple[float, float]:
+def _boto3(python: Path) -> tuple[float, float]:
     """`import boto3`, and that plus one client."""
     code = _IMPORT.format(statement="import boto3", setup=_ONE_CLIENT)
-    imported, client, _ = _run(code, [], python=python)
+    imported, client, _ = _run(code, [], {}, python)
     return imported, imported + client
 
 
@@ -161,9 +157,7 @@ def _dependency_environment() -> dict[str, str]:
     return {name: str(variables[name]) for name in ("PYDANTIC_DISABLE_PLUGINS",)}
 
 
-def _function(
-    name: str, layer: Path, *, setup: bool, python: Path | None = None
-) -> tuple[float, float, float]:
+def _function(name: str, layer: Path, *, setup: bool, python: Path) -> tuple[float, float, float]:
     steps = _SETUP + (_REGISTRY_CLIENT if name in REGISTRY_READERS else "")
     code = _IMPORT.format(statement="import app", setup=steps if setup else "")
     environment = {**_SETUP_ENVIRONMENT, **_dependency_environment()}
@@ -178,7 +172,7 @@ print(-1 if found is None or found.skipped else found.compiled)
 """
 
 
-def check_recorded_code(layer: Path, python: Path | None = None) -> None:
+def check_recorded_code(layer: Path, python: Path) -> None:
     """Every function imports on the code the layer's build recorded (jobstream/recorded_code.py):
     none compiles a text of its own."""
     environment = {**_SETUP_ENVIRONMENT, **_dependency_environment()}
@@ -197,10 +191,10 @@ class Floor:
     load: float
 
 
-def floor(layer: Path, python: Path | None = None) -> Floor:
+def floor(layer: Path, python: Path) -> Floor:
     """botocore, pydantic and one client, paired with `import boto3` and one client."""
     code = _IMPORT.format(statement=_FLOOR, setup=_FLOOR_CLIENT)
-    ours = partial(_run, code, [layer], python=python)
+    ours = partial(_run, code, [layer], {}, python)
     runs = _alternating(ours, partial(_boto3, python), FLOOR_PAIRS)
     samples = [(imported + client, baseline) for (imported, client, _), (_, baseline) in runs]
     return Floor(
@@ -228,7 +222,7 @@ def _alternating(
 
 
 def _pairs(
-    name: str, layer: Path, count: int, *, setup: bool, python: Path | None = None
+    name: str, layer: Path, count: int, *, setup: bool, python: Path
 ) -> list[tuple[float, float, float, float, float]]:
     """(function import, function import + set-up, boto3 import, boto3 import + one client,
     function import + set-up in CPU seconds) per pair, order alternating."""
@@ -241,7 +235,7 @@ def _pairs(
 
 
 @contextmanager
-def built_layers(interpreter: Interpreter = THIS_PYTHON) -> Iterator[tuple[Path, Path]]:
+def built_layers(interpreter: Interpreter) -> Iterator[tuple[Path, Path]]:
     """The layer as the Makefile builds it for this machine and `interpreter`, and the same
     without bytecode."""
     architecture = MACHINE_ARCHITECTURES.get(platform.machine().lower())
@@ -274,15 +268,13 @@ def built_layers(interpreter: Interpreter = THIS_PYTHON) -> Iterator[tuple[Path,
 class ColdStarts:
     rows: list[ColdImport]
     floor: Floor
+    version: str  # the Python that measured them (major.minor)
     # The same on the functions' runtime (its Python and botocore), where this machine has it.
     runtime: ColdStarts | None = None
-    runtime_version: str = ""
     runtime_note: str = ""  # why the runtime was not measured
 
 
-def _measured(
-    name: str, layer: Path, without_bytecode: Path | None, python: Path | None = None
-) -> ColdImport:
+def _measured(name: str, layer: Path, without_bytecode: Path | None, python: Path) -> ColdImport:
     samples = _pairs(name, layer, PAIRS, setup=True, python=python)
     plain = (
         _pairs(name, without_bytecode, PAIRS_WITHOUT_BYTECODE, setup=False, python=python)
@@ -321,7 +313,7 @@ def _measured_on(
                 f"{rows[-1].setup_ratio:.2f}x with set-up",
                 flush=True,
             )
-    return ColdStarts(rows, lowest)
+    return ColdStarts(rows, lowest, interpreter.version)
 
 
 def runtime_interpreter() -> Interpreter | str:
@@ -345,10 +337,10 @@ def cold_imports(functions: tuple[str, ...] = FUNCTIONS) -> ColdStarts:
     runtime = runtime_interpreter()  # before the long part: a broken runtime says so at once
     measured = _measured_on(THIS_PYTHON, functions, without_bytecode=True)
     if isinstance(runtime, str):
-        return ColdStarts(measured.rows, measured.floor, runtime_note=runtime)
+        return replace(measured, runtime_note=runtime)
     print(f"  on the functions' runtime, Python {runtime.version}:", flush=True)
     on_runtime = _measured_on(runtime, functions, without_bytecode=False)
-    return ColdStarts(measured.rows, measured.floor, on_runtime, runtime.version)
+    return replace(measured, runtime=on_runtime)
 
 
 def report_lines(cold: ColdStarts) -> list[str]:
@@ -359,7 +351,7 @@ def report_lines(cold: ColdStarts) -> list[str]:
         "Each function imported from the layer as `sam build` ships it (layers/jobstream/Makefile,",
         "built here for this machine: dependencies, our package, bytecode compiled at level 0 with",
         "`--invalidation-mode unchecked-hash`, the code the standard library compiles at import),",
-        f"in a fresh Python {THIS_PYTHON.version} interpreter that may not write bytecode",
+        f"in a fresh Python {cold.version} interpreter that may not write bytecode",
         "(Lambda's /opt is read-only), paired with `import boto3` in a fresh interpreter run just",
         f"before or after it: the median of {PAIRS} per-pair ratios, so that the machine's load",
         "weighs on both sides of each ratio (bench/cold_start.py). Set-up is what every first",
@@ -438,7 +430,7 @@ def runtime_lines(cold: ColdStarts) -> list[str]:
         return [*lines, f"Not measured: {cold.runtime_note}.", ""]
     rows, lowest = cold.runtime.rows, cold.runtime.floor
     lines += [
-        f"The same pairs on Python {cold.runtime_version} with the Lambda runtime's botocore",
+        f"The same pairs on Python {cold.runtime.version} with the Lambda runtime's botocore",
         "and boto3 (the rehearsal's .venv-rehearsal/lambda-runtime), the layer built for it",
         f"by its Makefile. The floor there: **{lowest.ratio:.2f}x** `import boto3` plus one",
         f"client (load {lowest.load:.1f}).",

@@ -29,10 +29,8 @@ spec = importlib.util.spec_from_file_location("app", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 imported = time.process_time()
-from jobstream import collector, recorded_code
-recorded_code.uninstall()  # what the first invocation does first (observability.instrument)
-collector.resume()
 from jobstream import observability
+observability.end_import()  # what the first invocation does first (observability.instrument)
 from jobstream import runtime
 from jobstream.aws import retrying_client
 rt = runtime.runtime()

@@ -296,6 +296,15 @@ def flush() -> list[dict[str, Any]]:
 # -------------------------------------------------------------------------------- handlers
 
 
+def end_import() -> recorded_code.Installation | None:
+    """What a first invocation does first, the import being over: the recorded code freed
+    (recorded_code.py; what it did returned), the collector resumed with what the import made
+    frozen (collector.py). Later calls do nothing."""
+    installation = recorded_code.uninstall()
+    collector.resume()
+    return installation
+
+
 def instrument(handler: Handler) -> Handler:
     """Wrap a Lambda handler: fresh log keys with the function and request id, metrics
     flushed when it returns or raises, and the Tracer around it when tracing is on.
@@ -310,10 +319,7 @@ def instrument(handler: Handler) -> Handler:
     @functools.wraps(handler)
     def wrapper(event: Any, context: Any) -> Any:
         global _cold_start  # noqa: PLW0603 - per process, like Lambda's own cold start
-        # The import is over: the recorded code freed (recorded_code.py), the collector
-        # resumed with what the import made frozen (collector.py).
-        installation = recorded_code.uninstall()
-        collector.resume()
+        installation = end_import()
         logger().thread_safe_clear_keys()
         function_name = getattr(context, "function_name", None) or variable(
             LAMBDA_FUNCTION_VARIABLE
@@ -331,8 +337,7 @@ def instrument(handler: Handler) -> Handler:
         if request_id:
             _properties["function_request_id"] = request_id
         _cold_start = False
-        problem = installation.problem() if installation is not None else None
-        if installation is not None and problem is not None:
+        if installation is not None and (problem := installation.problem()):
             logger().warning(
                 problem,
                 extra={"compiled": installation.compiled, "recorded": installation.recorded},

@@ -134,12 +134,7 @@ _SITES: Final[Mapping[str, tuple[ModuleType, str, type[RecordedCode]]]] = {
 
 def installed() -> dict[str, RecordedCode]:
     """The stand-ins in place now, by module."""
-    found: dict[str, RecordedCode] = {}
-    for site, (module, name, _) in _SITES.items():
-        current = module.__dict__.get(name)
-        if isinstance(current, RecordedCode):
-            found[site] = current
-    return found
+    return {site: held for site, held in _current().items() if isinstance(held, RecordedCode)}
 
 
 class Installation:
@@ -201,9 +196,7 @@ def install(path: Path = FILE) -> Installation | None:
         except OSError:
             return None  # not a built layer
         recorded, skipped = _read(data)
-        previous = {
-            site: module.__dict__.get(name, _ABSENT) for site, (module, name, _) in _SITES.items()
-        }
+        previous = _current()
         stand_ins: dict[str, RecordedCode] = {}
         if recorded is not None:
             for site, (module, name, kind) in _SITES.items():
@@ -211,6 +204,11 @@ def install(path: Path = FILE) -> Installation | None:
                 setattr(module, name, stand_ins[site])
         _installation = Installation(stand_ins, previous, skipped)
         return _installation
+
+
+def _current() -> dict[str, object]:
+    """What each module's name holds now, by module (_ABSENT: nothing)."""
+    return {site: module.__dict__.get(name, _ABSENT) for site, (module, name, _) in _SITES.items()}
 
 
 def _read(data: bytes) -> tuple[dict[str, dict[str, bytes]] | None, str]:
@@ -240,30 +238,32 @@ def uninstall() -> Installation | None:
             return None
         for site, stand_in in done.stand_ins.items():
             module, name, _ = _SITES[site]
-            if module.__dict__.get(name) is not stand_in:
-                continue
-            if done.previous[site] is _ABSENT:
-                delattr(module, name)
-            else:
-                setattr(module, name, done.previous[site])
+            if module.__dict__.get(name) is stand_in:
+                _put_back(site, done.previous[site])
     return done
+
+
+def _put_back(site: str, previous: object) -> None:
+    """Give the module's name back what it held before a stand-in (_ABSENT: nothing)."""
+    module, name, _ = _SITES[site]
+    if previous is _ABSENT:
+        delattr(module, name)
+    else:
+        setattr(module, name, previous)
 
 
 @contextmanager
 def recording() -> Iterator[dict[str, dict[str, bytes]]]:
     """Every text `dataclasses` and `typing` compile meanwhile, with its code, by module."""
-    previous = {site: module.__dict__.get(name) for site, (module, name, _) in _SITES.items()}
+    previous = _current()
     recorders = {site: kind({}, recording=True) for site, (_, _, kind) in _SITES.items()}
     for site, (module, name, _) in _SITES.items():
         setattr(module, name, recorders[site])
     try:
         yield {site: recorder.codes for site, recorder in recorders.items()}
     finally:
-        for site, (module, name, _) in _SITES.items():
-            if previous[site] is None:
-                delattr(module, name)
-            else:
-                setattr(module, name, previous[site])
+        for site, held in previous.items():
+            _put_back(site, held)
 
 
 def record_package() -> dict[str, dict[str, bytes]]:
